@@ -1,0 +1,175 @@
+"""A local folder as an object store.
+
+- ``create`` (put-if-absent): the bytes go to a temp file which is then hard-linked to the
+  key; ``link`` fails atomically if the key exists, and readers never see half a file.
+- ``overwrite``: temp file + ``rename`` (atomic replace).
+- ``if_match``: an exclusive ``flock`` on the current file, etag comparison, then temp file +
+  rename; atomic among processes of one machine (the guarantee a local folder can give).
+Etags identify one written version: inode, mtime in ns and size (every write makes a new inode).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+from lv_core.errors import AlreadyExists, ConfigError, NotFound, PreconditionFailed, StorageError
+from lv_core.storage.base import CREATE, OVERWRITE, GetResult, IfMatch, ObjectMeta, ObjectStore, PutMode
+
+_TMP_PREFIX = ".lvtmp-"
+
+
+def _etag(st: os.stat_result) -> str:
+    return f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"
+
+
+class LocalStore(ObjectStore):
+    """Object store over a folder (keys are relative ``/``-separated paths)."""
+
+    scheme = "file"
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).expanduser().resolve()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"cannot use warehouse folder {self.root}: {e.strerror}") from e
+
+    def _path(self, key: str) -> Path:
+        if key.startswith("/") or any(p in ("..", ".") for p in key.split("/")):
+            raise StorageError(f"invalid object key {key!r}")
+        return self.root / key
+
+    def url(self, key: str = "") -> str:
+        return (self.root / key).as_uri() if key else self.root.as_uri()
+
+    def _write_temp(self, path: Path, data: bytes) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        return tmp
+
+    def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                if byte_range is None:
+                    data = f.read()
+                else:
+                    start, end = byte_range
+                    f.seek(start)
+                    data = f.read(max(0, end - start))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+            raise NotFound(key) from e
+        return GetResult(data, _etag(st))
+
+    def head(self, key: str) -> ObjectMeta:
+        try:
+            st = os.stat(self._path(key))
+        except (FileNotFoundError, NotADirectoryError) as e:
+            raise NotFound(key) from e
+        if not os.path.isfile(self._path(key)):
+            raise NotFound(key)
+        return ObjectMeta(key, st.st_size, _etag(st), st.st_mtime)
+
+    def put(self, key: str, data: bytes, *, mode: PutMode = OVERWRITE) -> str:
+        path = self._path(key)
+        tmp = self._write_temp(path, data)
+        try:
+            if mode == CREATE:
+                try:
+                    os.link(tmp, path)
+                except FileExistsError as e:
+                    raise AlreadyExists(key) from e
+                return _etag(os.stat(path))
+            if mode == OVERWRITE:
+                os.replace(tmp, path)
+                tmp = None
+                return _etag(os.stat(path))
+            if isinstance(mode, IfMatch):
+                return self._put_if_match(key, path, tmp, mode.etag)
+            raise ValueError(f"unknown put mode {mode!r}")
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+
+    def _locked(self, key: str, path: Path) -> int:
+        """Open and exclusively lock the file currently at ``path``; return its fd."""
+        while True:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError as e:
+                raise NotFound(key) from e
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+                if not os.path.lexists(path):
+                    os.close(fd)
+                    raise NotFound(key)
+            if same:
+                return fd
+            os.close(fd)  # replaced while we waited: lock the new file
+
+    def _put_if_match(self, key: str, path: Path, tmp: Path, etag: str) -> str:
+        try:
+            fd = self._locked(key, path)
+        except NotFound as e:
+            raise PreconditionFailed(f"{key}: object is gone") from e
+        try:
+            if _etag(os.fstat(fd)) != etag:
+                raise PreconditionFailed(f"{key}: etag changed")
+            os.replace(tmp, path)
+            return _etag(os.stat(path))
+        finally:
+            os.close(fd)
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        try:
+            fd = self._locked(key, path)
+        except NotFound:
+            return
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(fd)
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
+        # Walk only the deepest folder the prefix names, then filter by the rest.
+        base_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        top = self.root / base_dir if base_dir else self.root
+        if not top.is_dir():
+            return iter(())
+        found: list[ObjectMeta] = []
+        for dirpath, dirnames, filenames in os.walk(top):
+            rel_dir = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+            rel_dir = "" if rel_dir == "." else rel_dir + "/"
+            dirnames[:] = [d for d in dirnames if (rel_dir + d + "/").startswith(prefix) or prefix.startswith(rel_dir + d + "/")]
+            for name in filenames:
+                if name.startswith(_TMP_PREFIX):
+                    continue
+                key = rel_dir + name
+                if not key.startswith(prefix) or (start_after is not None and key <= start_after):
+                    continue
+                try:
+                    st = os.stat(os.path.join(dirpath, name))
+                except FileNotFoundError:
+                    continue
+                found.append(ObjectMeta(key, st.st_size, _etag(st), st.st_mtime))
+        found.sort(key=lambda m: m.key)
+        return iter(found)

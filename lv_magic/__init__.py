@@ -1,0 +1,1 @@
+"""IPython extension: %lv and %%lvtxn (see ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""ipywidgets for LakeVilla: transaction widget and lakehouse inspector."""
