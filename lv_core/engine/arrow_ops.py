@@ -1,0 +1,144 @@
+"""File-level operations computed through the client with pyarrow (no Spark).
+
+Used by the protocol tests and as the engine's client path. Predicates are Python callables over an
+Arrow table returning a boolean mask, so an operation is re-executable for redo. Every data file
+read is recorded as read; scans are predicate reads (new files may match).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lv_core.engine.arrow_io import read_data_files, write_data_file
+from lv_core.txn.context import OpContext
+from lv_core.txn.ops import Operation, OpResult
+
+Mask = Callable[[pa.Table], Any]  # -> pyarrow boolean array / ChunkedArray
+Update = Callable[[pa.Table], pa.Table]  # matching rows -> updated rows (same schema)
+
+
+def _partitions(ctx: OpContext, table: str, data: pa.Table) -> list[tuple[dict[str, str | None], pa.Table]]:
+    parts = list(ctx.snapshot(table).partition_columns)
+    if not parts:
+        return [({}, data)]
+    out = []
+    keys = data.select(parts).to_pylist()
+    groups: dict[tuple, list[int]] = {}
+    for i, k in enumerate(keys):
+        groups.setdefault(tuple(None if k[c] is None else str(k[c]) for c in parts), []).append(i)
+    for key, idx in groups.items():
+        out.append((dict(zip(parts, key)), data.take(pa.array(idx)).drop_columns(parts)))
+    return out
+
+
+def _write(ctx: OpContext, table: str, data: pa.Table) -> list:
+    schema = ctx.snapshot(table).schema.to_arrow()
+    data = data.select(schema.names).cast(schema)
+    adds = []
+    for pv, chunk in _partitions(ctx, table, data):
+        if chunk.num_rows:
+            adds.append(write_data_file(ctx.store, table, ctx.new_path(table, pv), chunk, pv))
+    return adds
+
+
+def append(table: str, data: pa.Table) -> Operation:
+    """Blind append of ``data`` (never conflicts)."""
+
+    def run(ctx: OpContext) -> OpResult:
+        return OpResult(value=data.num_rows, adds={table: _write(ctx, table, data)})
+
+    return Operation("append", (table,), run, logical={"append_rows": data.num_rows}, blind=True)
+
+
+def read(table: str, where: Mask | None = None, *, exposed: bool = True) -> Operation:
+    """Read the rows of ``table`` (matching ``where``) as an Arrow table."""
+
+    def run(ctx: OpContext) -> OpResult:
+        snap = ctx.snapshot(table)
+        files = list(ctx.files(table).values())
+        data = read_data_files(ctx.store, table, files, snap.schema, snap.partition_columns)
+        if where is not None:
+            data = data.filter(where(data))
+        return OpResult(value=data, reads={table: {f.path for f in files}}, scans={table})
+
+    return Operation("read", (table,), run, logical={"read": table}, exposed=exposed)
+
+
+def update(table: str, where: Mask, set_rows: Update, *, logical: dict | None = None) -> Operation:
+    """Copy-on-write UPDATE: rewrite each file holding matching rows; value = rows affected."""
+
+    def run(ctx: OpContext) -> OpResult:
+        snap = ctx.snapshot(table)
+        res = OpResult(value=0, reads={table: set()}, scans={table}, adds={table: []}, removes={table: []})
+        for f in list(ctx.files(table).values()):
+            data = read_data_files(ctx.store, table, [f], snap.schema, snap.partition_columns)
+            res.reads[table].add(f.path)
+            mask = where(data)
+            n = pc.sum(mask).as_py() or 0
+            if not n:
+                continue
+            keep = data.filter(pc.invert(mask))
+            changed = set_rows(data.filter(mask))
+            res.adds[table].extend(_write(ctx, table, pa.concat_tables([keep, changed.cast(keep.schema)])))
+            res.removes[table].append(f.remove())
+            res.value += n
+        return res
+
+    return Operation("update", (table,), run, logical=logical or {"update": table})
+
+
+def delete(table: str, where: Mask, *, logical: dict | None = None) -> Operation:
+    """Copy-on-write DELETE; value = rows deleted."""
+    return update_or_delete(table, where, None, logical=logical or {"delete": table})
+
+
+def update_or_delete(table: str, where: Mask, set_rows: Update | None, *, logical: dict) -> Operation:
+    if set_rows is not None:
+        return update(table, where, set_rows, logical=logical)
+
+    def run(ctx: OpContext) -> OpResult:
+        snap = ctx.snapshot(table)
+        res = OpResult(value=0, reads={table: set()}, scans={table}, adds={table: []}, removes={table: []})
+        for f in list(ctx.files(table).values()):
+            data = read_data_files(ctx.store, table, [f], snap.schema, snap.partition_columns)
+            res.reads[table].add(f.path)
+            mask = where(data)
+            n = pc.sum(mask).as_py() or 0
+            if not n:
+                continue
+            keep = data.filter(pc.invert(mask))
+            if keep.num_rows:
+                res.adds[table].extend(_write(ctx, table, keep))
+            res.removes[table].append(f.remove())
+            res.value += n
+        return res
+
+    return Operation("delete", (table,), run, logical=logical, exposed=False)
+
+
+def eq(column: str, value: Any) -> Mask:
+    """Mask helper: ``column == value``."""
+    return lambda t: pc.fill_null(pc.equal(t[column], value), False)
+
+
+def add_to(column: str, delta: float) -> Update:
+    """Update helper: ``column = column + delta``."""
+
+    def f(rows: pa.Table) -> pa.Table:
+        i = rows.schema.get_field_index(column)
+        return rows.set_column(i, column, pc.add(rows[column], pa.scalar(delta, rows.schema.field(column).type)))
+
+    return f
+
+
+def set_value(column: str, value: Any) -> Update:
+    """Update helper: ``column = value``."""
+
+    def f(rows: pa.Table) -> pa.Table:
+        i = rows.schema.get_field_index(column)
+        return rows.set_column(i, column, pa.array([value] * rows.num_rows, type=rows.schema.field(column).type))
+
+    return f

@@ -1,0 +1,146 @@
+"""The Lakehouse: a warehouse (object store root) of Delta tables, and the entry point ``connect``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Iterator, Mapping
+
+import pyarrow as pa
+
+from lv_core.delta.checkpoint import checkpoint_interval, should_checkpoint, write_checkpoint
+from lv_core.delta.schema import DeltaSchema
+from lv_core.delta.snapshot import Snapshot, replay
+from lv_core.delta.table import create_table as _create_table
+from lv_core.delta.table import validate_table_name
+from lv_core.errors import ConfigError, LvError, NotFound
+from lv_core.presets import resolve
+from lv_core.protocol.layout import LV_ROOT
+from lv_core.protocol.tablelog import TableLogs
+from lv_core.storage.base import ObjectStore
+from lv_core.storage.uri import open_store
+from lv_core.txn.transaction import Transaction
+
+
+class Lakehouse:
+    """Tables under one warehouse root, and transactions over them.
+
+    Metadata operations (listing, versions, creating tables, the protocol) never start Spark; the
+    data engine starts on first data access.
+    """
+
+    def __init__(self, store: ObjectStore, *, spark: Any = None, lease_s: float = 30.0,
+                 poll_min_s: float = 0.005, poll_max_s: float = 0.2) -> None:
+        self.store = store
+        self._spark_arg = spark
+        self.lease_s = lease_s
+        self.poll_min_s = poll_min_s
+        self.poll_max_s = poll_max_s
+        self._logs = TableLogs(store)
+
+    def __repr__(self) -> str:
+        return f"Lakehouse({self.store.url()!r})"
+
+    @property
+    def url(self) -> str:
+        return self.store.url()
+
+    # ------------------------------------------------------------------ tables
+    def create_table(self, name: str, schema: str | pa.Schema | DeltaSchema, partition_by: list[str] | None = None,
+                     *, if_not_exists: bool = False, description: str | None = None) -> Snapshot | None:
+        """Create a Delta table at version 0 (DDL text like ``"id BIGINT, balance DOUBLE"`` or a pyarrow schema)."""
+        from lv_core.errors import TableExists
+
+        if isinstance(partition_by, str):
+            partition_by = [partition_by]
+        try:
+            snap = _create_table(self.store, name, schema, partition_by, description=description)
+        except TableExists:
+            if if_not_exists:
+                return None
+            raise
+        self._logs.note_committed(name, snap)
+        return snap
+
+    def list_tables(self) -> list[str]:
+        """Names of the Delta tables directly under the warehouse root (also ones written by others)."""
+        names: set[str] = set()
+        for meta in self.store.list(""):
+            parts = meta.key.split("/")
+            if len(parts) >= 3 and parts[1] == "_delta_log" and not parts[0].startswith(("_", ".")):
+                names.add(parts[0])
+        return sorted(names)
+
+    def version(self, name: str) -> int:
+        """The latest version of a table (markers of running transactions count: they hold versions)."""
+        return self._logs.latest_hint(name)
+
+    def snapshot(self, name: str, version: int | None = None) -> Snapshot:
+        """The table's Delta snapshot (latest if ``version`` is None), pending markers read as empty."""
+        validate_table_name(name)
+        if version is None:
+            return self._logs.latest_snapshot(name)
+        return self._logs.resolved_view(name, version)[0]
+
+    # ------------------------------------------------------------------ transactions
+    def begin(self, preset: str = "serializable", features: Any = None, slack: int | None = None,
+              timeout_s: float = 60.0, name: str | None = None, *, retries: int = 5) -> Transaction:
+        """Start a transaction (see ARCHITECTURE.md for presets and features)."""
+        p, feats, s = resolve(preset, features, slack)
+        if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
+            raise ConfigError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
+        if not isinstance(retries, int) or retries < 0:
+            raise ConfigError(f"retries must be a non-negative integer, not {retries!r}")
+        return Transaction(self, preset=p.name, features=feats, slack=s, timeout_s=float(timeout_s), name=name,
+                           retries=retries, lease_s=self.lease_s)
+
+    @contextlib.contextmanager
+    def transaction(self, preset: str = "serializable", **kwargs: Any) -> Iterator[Transaction]:
+        """``with lh.transaction() as txn:`` commits on a clean exit, rolls back on an exception."""
+        txn = self.begin(preset, **kwargs)
+        try:
+            yield txn
+        except BaseException:
+            txn.rollback()
+            raise
+        if txn.state == "active":
+            txn.commit()
+
+    def _after_commit(self, table: str, version: int, base: Snapshot, actions: list) -> None:
+        """Cache the new snapshot; write a checkpoint when due and everything below is resolved."""
+        if base.version != version - 1:
+            return
+        try:
+            snap = replay(base, [(version, actions)])
+        except LvError:
+            return
+        self._logs.note_committed(table, snap)
+        if should_checkpoint(version, checkpoint_interval(snap.metadata)):
+            with contextlib.suppress(LvError):
+                write_checkpoint(self.store, table, snap)
+
+    # ------------------------------------------------------------------ operations
+    def recover(self) -> "RecoveryReport":
+        """Free expired markers, roll forward decided commits, clean provably orphaned leftovers."""
+        from lv_core.protocol.recovery import recover
+
+        return recover(self.store, lease_grace_s=self.lease_s)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def connect(warehouse: str | os.PathLike[str] | None = None, *, spark: Any = None,
+            storage_options: Mapping[str, Any] | None = None, **options: Any) -> Lakehouse:
+    """Open a warehouse: a path, ``file:///abs/path`` or ``s3://bucket/prefix`` (None -> $LV_WAREHOUSE or ./lakehouse).
+
+    ``spark``: None (embedded local Spark Connect server, started on first data access), ``"sc://host:port"``,
+    or a SparkSession. ``storage_options``: endpoint_url, region, credentials for S3/MinIO.
+    """
+    store = open_store(warehouse, storage_options)
+    return Lakehouse(store, spark=spark, **options)
+
+
+from lv_core.protocol.recovery import RecoveryReport  # noqa: E402  (type re-export)
+
+__all__ = ["Lakehouse", "RecoveryReport", "connect"]

@@ -1,0 +1,92 @@
+"""File-granular conflict detection between a transaction's operations and predecessor commits.
+
+Pure functions: no I/O. A predecessor commit conflicts with operation k on table t when
+- it removed a file that operation k read or removed (the data k depended on changed), or
+- it added files and operation k scanned table t with a predicate those files may match
+  (a phantom: in the serial order the predecessor comes first, so k must see those rows), or
+- it changed the table's metadata (schema/protocol) and k touched t at all.
+Blind appends (write-only, no reads of t) never conflict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Sequence
+
+from lv_core.delta.actions import AddFile, Metadata, Protocol, RemoveFile
+
+
+@dataclass(frozen=True)
+class OpFootprint:
+    """What one operation did to each table it touched."""
+
+    step: int
+    reads: Mapping[str, frozenset[str]] = field(default_factory=dict)  # table -> files read
+    removes: Mapping[str, frozenset[str]] = field(default_factory=dict)  # table -> files removed
+    scans: frozenset[str] = frozenset()  # tables scanned with a predicate (phantom-sensitive)
+    # table -> predicate over a predecessor's added file: True if it may hold rows the op reads
+    may_match: Mapping[str, Callable[[AddFile], bool]] = field(default_factory=dict)
+
+    def touches(self, table: str) -> bool:
+        return table in self.reads or table in self.removes or table in self.scans
+
+
+@dataclass(frozen=True)
+class PredecessorCommit:
+    """One resolved predecessor version of a table: its data-changing actions."""
+
+    table: str
+    version: int
+    txn: str | None
+    actions: Sequence[object]
+
+    @property
+    def added(self) -> list[AddFile]:
+        return [a for a in self.actions if isinstance(a, AddFile) and a.data_change]
+
+    @property
+    def removed(self) -> set[str]:
+        return {a.path for a in self.actions if isinstance(a, RemoveFile) and a.data_change}
+
+    @property
+    def changes_metadata(self) -> bool:
+        return any(isinstance(a, (Metadata, Protocol)) for a in self.actions)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    step: int
+    table: str
+    version: int
+    txn: str | None
+    files: tuple[str, ...]
+    why: str
+
+
+def _conflict_for(op: OpFootprint, pc: PredecessorCommit) -> Conflict | None:
+    t = pc.table
+    if not op.touches(t):
+        return None
+    if pc.changes_metadata:
+        return Conflict(op.step, t, pc.version, pc.txn, (), "the table's schema or protocol changed")
+    removed = pc.removed
+    hit = sorted(removed & (set(op.reads.get(t, ())) | set(op.removes.get(t, ()))))
+    if hit:
+        return Conflict(op.step, t, pc.version, pc.txn, tuple(hit), "files it read or rewrote were changed")
+    if t in op.scans:
+        match = op.may_match.get(t)
+        added = [a.path for a in pc.added if match is None or match(a)]
+        if added:
+            return Conflict(op.step, t, pc.version, pc.txn, tuple(sorted(added)), "new rows may match what it read")
+    return None
+
+
+def first_conflict(ops: Iterable[OpFootprint], predecessors: Iterable[PredecessorCommit]) -> Conflict | None:
+    """The earliest operation (by step) that a predecessor commit invalidates, or None."""
+    preds = sorted(predecessors, key=lambda p: (p.table, p.version))
+    for op in sorted(ops, key=lambda o: o.step):
+        for pc in preds:
+            c = _conflict_for(op, pc)
+            if c is not None:
+                return c
+    return None

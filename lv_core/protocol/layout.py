@@ -1,0 +1,59 @@
+"""Where LakeVilla keeps its own objects in a warehouse (never inside a table's folder).
+
+```
+<warehouse>/
+  <table>/_delta_log/<v:020d>.json            Delta commits; LakeVilla markers are commits too
+  <table>/<data files>                         data files, named part-<txn>-<step>-<n>.parquet
+  _lakevilla/txns/<txn>/lease.json             heartbeat: owner, expiry (overwritten by the owner)
+  _lakevilla/txns/<txn>/sublog/<step:06d>.json one sublog entry per operation (put-if-absent)
+  _lakevilla/txns/<txn>/decision.json          commit decision of a multi-table commit (put-if-absent)
+```
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+
+LV_ROOT = "_lakevilla"
+TXNS = f"{LV_ROOT}/txns/"
+
+
+def new_txn_id() -> str:
+    """A transaction id unique across processes and machines: UTC time + 64 random bits."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:16]
+
+
+def client_label() -> str:
+    """Host and pid of this client, for humans reading markers (no secrets)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def txn_prefix(txn: str) -> str:
+    return f"{TXNS}{txn}/"
+
+
+def lease_key(txn: str) -> str:
+    return f"{TXNS}{txn}/lease.json"
+
+
+def sublog_prefix(txn: str) -> str:
+    return f"{TXNS}{txn}/sublog/"
+
+
+def sublog_key(txn: str, step: int) -> str:
+    return f"{TXNS}{txn}/sublog/{step:06d}.json"
+
+
+def decision_key(txn: str) -> str:
+    return f"{TXNS}{txn}/decision.json"
+
+
+def log_prefix(table: str) -> str:
+    return f"{table}/_delta_log/"
+
+
+def commit_key(table: str, version: int) -> str:
+    return f"{table}/_delta_log/{version:020d}.json"

@@ -1,0 +1,114 @@
+"""Leases: a live client keeps one heartbeat object per transaction fresh.
+
+Markers name their transaction; whether a marker is still alive is decided by the transaction's
+heartbeat object (``_lakevilla/txns/<txn>/lease.json``), falling back to the expiry written in
+the marker itself when no heartbeat exists. One background thread per process renews the leases of
+all of its open transactions (one PUT per transaction per ``lease_s / 3``, not one per request).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import weakref
+from typing import Any
+
+from lv_core.errors import LvError, NotFound
+from lv_core.protocol.layout import client_label, lease_key
+from lv_core.protocol.markers import MarkerInfo
+from lv_core.storage.base import ObjectStore
+
+
+def write_lease(store: ObjectStore, txn: str, lease_s: float, state: str = "active") -> float:
+    """Write (or renew) the heartbeat of ``txn``; returns the new expiry time."""
+    now = time.time()
+    expires = now + lease_s
+    body = {"txn": txn, "client": client_label(), "renewed": now, "expires": expires, "state": state}
+    store.put(lease_key(txn), json.dumps(body).encode())
+    return expires
+
+
+def read_lease(store: ObjectStore, txn: str) -> dict[str, Any] | None:
+    """The heartbeat of ``txn`` or None if it has none (finished, or never wrote one)."""
+    try:
+        body = json.loads(store.get(lease_key(txn)).data)
+    except NotFound:
+        return None
+    except ValueError:
+        return {"expires": 0.0}  # unreadable heartbeat: treat as expired
+    return body if isinstance(body, dict) else {"expires": 0.0}
+
+
+def lease_expired(store: ObjectStore, txn: str, marker: MarkerInfo | None, now: float | None = None) -> bool:
+    """True when ``txn``'s lease ran out (its markers may then be freed by anyone)."""
+    now = time.time() if now is None else now
+    lease = read_lease(store, txn)
+    if lease is not None:
+        try:
+            return float(lease.get("expires", 0.0)) < now
+        except (TypeError, ValueError):
+            return True
+    return marker is None or marker.lease_expires < now
+
+
+class LeaseKeeper:
+    """One daemon thread per process renewing the leases of registered transactions."""
+
+    _instances: "weakref.WeakValueDictionary[int, LeaseKeeper]" = weakref.WeakValueDictionary()
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._txns: dict[str, tuple[ObjectStore, float, float]] = {}  # txn -> (store, lease_s, next_due)
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.renewals = 0
+
+    def register(self, store: ObjectStore, txn: str, lease_s: float) -> float:
+        """Write the first heartbeat and keep renewing it; returns the first expiry."""
+        expires = write_lease(store, txn, lease_s)
+        with self._lock:
+            self._txns[txn] = (store, lease_s, time.monotonic() + lease_s / 3)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="lv-lease-keeper", daemon=True)
+                self._thread.start()
+        self._wake.set()
+        return expires
+
+    def unregister(self, txn: str) -> None:
+        with self._lock:
+            self._txns.pop(txn, None)
+
+    def pause(self, txn: str) -> None:
+        """Stop renewing (tests use this to simulate a hung client)."""
+        self.unregister(txn)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._txns:
+                    self._thread = None
+                    return
+                now = time.monotonic()
+                due = [(t, s, ls) for t, (s, ls, nd) in self._txns.items() if nd <= now]
+                next_due = min(nd for (_, _, nd) in self._txns.values())
+            for txn, store, lease_s in due:
+                try:
+                    write_lease(store, txn, lease_s)
+                    self.renewals += 1
+                except LvError:
+                    pass  # retried next round; the owner notices lost markers at commit
+                with self._lock:
+                    if txn in self._txns:
+                        self._txns[txn] = (store, lease_s, time.monotonic() + lease_s / 3)
+            if not due:
+                self._wake.wait(timeout=max(0.01, next_due - time.monotonic()))
+                self._wake.clear()
+
+
+_keeper = LeaseKeeper()
+
+
+def keeper() -> LeaseKeeper:
+    """The process-wide lease keeper."""
+    return _keeper

@@ -1,0 +1,570 @@
+"""The Transaction object: markers (#1), sublogs with undo/redo (#2), commit, rollback.
+
+Life of a transaction with LV[R] (see docs/PROTOCOL.md for the crash analysis):
+1. begin: a heartbeat object (lease) is written; one background thread renews it.
+2. first access of a table: put-if-absent a marker at the next free version m; the snapshot at m-1
+   (pending markers of others read as empty) is the base its operations build on. Preceding pending
+   markers switch the table to logical sublogs for good.
+3. each operation runs on the base plus the transaction's own changes and is recorded in its sublog.
+4. commit: wait for preceding markers to resolve (freeing expired ones), read what they committed,
+   find the first operation they invalidate, undo back to it and redo from there on the new state
+   (bounded), then overwrite each marker (if-match) with the real actions; read-only markers are freed.
+With no features (preset ``delta``) every operation commits on its own at the next free version, as a
+plain Delta writer does: the baseline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import pyarrow as pa
+
+from lv_core import events as ev
+from lv_core.delta.actions import (Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, decode_commit,
+                                  encode_commit)
+from lv_core.delta.features import check_writable
+from lv_core.delta.snapshot import Snapshot, replay
+from lv_core.errors import (AlreadyExists, LvError, NotFound, PreconditionFailed, TransactionAborted,
+                            TransactionError)
+from lv_core.protocol import layout
+from lv_core.protocol.conflicts import Conflict, OpFootprint, PredecessorCommit, first_conflict
+from lv_core.protocol.lease import keeper, lease_expired, write_lease
+from lv_core.protocol.markers import (MarkerInfo, encode_freed, free_marker, lakevilla_commit_info, overwrite,
+                                      place_marker, read_version)
+from lv_core.protocol.sublog import SublogEntry, write_entry
+from lv_core.storage.base import CREATE, OVERWRITE
+from lv_core.txn.context import OpContext, TableState
+from lv_core.txn.ops import Operation, OpResult
+from lv_core.txn.result import CommitResult
+
+if TYPE_CHECKING:
+    from lv_core.lakehouse import Lakehouse
+
+
+@dataclass
+class _OpRecord:
+    op: Operation
+    step: int
+    result: OpResult
+    mode: str
+    attempt: int
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, pa.Table) and isinstance(b, pa.Table):
+        return a.schema.equals(b.schema) and a.sort_by([(n, "ascending") for n in a.column_names]).equals(
+            b.sort_by([(n, "ascending") for n in b.column_names]))
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _rebase(base: Snapshot, preds: list[PredecessorCommit]) -> Snapshot:
+    """Apply resolved predecessors: pending markers inside ``base`` (read as empty) are patched in,
+    versions after ``base`` are replayed. File adds/removes of distinct commits commute."""
+    inside = [p for p in preds if p.version <= base.version]
+    after = [p for p in preds if p.version > base.version]
+    if inside:
+        files = dict(base.files)
+        metadata, protocol = base.metadata, base.protocol
+        for p in inside:
+            for a in p.actions:
+                if isinstance(a, AddFile):
+                    files[a.path] = a
+                elif isinstance(a, RemoveFile):
+                    files.pop(a.path, None)
+                elif isinstance(a, Metadata):
+                    metadata = a
+                elif isinstance(a, Protocol):
+                    protocol = a
+        base = dataclasses.replace(base, files=MappingProxyType(files), metadata=metadata, protocol=protocol)
+    if after:
+        base = replay(base, [(p.version, p.actions) for p in sorted(after, key=lambda p: p.version)])
+    return base
+
+
+class Transaction:
+    """One multi-statement transaction over one or more tables (see ARCHITECTURE.md)."""
+
+    def __init__(self, lh: "Lakehouse", *, preset: str, features: frozenset[str], slack: int,
+                 timeout_s: float, name: str | None, retries: int, lease_s: float) -> None:
+        self.lh = lh
+        self.store = lh.store
+        self.id = layout.new_txn_id()
+        self.name = name
+        self.preset = preset
+        self.features = features
+        self.slack = slack
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.lease_s = lease_s
+        self.events = ev.EventStream()
+        self.state = "active"
+        self.redo_count = 0
+        self.waits = 0
+        self._t0 = time.monotonic()
+        self._lock = threading.RLock()
+        self._tables: dict[str, TableState] = {}
+        self._ops: list[_OpRecord] = []
+        self._sublog_steps: set[int] = set()
+        self._autocommitted: dict[str, int] = {}
+        self._decided = False
+        self._lease_expires = 0.0
+        self.markers = bool({"R", "CT"} & features)
+        if self.markers:
+            self._lease_expires = keeper().register(self.store, self.id, lease_s)
+        self.events.emit(ev.Began(self.id, preset=preset, features=tuple(sorted(features)), name=name))
+
+    # ------------------------------------------------------------------ helpers
+    def __repr__(self) -> str:
+        return f"<Transaction {self.name or self.id} {self.preset} {self.state}>"
+
+    def _check_active(self) -> None:
+        if self.state != "active":
+            raise TransactionError(f"transaction {self.name or self.id} is {self.state}; begin a new one")
+
+    def _table(self, name: str) -> TableState:
+        return self._tables[name]
+
+    def _view_files(self, table: str, upto_step: int | None = None) -> Mapping[str, AddFile]:
+        files = dict(self._tables[table].base.files)
+        for rec in self._ops:
+            if upto_step is not None and rec.step >= upto_step:
+                break
+            for r in rec.result.removes.get(table, ()):
+                files.pop(r.path, None)
+            for a in rec.result.adds.get(table, ()):
+                files[a.path] = a
+        return files
+
+    def tables(self) -> list[str]:
+        return list(self._tables)
+
+    def marker_versions(self) -> dict[str, int]:
+        return {t: s.marker_version for t, s in self._tables.items() if s.marker_version is not None}
+
+    # ------------------------------------------------------------------ table access (module #1)
+    def _access(self, name: str) -> TableState:
+        ts = self._tables.get(name)
+        if ts is not None:
+            return ts
+        logs = self.lh._logs
+        logs.require(name)
+        if not self.markers:
+            base = logs.latest_snapshot(name)
+            ts = TableState(name, base)
+        else:
+            info = MarkerInfo(txn=self.id, predecessors=(), created=time.time(),
+                              lease_expires=self._lease_expires, client=layout.client_label())
+            v, etag, attempts = place_marker(self.store, name, logs.latest_hint(name) + 1, info)
+            logs.note_latest(name, v)
+            self.events.emit(ev.MarkerPlaced(self.id, table=name, version=v, attempts=attempts))
+            base, pending = logs.resolved_view(name, v - 1)
+            ts = TableState(name, base, v, etag, logical=bool(pending), pending=pending)
+        self._tables[name] = ts
+        self.events.emit(ev.SnapshotRead(self.id, table=name, version=ts.base.version, files=len(ts.base.files)))
+        return ts
+
+    def snapshot(self, table: str):
+        """The snapshot this transaction reads ``table`` at (placing its marker on first access)."""
+        with self._lock:
+            self._check_active()
+            return self._access(table).base
+
+    # ------------------------------------------------------------------ operations (module #2)
+    def _run(self, op: Operation, step: int, attempt: int) -> OpResult:
+        ctx = OpContext(self, step, attempt)
+        try:
+            result = op.run(ctx)
+        except BaseException:
+            self._delete_paths(op.tables, ctx)
+            raise
+        for t in set(result.adds) | set(result.removes):
+            if t not in op.tables:
+                raise TransactionError(f"operation {op.name} changed table {t!r} it did not declare")
+            if result.adds.get(t) or result.removes.get(t):
+                check_writable(self._tables[t].base.protocol, self._tables[t].base.metadata)
+        return result
+
+    def _delete_paths(self, tables: tuple[str, ...], ctx: OpContext) -> None:
+        prefix = f"part-{self.id}-{ctx.step:04d}-{ctx.attempt}-"
+        for t in tables:
+            for meta in list(self.store.list(f"{t}/")):
+                if prefix in meta.key:
+                    self.store.delete(meta.key)
+
+    def execute(self, op: Operation) -> Any:
+        """Run ``op`` inside this transaction and return its value."""
+        with self._lock:
+            self._check_active()
+            if not self.markers:
+                return self._execute_autocommit(op)
+            for t in op.tables:
+                self._access(t)
+            step = len(self._ops)
+            result = self._run(op, step, 0)
+            logical = any(self._tables[t].logical for t in op.tables)
+            mode = "logical" if logical and not op.blind else "physical"
+            rec = _OpRecord(op, step, result, mode, 0)
+            self._ops.append(rec)
+            for t in op.tables:
+                if self._tables[t].first_step is None:
+                    self._tables[t].first_step = step
+            self._write_sublog(rec)
+            self.events.emit(ev.OperationDone(
+                self.id, step=step, op=op.name, table=",".join(op.tables), sublog=mode,
+                added=sum(len(v) for v in result.adds.values()),
+                removed=sum(len(v) for v in result.removes.values())))
+            return result.value
+
+    def _write_sublog(self, rec: _OpRecord) -> None:
+        r = rec.result
+        entry = SublogEntry(
+            step=rec.step, op=rec.op.name, mode=rec.mode, tables=rec.op.tables,
+            reads={t: tuple(sorted(v)) for t, v in r.reads.items()},
+            adds={t: tuple(a.path for a in v) for t, v in r.adds.items()},
+            removes={t: tuple(x.path for x in v) for t, v in r.removes.items()},
+            logical=rec.op.logical if rec.mode == "logical" else None,
+            blind=rec.op.blind, exposed=rec.op.exposed, attempt=rec.attempt)
+        write_entry(self.store, self.id, entry)
+        self._sublog_steps.add(rec.step)
+
+    def _footprints(self) -> list[OpFootprint]:
+        out = []
+        for rec in self._ops:
+            if rec.op.blind:
+                continue
+            r = rec.result
+            out.append(OpFootprint(
+                step=rec.step,
+                reads={t: frozenset(v) for t, v in r.reads.items()},
+                removes={t: frozenset(x.path for x in v) for t, v in r.removes.items()},
+                scans=frozenset(r.scans), may_match=dict(r.may_match)))
+        return out
+
+    # ------------------------------------------------------------------ delta baseline
+    def _execute_autocommit(self, op: Operation) -> Any:
+        """Preset ``delta``: the operation commits alone at the next free version (plain Delta OCC)."""
+        logs = self.lh._logs
+        self._tables = {t: TableState(t, logs.latest_snapshot(t)) for t in op.tables}
+        self._ops = []
+        result = self._run(op, 0, 0)
+        for t in op.tables:
+            actions = self._net_actions(t, [result])
+            if not actions:
+                continue
+            base = self._tables[t].base
+            v = base.version + 1
+            data = encode_commit([*actions, CommitInfo(lakevilla_commit_info(self.id, op.name.upper()))])
+            while True:
+                try:
+                    self.store.put(layout.commit_key(t, v), data, mode=CREATE)
+                    break
+                except AlreadyExists:
+                    st = read_version(self.store, t, v)
+                    pc = PredecessorCommit(t, v, st.txn, decode_commit(st.raw))
+                    self._ops = [_OpRecord(op, 0, result, "physical", 0)]
+                    c = first_conflict(self._footprints(), [pc])
+                    self._ops = []
+                    if c is not None:
+                        for a in result.adds.get(t, ()):
+                            self.store.delete(f"{t}/{a.path}")
+                        raise TransactionAborted(
+                            f"{op.name} on {t!r} conflicts with the concurrent commit at version {v} "
+                            f"({c.why}); plain Delta aborts the statement. Help: run it again.",
+                            "conflict", details={"table": t, "version": v})
+                    v += 1
+            logs.note_latest(t, v)
+            self._autocommitted[t] = v
+        return result.value
+
+    # ------------------------------------------------------------------ commit
+    def _net_actions(self, table: str, results: list[OpResult]) -> list[Action]:
+        adds: dict[str, AddFile] = {}
+        removes: dict[str, RemoveFile] = {}
+        for r in results:
+            for x in r.removes.get(table, ()):
+                if x.path in adds:
+                    del adds[x.path]  # added and removed within the transaction: never published
+                else:
+                    removes[x.path] = x
+            for a in r.adds.get(table, ()):
+                adds[a.path] = a
+        return [*removes.values(), *adds.values()]
+
+    def _internal_orphans(self) -> list[tuple[str, str]]:
+        """Files this transaction added and later removed itself (deleted after commit)."""
+        added: set[tuple[str, str]] = set()
+        gone: list[tuple[str, str]] = []
+        for rec in self._ops:
+            for t, xs in rec.result.removes.items():
+                for x in xs:
+                    if (t, x.path) in added:
+                        gone.append((t, x.path))
+            for t, adds in rec.result.adds.items():
+                added.update((t, a.path) for a in adds)
+        return gone
+
+    def _deadline_left(self, deadline: float) -> float:
+        return deadline - time.monotonic()
+
+    def _resolve_predecessors(self, ts: TableState, deadline: float) -> list[PredecessorCommit]:
+        """Wait until every version between the base and the marker is resolved; return them."""
+        out: list[PredecessorCommit] = []
+        assert ts.marker_version is not None
+        for v in [*sorted(ts.pending), *range(ts.base.version + 1, ts.marker_version)]:
+            waited_on: str | None = None
+            delay = self.lh.poll_min_s
+            while True:
+                st = read_version(self.store, ts.name, v)
+                if not (st.pending and st.txn != self.id):
+                    break
+                if lease_expired(self.store, st.txn, st.marker):
+                    try:
+                        free_marker(self.store, ts.name, st, "expired", by=self.id)
+                        self.events.emit(ev.MarkerFreed(self.id, table=ts.name, version=v, reason="expired",
+                                                        by=self.id))
+                    except PreconditionFailed:
+                        pass
+                    continue
+                if waited_on is None:
+                    waited_on = st.txn
+                    self.waits += 1
+                    self.events.emit(ev.Waiting(self.id, table=ts.name, version=v, on_txn=st.txn or "?"))
+                if self._deadline_left(deadline) <= 0:
+                    raise TransactionAborted(
+                        f"timed out after {self.timeout_s:g}s waiting for transaction {st.txn} "
+                        f"(marker {ts.name}@{v}). Help: commit or roll back that transaction, or retry.",
+                        "timeout", details={"table": ts.name, "version": v, "on_txn": st.txn})
+                time.sleep(min(delay, max(0.0, self._deadline_left(deadline))))
+                delay = min(delay * 1.5, self.lh.poll_max_s)
+            if waited_on is not None:
+                outcome = "committed" if st.kind == "commit" else "freed"
+                self.events.emit(ev.WaitEnded(self.id, table=ts.name, version=v, on_txn=waited_on, outcome=outcome))
+            actions = [] if st.kind == "freed" else [a for a in decode_commit(st.raw, version=v, table=ts.name)]
+            out.append(PredecessorCommit(ts.name, v, st.txn, actions))
+        return out
+
+    def _redo_from(self, conflict: Conflict) -> None:
+        step = conflict.step
+        undone = self._ops[step:]
+        old_values = {rec.step: rec.result.value for rec in undone if rec.op.exposed}
+        for rec in reversed(undone):  # undo: compensations newest to oldest
+            for t, adds in rec.result.adds.items():
+                for a in adds:
+                    self.store.delete(f"{t}/{a.path}")
+        self._ops = self._ops[:step]
+        self.redo_count += 1
+        self.events.emit(ev.Redo(self.id, from_step=step, attempt=self.redo_count))
+        for rec in undone:  # redo: oldest to newest on the new state
+            result = self._run(rec.op, rec.step, self.redo_count)
+            new = _OpRecord(rec.op, rec.step, result, "logical" if not rec.op.blind else rec.mode, self.redo_count)
+            self._ops.append(new)
+            self._write_sublog(new)
+            if rec.step in old_values and not _same_value(old_values[rec.step], result.value):
+                raise TransactionAborted(
+                    f"a result this transaction already returned (step {rec.step}, {rec.op.name} on "
+                    f"{','.join(rec.op.tables)}) was changed by transaction {conflict.txn} committed at "
+                    f"{conflict.table}@{conflict.version}; it cannot be repaired by redo. Help: run the "
+                    "transaction again.", "exposed_read",
+                    details={"table": conflict.table, "version": conflict.version, "step": rec.step})
+
+    def commit(self) -> CommitResult:
+        """Commit (blocking up to ``timeout_s``); raises TransactionAborted when it cannot."""
+        with self._lock:
+            self._check_active()
+            self.state = "committing"
+            try:
+                if not self.markers:
+                    return self._finish(dict(self._autocommitted), {}, {})
+                versions, freed = self._commit_markers(time.monotonic() + self.timeout_s)
+                return self._finish(versions, freed, {t: s.base.version for t, s in self._tables.items()})
+            except TransactionAborted as e:
+                self._abort(e.reason, e.rule)
+                raise
+            except BaseException as e:
+                reason = f"commit failed: {e}" if isinstance(e, LvError) else f"commit failed: {type(e).__name__}: {e}"
+                if self._decided:
+                    self.state = "unknown"
+                    raise
+                self._abort(reason, "crashed" if not isinstance(e, LvError) else "conflict")
+                raise
+
+    def commit_async(self) -> "Future[CommitResult]":
+        """Commit in a background thread; the future resolves to the CommitResult or the abort."""
+        fut: Future[CommitResult] = Future()
+
+        def run() -> None:
+            try:
+                fut.set_result(self.commit())
+            except BaseException as e:  # noqa: BLE001 - delivered through the future
+                fut.set_exception(e)
+
+        threading.Thread(target=run, name=f"lv-commit-{self.id}", daemon=True).start()
+        return fut
+
+    def _commit_markers(self, deadline: float) -> tuple[dict[str, int], dict[str, int]]:
+        while True:
+            preds: list[PredecessorCommit] = []
+            for ts in self._tables.values():
+                preds.extend(self._resolve_predecessors(ts, deadline))
+            conflict = first_conflict(self._footprints(), preds) if not self._decided else None
+            for ts in self._tables.values():
+                ts.base = _rebase(ts.base, [p for p in preds if p.table == ts.name])
+                ts.pending = {}
+            if conflict is not None:
+                self.events.emit(ev.ConflictFound(self.id, table=conflict.table, version=conflict.version,
+                                                  step=conflict.step, files=conflict.files))
+                if self.redo_count >= self.retries:
+                    raise TransactionAborted(
+                        f"gave up after {self.redo_count} redo(s): {conflict.table}@{conflict.version} by "
+                        f"{conflict.txn} keeps invalidating step {conflict.step} ({conflict.why}). "
+                        "Help: retry the transaction, or raise its retry bound.", "conflict",
+                        details={"table": conflict.table, "version": conflict.version})
+                self._redo_from(conflict)
+                continue  # everything below the markers is resolved now: the next round finds nothing
+            lost = self._publish()
+            if not lost:
+                return self._published, self._freed
+
+    def _publish(self) -> list[str]:
+        """Overwrite every marker with its actions (read-only ones: freed). Returns tables whose marker was lost."""
+        results = [rec.result for rec in self._ops]
+        plan: dict[str, bytes] = {}
+        writes: dict[str, list[Action]] = {}
+        for t in self._tables:
+            actions = self._net_actions(t, results)
+            if actions:
+                writes[t] = actions
+        if not hasattr(self, "_published"):
+            self._published: dict[str, int] = {}
+            self._freed: dict[str, int] = {}
+        for t, ts in self._tables.items():
+            if t in self._published or t in self._freed:
+                continue
+            if t in writes:
+                ci = CommitInfo(lakevilla_commit_info(self.id, "LAKEVILLA COMMIT", {
+                    "preset": self.preset, "tables": sorted(writes), "redo": self.redo_count}))
+                plan[t] = encode_commit([*writes[t], ci])
+            else:
+                plan[t] = encode_freed(self.id, "read-only")
+        if len(writes) > 1 and not self._decided:
+            decision = {"txn": self.id, "decided": time.time(), "tables": {
+                t: {"version": self._tables[t].marker_version,
+                    "commit": plan[t].decode()} for t in writes}}
+            self.store.put(layout.decision_key(self.id), json.dumps(decision).encode(), mode=OVERWRITE)
+        lost: list[str] = []
+        for t, data in plan.items():
+            ts = self._tables[t]
+            assert ts.marker_version is not None and ts.marker_etag is not None
+            try:
+                ts.marker_etag = overwrite(self.store, t, ts.marker_version, ts.marker_etag, data)
+            except PreconditionFailed:
+                st = read_version(self.store, t, ts.marker_version)
+                if st.kind == "commit" and st.txn == self.id:  # rolled forward by a recoverer
+                    self._published[t] = ts.marker_version
+                    continue
+                lost.append(t)
+                self.events.emit(ev.MarkerLost(self.id, table=t, version=ts.marker_version))
+                self._replace_marker(ts)
+                continue
+            if t in writes:
+                self._published[t] = ts.marker_version
+                if len(writes) > 1:
+                    self._decided = True
+            else:
+                self._freed[t] = ts.marker_version
+                self.events.emit(ev.MarkerFreed(self.id, table=t, version=ts.marker_version, reason="read-only"))
+        return lost
+
+    def _replace_marker(self, ts: TableState) -> None:
+        """Claim a new marker after losing one; the versions in between become predecessors."""
+        self._lease_expires = write_lease(self.store, self.id, self.lease_s)
+        info = MarkerInfo(txn=self.id, created=time.time(), lease_expires=self._lease_expires,
+                          client=layout.client_label())
+        assert ts.marker_version is not None
+        v, etag, attempts = place_marker(self.store, ts.name, ts.marker_version + 1, info)
+        ts.marker_version, ts.marker_etag, ts.logical = v, etag, True
+        self.lh._logs.note_latest(ts.name, v)
+        self.events.emit(ev.MarkerPlaced(self.id, table=ts.name, version=v, attempts=attempts))
+
+    def _cleanup(self, *, delete_added: bool) -> None:
+        keeper().unregister(self.id)
+        if delete_added:
+            for rec in self._ops:
+                for t, adds in rec.result.adds.items():
+                    for a in adds:
+                        self.store.delete(f"{t}/{a.path}")
+        else:
+            for t, path in self._internal_orphans():
+                self.store.delete(f"{t}/{path}")
+        for step in sorted(self._sublog_steps):
+            self.store.delete(layout.sublog_key(self.id, step))
+        if self._decided:
+            self.store.delete(layout.decision_key(self.id))
+        if self.markers:
+            self.store.delete(layout.lease_key(self.id))
+
+    def _finish(self, versions: dict[str, int], freed: dict[str, int], read_versions: dict[str, int]) -> CommitResult:
+        elapsed = time.monotonic() - self._t0
+        if self.markers:
+            self._cleanup(delete_added=False)
+            for t, v in versions.items():
+                self.lh._after_commit(t, v, self._tables[t].base, self._net_actions(t, [r.result for r in self._ops]))
+        self.state = "committed"
+        self.events.emit(ev.Committed(self.id, versions=dict(versions), redo_count=self.redo_count, elapsed_s=elapsed))
+        return CommitResult(txn=self.id, versions=dict(versions), read_versions=read_versions, freed=dict(freed),
+                            redo_count=self.redo_count, waits=self.waits, elapsed_s=elapsed)
+
+    # ------------------------------------------------------------------ abort / rollback
+    def _abort(self, reason: str, rule: str) -> None:
+        published = getattr(self, "_published", {})
+        for t, ts in self._tables.items():
+            if ts.marker_version is None or ts.marker_etag is None or t in published:
+                continue
+            if t in getattr(self, "_freed", {}):
+                continue
+            try:
+                overwrite(self.store, t, ts.marker_version, ts.marker_etag, encode_freed(self.id, rule))
+                self.events.emit(ev.MarkerFreed(self.id, table=t, version=ts.marker_version, reason=rule))
+            except (PreconditionFailed, NotFound):
+                pass  # freed by someone else already
+            except LvError:
+                pass  # left to expire by lease; `lv recover` frees it
+        try:
+            self._cleanup(delete_added=True)
+        except LvError:
+            pass
+        self.state = "aborted"
+        self.events.emit(ev.Aborted(self.id, reason=reason, rule=rule))
+
+    def rollback(self) -> None:
+        """Undo everything: free markers, delete staged files and the sublog."""
+        with self._lock:
+            if self.state in ("aborted", "committed"):
+                return
+            if not self.markers and self._autocommitted:
+                # Plain Delta: statements already committed cannot be undone (the baseline's weakness).
+                self.state = "aborted"
+                self.events.emit(ev.Aborted(self.id, reason="rollback (statements already committed stay)",
+                                            rule="rollback"))
+                return
+            self._abort("rolled back by the user", "rollback")
+
+    def __enter__(self) -> "Transaction":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            if self.state == "active":
+                self.commit()
+        else:
+            self.rollback()
