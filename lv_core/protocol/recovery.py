@@ -19,7 +19,7 @@ from lv_core.delta.log import DeltaLog
 from lv_core.errors import LvError, NotFound, PreconditionFailed
 from lv_core.protocol import layout
 from lv_core.protocol.lease import lease_expired, read_lease
-from lv_core.protocol.markers import KEY, free_marker, overwrite, read_version
+from lv_core.protocol.markers import KEY, VersionState, free_marker, overwrite, read_version
 from lv_core.protocol.sublog import read_sublog
 from lv_core.storage.base import ObjectStore
 
@@ -59,6 +59,22 @@ def _decision(store: ObjectStore, txn: str) -> dict | None:
         return None
 
 
+def resolve_expired(store: ObjectStore, table: str, st: VersionState, by: str) -> str:
+    """Resolve the expired marker ``st``: roll its table's part of a decided commit forward, else free it.
+
+    Returns "rolled-forward" or "freed". Raises PreconditionFailed when the marker changed meanwhile
+    (the owner or another recoverer acted first: re-read and decide again).
+    """
+    assert st.txn is not None
+    decision = _decision(store, st.txn)
+    planned = (decision or {}).get("tables", {}).get(table)
+    if planned is not None and int(planned.get("version", -1)) == st.version:
+        overwrite(store, table, st.version, st.etag, str(planned["commit"]).encode())
+        return "rolled-forward"
+    free_marker(store, table, st, "expired", by=by)
+    return "freed"
+
+
 def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | None = None) -> RecoveryReport:
     """Run one recovery pass over the whole warehouse."""
     now = time.time() if now is None else now
@@ -91,15 +107,11 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
                 rep.live_markers.append((table, v, st.txn))
                 pending_of.add(st.txn)
                 continue
-            decision = _decision(store, st.txn)
-            planned = (decision or {}).get("tables", {}).get(table)
             try:
-                if planned is not None and int(planned.get("version", -1)) == v:
-                    overwrite(store, table, v, st.etag, str(planned["commit"]).encode())
+                if resolve_expired(store, table, st, "recover") == "rolled-forward":
                     rep.rolled_forward.append((table, v, st.txn))
                     committed_by.setdefault(st.txn, set()).add(table)
                 else:
-                    free_marker(store, table, st, "expired", by="recover")
                     rep.freed.append((table, v, st.txn))
             except PreconditionFailed:
                 continue  # changed under us: the owner or another recoverer acted

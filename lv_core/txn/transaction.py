@@ -36,10 +36,12 @@ from lv_core.errors import (AlreadyExists, LvError, NotFound, PreconditionFailed
 from lv_core.protocol import layout
 from lv_core.protocol.conflicts import Conflict, OpFootprint, PredecessorCommit, first_conflict
 from lv_core.protocol.lease import keeper, lease_expired, write_lease
-from lv_core.protocol.markers import (MarkerInfo, encode_freed, free_marker, lakevilla_commit_info, overwrite,
-                                      place_marker, read_version)
+from lv_core.protocol.markers import (MarkerInfo, encode_freed, lakevilla_commit_info, overwrite, place_marker,
+                                      read_version)
+from lv_core.protocol.recovery import resolve_expired
 from lv_core.protocol.sublog import SublogEntry, write_entry
 from lv_core.storage.base import CREATE, OVERWRITE
+from lv_core.testing import crashpoint
 from lv_core.txn.context import OpContext, TableState
 from lv_core.txn.ops import Operation, OpResult
 from lv_core.txn.result import CommitResult
@@ -73,19 +75,22 @@ def _rebase(base: Snapshot, preds: list[PredecessorCommit]) -> Snapshot:
     inside = [p for p in preds if p.version <= base.version]
     after = [p for p in preds if p.version > base.version]
     if inside:
-        files = dict(base.files)
+        files, tombstones = dict(base.files), dict(base.tombstones)
         metadata, protocol = base.metadata, base.protocol
         for p in inside:
             for a in p.actions:
                 if isinstance(a, AddFile):
                     files[a.path] = a
+                    tombstones.pop(a.path, None)
                 elif isinstance(a, RemoveFile):
                     files.pop(a.path, None)
+                    tombstones[a.path] = a
                 elif isinstance(a, Metadata):
                     metadata = a
                 elif isinstance(a, Protocol):
                     protocol = a
-        base = dataclasses.replace(base, files=MappingProxyType(files), metadata=metadata, protocol=protocol)
+        base = dataclasses.replace(base, files=MappingProxyType(files), tombstones=MappingProxyType(tombstones),
+                                   metadata=metadata, protocol=protocol)
     if after:
         base = replay(base, [(p.version, p.actions) for p in sorted(after, key=lambda p: p.version)])
     return base
@@ -167,6 +172,7 @@ class Transaction:
             v, etag, attempts = place_marker(self.store, name, logs.latest_hint(name) + 1, info)
             logs.note_latest(name, v)
             self.events.emit(ev.MarkerPlaced(self.id, table=name, version=v, attempts=attempts))
+            crashpoint("marker-placed")
             base, pending = logs.resolved_view(name, v - 1)
             ts = TableState(name, base, v, etag, logical=bool(pending), pending=pending)
         self._tables[name] = ts
@@ -219,6 +225,7 @@ class Transaction:
                 if self._tables[t].first_step is None:
                     self._tables[t].first_step = step
             self._write_sublog(rec)
+            crashpoint("data-staged")
             self.events.emit(ev.OperationDone(
                 self.id, step=step, op=op.name, table=",".join(op.tables), sublog=mode,
                 added=sum(len(v) for v in result.adds.values()),
@@ -256,7 +263,8 @@ class Transaction:
         logs = self.lh._logs
         self._tables = {t: TableState(t, logs.latest_snapshot(t)) for t in op.tables}
         self._ops = []
-        result = self._run(op, 0, 0)
+        self._stmt = getattr(self, "_stmt", -1) + 1
+        result = self._run(op, self._stmt, 0)
         for t in op.tables:
             actions = self._net_actions(t, [result])
             if not actions:
@@ -271,7 +279,7 @@ class Transaction:
                 except AlreadyExists:
                     st = read_version(self.store, t, v)
                     pc = PredecessorCommit(t, v, st.txn, decode_commit(st.raw))
-                    self._ops = [_OpRecord(op, 0, result, "physical", 0)]
+                    self._ops = [_OpRecord(op, self._stmt, result, "physical", 0)]
                     c = first_conflict(self._footprints(), [pc])
                     self._ops = []
                     if c is not None:
@@ -329,9 +337,10 @@ class Transaction:
                     break
                 if lease_expired(self.store, st.txn, st.marker):
                     try:
-                        free_marker(self.store, ts.name, st, "expired", by=self.id)
-                        self.events.emit(ev.MarkerFreed(self.id, table=ts.name, version=v, reason="expired",
-                                                        by=self.id))
+                        how = resolve_expired(self.store, ts.name, st, by=self.id)
+                        if how == "freed":
+                            self.events.emit(ev.MarkerFreed(self.id, table=ts.name, version=v, reason="expired",
+                                                            by=self.id))
                     except PreconditionFailed:
                         pass
                     continue
@@ -339,6 +348,7 @@ class Transaction:
                     waited_on = st.txn
                     self.waits += 1
                     self.events.emit(ev.Waiting(self.id, table=ts.name, version=v, on_txn=st.txn or "?"))
+                    crashpoint("waiting")
                 if self._deadline_left(deadline) <= 0:
                     raise TransactionAborted(
                         f"timed out after {self.timeout_s:g}s waiting for transaction {st.txn} "
@@ -386,6 +396,7 @@ class Transaction:
                 if not self.markers:
                     return self._finish(dict(self._autocommitted), {}, {})
                 versions, freed = self._commit_markers(time.monotonic() + self.timeout_s)
+                crashpoint("committed")
                 return self._finish(versions, freed, {t: s.base.version for t, s in self._tables.items()})
             except TransactionAborted as e:
                 self._abort(e.reason, e.rule)
@@ -461,6 +472,7 @@ class Transaction:
                 t: {"version": self._tables[t].marker_version,
                     "commit": plan[t].decode()} for t in writes}}
             self.store.put(layout.decision_key(self.id), json.dumps(decision).encode(), mode=OVERWRITE)
+            crashpoint("decision-written")
         lost: list[str] = []
         for t, data in plan.items():
             ts = self._tables[t]
@@ -480,6 +492,8 @@ class Transaction:
                 self._published[t] = ts.marker_version
                 if len(writes) > 1:
                     self._decided = True
+                    if len(self._published) == 1:
+                        crashpoint("between-markers")
             else:
                 self._freed[t] = ts.marker_version
                 self.events.emit(ev.MarkerFreed(self.id, table=t, version=ts.marker_version, reason="read-only"))

@@ -1,0 +1,21 @@
+"""Test hooks that cost nothing unless enabled by environment variable.
+
+``LV_TEST_PAUSE_AT=<point>`` makes a client print ``LV-PAUSED <point>`` on stdout and block when it
+reaches that protocol step, so a test can SIGKILL it exactly there (a real crash, from outside).
+Points: marker-placed, data-staged, waiting, decision-written, between-markers, committed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def crashpoint(point: str) -> None:
+    """Pause here (for an external SIGKILL) when ``LV_TEST_PAUSE_AT`` names this point."""
+    want = os.environ.get("LV_TEST_PAUSE_AT")
+    if not want or want != point:
+        return
+    sys.stdout.write(f"LV-PAUSED {point}\n")
+    sys.stdout.flush()
+    sys.stdin.readline()  # the test kills us while we wait here

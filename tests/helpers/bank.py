@@ -1,0 +1,48 @@
+"""Small helpers shared by protocol tests: a key/value table with one row per data file."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import lv_core
+from lv_core.engine import arrow_ops as ops
+
+SCHEMA = "id BIGINT, val DOUBLE"
+
+
+def make_kv(lh: lv_core.Lakehouse, table: str, rows: dict[int, float]) -> None:
+    """Create ``table`` and append each row in its own file (file-granular conflicts per row)."""
+    lh.create_table(table, SCHEMA)
+    txn = lh.begin("delta")
+    for k, v in rows.items():
+        txn.execute(ops.append(table, pa.table({"id": pa.array([k], pa.int64()), "val": pa.array([v], pa.float64())})))
+    txn.commit()
+
+
+def read_kv(txn: lv_core.Transaction, table: str, key: int | None = None, *, exposed: bool = True) -> dict[int, float]:
+    where = None if key is None else ops.eq("id", key)
+    t = txn.execute(ops.read(table, where, exposed=exposed))
+    return dict(zip(t["id"].to_pylist(), t["val"].to_pylist()))
+
+
+def write_kv(txn: lv_core.Transaction, table: str, key: int, value: float) -> int:
+    return txn.execute(ops.update(table, ops.eq("id", key), ops.set_value("val", value),
+                                  logical={"sql": f"UPDATE {table} SET val = {value} WHERE id = {key}"}))
+
+
+def add_kv(txn: lv_core.Transaction, table: str, key: int, delta: float) -> int:
+    return txn.execute(ops.update(table, ops.eq("id", key), ops.add_to("val", delta),
+                                  logical={"sql": f"UPDATE {table} SET val = val + {delta} WHERE id = {key}"}))
+
+
+def committed_kv(lh: lv_core.Lakehouse, table: str) -> dict[int, float]:
+    """The latest committed state, read through a fresh plain-Delta reader (delta-rs)."""
+    import deltalake
+
+    t = deltalake.DeltaTable(lh.store.url(table)).to_pyarrow_table()
+    return dict(zip(t["id"].to_pylist(), t["val"].to_pylist()))
+
+
+def total(t: pa.Table) -> float:
+    return pc.sum(t["val"]).as_py() or 0.0

@@ -1,0 +1,51 @@
+"""Client processes for multi-process protocol tests: ``python -m tests.helpers.worker CMD ...``.
+
+counter WAREHOUSE N        N transactions each adding 1 to kv row 1 (retrying aborted ones);
+                           prints JSON {"commits", "aborts", "redos"}
+transfer WAREHOUSE LEASE   one transfer kv[1] -= 1, kv2[1] += 1 in one transaction (used with
+                           LV_TEST_PAUSE_AT to be SIGKILLed at a protocol step)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import lv_core
+from lv_core.errors import TransactionAborted
+from tests.helpers.bank import add_kv
+
+
+def counter(warehouse: str, n: int) -> None:
+    lh = lv_core.connect(warehouse, lease_s=10.0)
+    commits = aborts = redos = 0
+    while commits < n:
+        txn = lh.begin("repeatable_read", timeout_s=120)
+        try:
+            add_kv(txn, "kv", 1, 1)
+            res = txn.commit()
+        except TransactionAborted:
+            aborts += 1
+            continue
+        commits += 1
+        redos += res.redo_count
+    print(json.dumps({"commits": commits, "aborts": aborts, "redos": redos}))
+
+
+def transfer(warehouse: str, lease_s: float) -> None:
+    lh = lv_core.connect(warehouse, lease_s=lease_s)
+    txn = lh.begin("repeatable_read", timeout_s=60)
+    add_kv(txn, "kv", 1, -1)
+    add_kv(txn, "kv2", 1, +1)
+    res = txn.commit()
+    print(json.dumps({"versions": res.versions}), flush=True)
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "counter":
+        counter(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "transfer":
+        transfer(sys.argv[2], float(sys.argv[3]))
+    else:
+        raise SystemExit(f"unknown command {cmd}")

@@ -1,0 +1,107 @@
+"""LV[R] across real client processes: contention on one row, and SIGKILL at protocol steps."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import deltalake
+import pytest
+
+import lv_core
+from lv_core.cli import main as lv_main
+from lv_core.protocol import layout
+from lv_core.protocol.markers import read_version
+from tests.helpers.bank import add_kv, committed_kv, make_kv
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _worker(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    e.update(env or {})
+    return subprocess.Popen([sys.executable, "-m", "tests.helpers.worker", *args], cwd=ROOT, env=e,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_eight_processes_increment_one_counter(tmp_path, capsys):
+    wh = str(tmp_path / "wh")
+    lh = lv_core.connect(wh)
+    make_kv(lh, "kv", {1: 0.0})
+    procs = [_worker("counter", wh, "25") for _ in range(8)]
+    stats = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        stats.append(json.loads(out.strip().splitlines()[-1]))
+    assert committed_kv(lh, "kv") == {1: 200.0}
+    aborts = sum(s["aborts"] for s in stats)
+    redos = sum(s["redos"] for s in stats)
+    with capsys.disabled():
+        print(f"\n8x25 increments: 200 commits, {redos} redos, {aborts} aborts (retry bound)")
+    assert sum(s["commits"] for s in stats) == 200
+    assert not list(lh.store.list(layout.TXNS))  # every transaction cleaned up after itself
+
+
+POINTS = ["marker-placed", "data-staged", "decision-written", "between-markers"]
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_sigkill_at_protocol_step(tmp_path, point):
+    wh = str(tmp_path / "wh")
+    lh = lv_core.connect(wh, lease_s=5.0)
+    make_kv(lh, "kv", {1: 100.0})
+    make_kv(lh, "kv2", {1: 100.0})
+    lease = 1.5
+    p = _worker("transfer", wh, str(lease), env={"LV_TEST_PAUSE_AT": point})
+    line = p.stdout.readline()
+    assert line.strip() == f"LV-PAUSED {point}", p.stderr.read()
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    decided = point in ("decision-written", "between-markers")
+
+    # Another client proceeds on both tables within lease + bound.
+    t0 = time.monotonic()
+    txn = lh.begin("repeatable_read", timeout_s=30)
+    add_kv(txn, "kv", 1, 10)
+    add_kv(txn, "kv2", 1, 10)
+    txn.commit()
+    assert time.monotonic() - t0 < lease + 10
+
+    # Nothing committed is lost; the dead transaction is all or nothing.
+    moved = 1.0 if decided else 0.0
+    assert committed_kv(lh, "kv") == {1: 110.0 - moved}
+    assert committed_kv(lh, "kv2") == {1: 110.0 + moved}
+    for t in ("kv", "kv2"):  # every version loads with a plain Delta reader
+        dt = deltalake.DeltaTable(lh.store.url(t))
+        for v in range(dt.version() + 1):
+            deltalake.DeltaTable(lh.store.url(t), version=v).to_pyarrow_table()
+
+    # `lv recover` frees what is left and removes the dead transaction's debris.
+    assert lv_main(["recover", wh, "--grace", "0"]) == 0
+    assert not list(lh.store.list(layout.TXNS))
+    live = {m.key.split("/", 1)[1] for t in ("kv", "kv2") for m in lh.store.list(f"{t}/part-")}
+    referenced = {f"{a}" for t in ("kv", "kv2") for a in lh.snapshot(t).files}
+    tomb = {f"{a}" for t in ("kv", "kv2") for a in lh.snapshot(t).tombstones}
+    assert live <= referenced | tomb  # no orphaned staged files
+    for t in ("kv", "kv2"):
+        for v in range(lh.version(t) + 1):
+            assert not read_version(lh.store, t, v).pending
+
+
+def test_recover_keeps_a_live_transaction(tmp_path):
+    wh = str(tmp_path / "wh")
+    lh = lv_core.connect(wh, lease_s=30.0)
+    make_kv(lh, "kv", {1: 1.0})
+    txn = lh.begin("repeatable_read")
+    add_kv(txn, "kv", 1, 1)
+    rep = lh.recover()
+    assert [m[2] for m in rep.live_markers] == [txn.id] and txn.id in rep.kept_txns
+    txn.commit()
+    assert committed_kv(lh, "kv") == {1: 2.0}
