@@ -73,3 +73,7 @@ class TransactionAborted(TransactionError):
         self.reason = reason
         self.rule = rule
         self.details = details or {}
+
+
+class EngineError(LvError):
+    """The Spark engine could not be started or reached (Java, Spark Connect server, connection)."""

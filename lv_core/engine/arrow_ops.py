@@ -12,7 +12,8 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lv_core.engine.arrow_io import read_data_files, write_data_file
+from lv_core.delta.writer import write_data_files
+from lv_core.engine.arrow_io import read_data_files
 from lv_core.txn.context import OpContext
 from lv_core.txn.ops import Operation, OpResult
 
@@ -20,28 +21,9 @@ Mask = Callable[[pa.Table], Any]  # -> pyarrow boolean array / ChunkedArray
 Update = Callable[[pa.Table], pa.Table]  # matching rows -> updated rows (same schema)
 
 
-def _partitions(ctx: OpContext, table: str, data: pa.Table) -> list[tuple[dict[str, str | None], pa.Table]]:
-    parts = list(ctx.snapshot(table).partition_columns)
-    if not parts:
-        return [({}, data)]
-    out = []
-    keys = data.select(parts).to_pylist()
-    groups: dict[tuple, list[int]] = {}
-    for i, k in enumerate(keys):
-        groups.setdefault(tuple(None if k[c] is None else str(k[c]) for c in parts), []).append(i)
-    for key, idx in groups.items():
-        out.append((dict(zip(parts, key)), data.take(pa.array(idx)).drop_columns(parts)))
-    return out
-
-
 def _write(ctx: OpContext, table: str, data: pa.Table) -> list:
-    schema = ctx.snapshot(table).schema.to_arrow()
-    data = data.select(schema.names).cast(schema)
-    adds = []
-    for pv, chunk in _partitions(ctx, table, data):
-        if chunk.num_rows:
-            adds.append(write_data_file(ctx.store, table, ctx.new_path(table, pv), chunk, pv))
-    return adds
+    return write_data_files(ctx.store, table, ctx.snapshot(table), data,
+                            new_path=lambda values: ctx.new_path(table, values))
 
 
 def append(table: str, data: pa.Table) -> Operation:

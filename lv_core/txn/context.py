@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from lv_core.delta.actions import AddFile
 from lv_core.delta.snapshot import Snapshot
-from lv_core.engine.arrow_io import partition_path
+from lv_core.delta.stats import partition_path
 
 if TYPE_CHECKING:
     from lv_core.txn.transaction import Transaction
@@ -47,5 +47,7 @@ class OpContext:
                  ext: str = "parquet") -> str:
         """A data file path (relative to the table) unique to this transaction, step and attempt."""
         self._n += 1
-        return (f"{partition_path(partition_values or {})}"
+        values = partition_values or {}
+        folder = partition_path(self.txn._table(table).base.partition_columns, values) if values else ""
+        return (f"{folder + '/' if folder else ''}"
                 f"part-{self.txn.id}-{self.step:04d}-{self.attempt}-{self._n:03d}.{ext}")

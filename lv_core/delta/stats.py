@@ -1,0 +1,152 @@
+"""Per-file statistics and partition paths for ``add`` actions (pure, Arrow based).
+
+Stats follow the Delta spec: ``{"numRecords", "minValues", "maxValues", "nullCount"}``, nested
+like the schema. Only values that a reader can use *safely* for data skipping are written:
+min/max for numbers, dates, timestamps (millisecond precision, minimum rounded down, maximum
+rounded up), short strings (a longer maximum is left out rather than truncated), decimals up to
+15 digits (exact as JSON numbers); no min/max for booleans, binary, lists and maps.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+from typing import Any, Mapping, Optional, Sequence
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["HIVE_NULL", "STRING_STATS_PREFIX", "compute_stats", "partition_path", "serialize_partition_value"]
+
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+STRING_STATS_PREFIX = 32
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _ts_text(us: int, tz: bool) -> str:
+    t = _EPOCH + dt.timedelta(microseconds=us)
+    s = t.strftime("%Y-%m-%dT%H:%M:%S") + f".{t.microsecond // 1000:03d}"
+    return s + "Z" if tz else s
+
+
+_US_PER = {"s": 1_000_000, "ms": 1000, "us": 1}
+
+
+def _floor_us(v: int, unit: str) -> int:
+    return v // 1000 if unit == "ns" else v * _US_PER[unit]
+
+
+def _ceil_us(v: int, unit: str) -> int:
+    return -(-v // 1000) if unit == "ns" else v * _US_PER[unit]
+
+
+def _minmax(col: pa.ChunkedArray) -> Optional[tuple[Any, Any]]:
+    t = col.type
+    if col.null_count == len(col) or len(col) == 0:
+        return None
+    if pa.types.is_timestamp(t):
+        mm = pc.min_max(col.cast(pa.int64()))
+        lo_us, hi_us = _floor_us(mm["min"].as_py(), t.unit), _ceil_us(mm["max"].as_py(), t.unit)
+        lo_ms = lo_us // 1000 * 1000
+        hi_ms = -(-hi_us // 1000) * 1000
+        return _ts_text(lo_ms, bool(t.tz)), _ts_text(hi_ms, bool(t.tz))
+    if pa.types.is_date(t):
+        mm = pc.min_max(col)
+        return mm["min"].as_py().isoformat(), mm["max"].as_py().isoformat()
+    if pa.types.is_integer(t):
+        mm = pc.min_max(col)
+        return mm["min"].as_py(), mm["max"].as_py()
+    if pa.types.is_floating(t):
+        mm = pc.min_max(col)  # NaNs are skipped by min_max
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+            return None
+        if pc.any(pc.is_nan(col)).as_py():
+            return None
+        return lo, hi
+    if pa.types.is_decimal(t):
+        if t.precision > 15:
+            return None
+        mm = pc.min_max(col)
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        return float(lo), float(hi)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        mm = pc.min_max(col)
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        return lo[:STRING_STATS_PREFIX], (hi if len(hi) <= STRING_STATS_PREFIX else None)
+    return None
+
+
+def _column_stats(col: pa.ChunkedArray, out_min: dict, out_max: dict, out_nulls: dict, name: str) -> None:
+    t = col.type
+    if pa.types.is_struct(t):
+        mins: dict = {}
+        maxs: dict = {}
+        nulls: dict = {}
+        flat = [pa.chunked_array([c.flatten()[i] for c in col.chunks], type=t.field(i).type)
+                for i in range(t.num_fields)]
+        for i in range(t.num_fields):
+            _column_stats(flat[i], mins, maxs, nulls, t.field(i).name)
+        if mins:
+            out_min[name] = mins
+        if maxs:
+            out_max[name] = maxs
+        out_nulls[name] = nulls
+        return
+    out_nulls[name] = col.null_count
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        return
+    mm = _minmax(col)
+    if mm is None:
+        return
+    lo, hi = mm
+    if lo is not None:
+        out_min[name] = lo
+    if hi is not None:
+        out_max[name] = hi
+
+
+def compute_stats(table: pa.Table, *, exclude: Sequence[str] = (), num_indexed_cols: int = 32) -> str:
+    """The ``stats`` JSON for a data file holding ``table`` (partition columns go in ``exclude``)."""
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, Any] = {}
+    cols = [n for n in table.column_names if n not in set(exclude)]
+    for name in cols[:num_indexed_cols] if num_indexed_cols >= 0 else cols:
+        _column_stats(table.column(name), mins, maxs, nulls, name)
+    return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
+                      separators=(",", ":"), ensure_ascii=False)
+
+
+def serialize_partition_value(value: Any) -> Optional[str]:
+    """A Python value as a Delta ``partitionValues`` string (None stays None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:  # TIMESTAMP: ISO 8601 in UTC, unambiguous for every reader
+            return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")  # TIMESTAMP_NTZ: no time zone
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return str(value)
+
+
+def partition_path(partition_columns: Sequence[str], values: Mapping[str, Optional[str]]) -> str:
+    """The Hive-style folder for a partition, escaped like delta-rs (``p=a%20b/q=__HIVE_DEFAULT_PARTITION__``).
+
+    Returns ``""`` for an unpartitioned table; otherwise ends without a slash.
+    """
+    segs = []
+    for col in partition_columns:
+        v = values.get(col)
+        segs.append(f"{quote(col, safe='')}={HIVE_NULL if v is None or v == '' else quote(v, safe='')}")
+    return "/".join(segs)
