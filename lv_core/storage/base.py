@@ -99,5 +99,9 @@ class ObjectStore(ABC):
         except NotFound:
             return False
 
+    def storage_options_for_deltalake(self) -> dict[str, str]:
+        """The ``storage_options`` a delta-rs reader/writer needs for :meth:`url` paths ({} for a folder)."""
+        return {}
+
     def close(self) -> None:
         """Release connections (no-op by default)."""

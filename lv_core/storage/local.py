@@ -5,14 +5,20 @@
 - ``overwrite``: temp file + ``rename`` (atomic replace).
 - ``if_match``: an exclusive ``flock`` on the current file, etag comparison, then temp file +
   rename; atomic among processes of one machine (the guarantee a local folder can give).
+  ``overwrite`` and ``delete`` take the same lock, so they serialise with ``if_match``.
 Etags identify one written version: inode, mtime in ns and size (every write makes a new inode).
+File systems recycle inodes at once and may stamp mtimes with a coarse clock, so each write sets
+its temp file's mtime explicitly to a fresh nanosecond timestamp (unique within a process).
+The etag a put returns is taken from the temp file before it is published, so it is the etag of
+the version this put wrote even if another writer replaces it a moment later.
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -21,6 +27,16 @@ from lv_core.errors import AlreadyExists, ConfigError, NotFound, PreconditionFai
 from lv_core.storage.base import CREATE, OVERWRITE, GetResult, IfMatch, ObjectMeta, ObjectStore, PutMode
 
 _TMP_PREFIX = ".lvtmp-"
+_clock_lock = threading.Lock()
+_last_ns = 0
+
+
+def _fresh_ns() -> int:
+    """A wall-clock timestamp in ns, strictly increasing within this process."""
+    global _last_ns
+    with _clock_lock:
+        _last_ns = max(time.time_ns(), _last_ns + 1)
+        return _last_ns
 
 
 def _etag(st: os.stat_result) -> str:
@@ -40,21 +56,41 @@ class LocalStore(ObjectStore):
             raise ConfigError(f"cannot use warehouse folder {self.root}: {e.strerror}") from e
 
     def _path(self, key: str) -> Path:
-        if key.startswith("/") or any(p in ("..", ".") for p in key.split("/")):
+        if not key or key.startswith("/") or any(p in ("", "..", ".") for p in key.split("/")):
             raise StorageError(f"invalid object key {key!r}")
         return self.root / key
 
     def url(self, key: str = "") -> str:
         return (self.root / key).as_uri() if key else self.root.as_uri()
 
-    def _write_temp(self, path: Path, data: bytes) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def _write_temp(self, key: str, path: Path, data: bytes) -> Path:
         tmp = path.parent / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        return tmp
+        for _ in range(20):  # a concurrent delete may prune the (empty) folder we just made
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:  # e.g. a parent "folder" of the key is an object
+                raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
+            try:
+                f = open(tmp, "wb")
+            except FileNotFoundError:
+                continue
+            with f:
+                f.write(data)
+                f.flush()
+                ns = _fresh_ns()
+                os.utime(f.fileno(), ns=(ns, ns))
+                os.fsync(f.fileno())
+            return tmp
+        raise StorageError(f"cannot write {key!r}: its folder keeps disappearing")
+
+    def _prune(self, folder: Path) -> None:
+        """Remove empty folders up to the root (an object store has no empty folders)."""
+        while folder != self.root and self.root in folder.parents:
+            try:
+                folder.rmdir()
+            except OSError:
+                return
+            folder = folder.parent
 
     def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
         path = self._path(key)
@@ -81,22 +117,30 @@ class LocalStore(ObjectStore):
         return ObjectMeta(key, st.st_size, _etag(st), st.st_mtime)
 
     def put(self, key: str, data: bytes, *, mode: PutMode = OVERWRITE) -> str:
+        if not (mode in (CREATE, OVERWRITE) or isinstance(mode, IfMatch)):
+            raise ValueError(f"unknown put mode {mode!r}")
         path = self._path(key)
-        tmp = self._write_temp(path, data)
+        tmp: Path | None = self._write_temp(key, path, data)
         try:
+            etag = _etag(os.stat(tmp))
             if mode == CREATE:
                 try:
                     os.link(tmp, path)
                 except FileExistsError as e:
                     raise AlreadyExists(key) from e
-                return _etag(os.stat(path))
+                except IsADirectoryError as e:
+                    raise AlreadyExists(f"{key} (a folder)") from e
+                return etag
             if mode == OVERWRITE:
-                os.replace(tmp, path)
+                self._replace_locked(key, path, tmp)
                 tmp = None
-                return _etag(os.stat(path))
-            if isinstance(mode, IfMatch):
-                return self._put_if_match(key, path, tmp, mode.etag)
-            raise ValueError(f"unknown put mode {mode!r}")
+                return etag
+            assert isinstance(mode, IfMatch)
+            self._put_if_match(key, path, tmp, mode.etag)
+            tmp = None
+            return etag
+        except (IsADirectoryError, NotADirectoryError) as e:
+            raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
         finally:
             if tmp is not None:
                 try:
@@ -109,7 +153,7 @@ class LocalStore(ObjectStore):
         while True:
             try:
                 fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError as e:
+            except (FileNotFoundError, NotADirectoryError) as e:
                 raise NotFound(key) from e
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
@@ -123,7 +167,7 @@ class LocalStore(ObjectStore):
                 return fd
             os.close(fd)  # replaced while we waited: lock the new file
 
-    def _put_if_match(self, key: str, path: Path, tmp: Path, etag: str) -> str:
+    def _put_if_match(self, key: str, path: Path, tmp: Path, etag: str) -> None:
         try:
             fd = self._locked(key, path)
         except NotFound as e:
@@ -132,7 +176,18 @@ class LocalStore(ObjectStore):
             if _etag(os.fstat(fd)) != etag:
                 raise PreconditionFailed(f"{key}: etag changed")
             os.replace(tmp, path)
-            return _etag(os.stat(path))
+        finally:
+            os.close(fd)
+
+    def _replace_locked(self, key: str, path: Path, tmp: Path) -> None:
+        """Unconditional replace, under the current file's lock so it serialises with ``if_match``."""
+        try:
+            fd = self._locked(key, path)
+        except NotFound:
+            os.replace(tmp, path)  # nothing to lock; a racing if_match sees the new file or none
+            return
+        try:
+            os.replace(tmp, path)
         finally:
             os.close(fd)
 
@@ -144,10 +199,11 @@ class LocalStore(ObjectStore):
             return
         try:
             os.unlink(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError):  # a folder is not an object
             pass
         finally:
             os.close(fd)
+        self._prune(path.parent)
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
         # Walk only the deepest folder the prefix names, then filter by the rest.

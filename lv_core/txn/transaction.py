@@ -15,6 +15,7 @@ plain Delta writer does: the baseline.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import threading
@@ -30,6 +31,7 @@ from lv_core import events as ev
 from lv_core.delta.actions import (Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, decode_commit,
                                   encode_commit)
 from lv_core.delta.features import check_writable
+from lv_core.delta.log import DeltaLog
 from lv_core.delta.snapshot import Snapshot, replay
 from lv_core.errors import (AlreadyExists, LvError, NotFound, PreconditionFailed, TransactionAborted,
                             TransactionError)
@@ -477,6 +479,15 @@ class Transaction:
         for t, data in plan.items():
             ts = self._tables[t]
             assert ts.marker_version is not None and ts.marker_etag is not None
+            if t in writes and self._checkpoint_covers(ts):
+                # A (foreign) checkpoint at or after our marker froze it as an empty commit: readers
+                # starting from that checkpoint would never see our actions there. Move the marker.
+                with contextlib.suppress(PreconditionFailed):
+                    overwrite(self.store, t, ts.marker_version, ts.marker_etag, encode_freed(self.id, "checkpoint"))
+                lost.append(t)
+                self.events.emit(ev.MarkerLost(self.id, table=t, version=ts.marker_version))
+                self._replace_marker(ts)
+                continue
             try:
                 ts.marker_etag = overwrite(self.store, t, ts.marker_version, ts.marker_etag, data)
             except PreconditionFailed:
@@ -498,6 +509,14 @@ class Transaction:
                 self._freed[t] = ts.marker_version
                 self.events.emit(ev.MarkerFreed(self.id, table=t, version=ts.marker_version, reason="read-only"))
         return lost
+
+    def _checkpoint_covers(self, ts: TableState) -> bool:
+        """True when the table's last checkpoint is at or after our marker (1 GET)."""
+        lc = DeltaLog(self.store, ts.name).read_last_checkpoint()
+        try:
+            return lc is not None and int(lc.get("version", -1)) >= (ts.marker_version or 0)
+        except (TypeError, ValueError):
+            return False
 
     def _replace_marker(self, ts: TableState) -> None:
         """Claim a new marker after losing one; the versions in between become predecessors."""

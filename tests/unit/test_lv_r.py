@@ -253,3 +253,19 @@ def test_delta_reader_only_sees_committed_states(tmp_path):
 
     assert set(run(LV)) == {200.0}
     assert any(t != 200.0 for t in run("delta"))
+
+
+def test_foreign_checkpoint_over_a_marker_moves_the_commit(lh):
+    """A checkpoint written at/after our pending marker would hide our commit there: we move it."""
+    import deltalake
+
+    txn = lh.begin(LV)
+    add_kv(txn, "kv", 1, 5)
+    v = txn.marker_versions()["kv"]
+    deltalake.DeltaTable(lh.store.url("kv")).create_checkpoint()  # a plain Delta writer checkpoints
+    res = txn.commit()
+    assert res.versions["kv"] > v
+    assert "MarkerLost" in _kinds(txn)
+    assert committed_kv(lh, "kv") == {1: 15.0, 2: 20.0}
+    fresh = lv_core.connect(lh.store.url())
+    assert fresh.snapshot("kv").version == res.versions["kv"]

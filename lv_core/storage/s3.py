@@ -1,0 +1,326 @@
+"""S3 (and S3-compatible stores: MinIO, moto) as an object store, through boto3.
+
+Put modes map to S3 conditional writes:
+
+- ``create`` -> ``PutObject`` with ``If-None-Match: *``; 412 ``PreconditionFailed`` or 409
+  ``ConditionalRequestConflict`` -> :class:`AlreadyExists`.
+- :class:`IfMatch` -> ``PutObject`` with ``If-Match: <etag>``; 412, 409 or 404 -> :class:`PreconditionFailed`.
+
+A 409 means a concurrent write to the key was in flight; S3 asks clients to retry, so a few
+retries with backoff come first (the in-flight write may fail and leave the key free).
+
+botocore retries transient failures (connection resets, 5xx, throttling). A retried conditional
+put can fail its condition *because its own first attempt landed* (the response was lost), so a
+412/409 after a retry is checked: if the object now holds exactly our bytes, the put succeeded.
+
+Etags are the strings S3 returns (with their quotes); they change whenever the content changes,
+but writing identical bytes again yields the same etag (S3 etags are content hashes).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, Iterator, Mapping
+from urllib.parse import urlparse
+
+import boto3
+import botocore.exceptions
+from botocore.config import Config
+
+from lv_core.errors import AlreadyExists, ConfigError, NotFound, PreconditionFailed, StorageError
+from lv_core.storage.base import CREATE, OVERWRITE, GetResult, IfMatch, ObjectMeta, ObjectStore, PutMode
+
+#: Options accepted in ``storage_options`` (anything else is a :class:`ConfigError`).
+KNOWN_OPTIONS = frozenset(
+    {
+        "endpoint_url",
+        "region",
+        "region_name",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "profile",
+        "connect_timeout",
+        "read_timeout",
+        "max_attempts",
+    }
+)
+_SECRET_OPTIONS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
+_DEFAULT_REGION = "us-east-1"
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+#: A 409 ConditionalRequestConflict means another write to the key was in flight: retry a few times.
+_CONFLICT_RETRIES = 3
+_CONFLICT_BACKOFF_S = 0.05
+
+
+def _check_key(key: str) -> None:
+    """Reject keys that are not plain relative ``/``-separated paths (same rule as LocalStore)."""
+    if not key or key.startswith("/") or any(p in ("", ".", "..") for p in key.split("/")):
+        raise StorageError(f"invalid object key {key!r}")
+
+
+class S3Store(ObjectStore):
+    """Object store over ``s3://bucket/prefix`` using boto3 with path-style addressing.
+
+    Args:
+        bucket: the bucket name.
+        prefix: key prefix inside the bucket (no leading/trailing ``/`` needed); may be empty.
+        options: ``endpoint_url``, ``region`` (or ``region_name``), ``aws_access_key_id``,
+            ``aws_secret_access_key``, ``aws_session_token``, ``profile``, and the tuning knobs
+            ``connect_timeout``/``read_timeout`` (seconds) and ``max_attempts`` (total tries of a
+            request, first one included; botocore "standard" retries, default 5).
+            Without keys or a profile the standard boto3 credential chain applies.
+
+    Raises:
+        ConfigError: an unknown option, a bad value, or an unknown profile.
+    """
+
+    scheme = "s3"
+
+    def __init__(self, bucket: str, prefix: str = "", options: Mapping[str, Any] | None = None) -> None:
+        opts = dict(options or {})
+        unknown = sorted(set(opts) - KNOWN_OPTIONS)
+        if unknown:
+            raise ConfigError(
+                f"unknown S3 storage option(s) {', '.join(map(repr, unknown))}; "
+                f"accepted: {', '.join(sorted(KNOWN_OPTIONS))}"
+            )
+        if not bucket:
+            raise ConfigError("an S3 store needs a bucket name")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.endpoint_url: str | None = opts.get("endpoint_url") or None
+        if self.endpoint_url is not None:
+            parsed = urlparse(str(self.endpoint_url))
+            if parsed.username or parsed.password:
+                raise ConfigError("endpoint_url must not contain credentials; use aws_access_key_id/aws_secret_access_key")
+            if parsed.scheme not in ("http", "https") or not parsed.hostname:
+                raise ConfigError(f"endpoint_url must be an http(s) URL, got {self.endpoint_url!r}")
+        region, region_name = opts.get("region"), opts.get("region_name")
+        if region and region_name and region != region_name:
+            raise ConfigError("give either 'region' or 'region_name', not two different values")
+        keys = {k: opts[k] for k in _SECRET_OPTIONS if opts.get(k)}
+        if bool(keys.get("aws_access_key_id")) != bool(keys.get("aws_secret_access_key")):
+            raise ConfigError("aws_access_key_id and aws_secret_access_key must be given together")
+        profile = opts.get("profile")
+        if profile and keys:
+            raise ConfigError("give either 'profile' or explicit AWS keys, not both")
+        try:
+            session = boto3.session.Session(profile_name=profile, **keys) if profile else boto3.session.Session(**keys)
+        except botocore.exceptions.ProfileNotFound as e:
+            raise ConfigError(f"AWS profile {profile!r} not found") from e
+        self.region: str = region or region_name or session.region_name or _DEFAULT_REGION
+        try:
+            config = Config(
+                s3={"addressing_style": "path"},
+                retries={"total_max_attempts": int(opts.get("max_attempts", 5)), "mode": "standard"},
+                connect_timeout=float(opts.get("connect_timeout", 5)),
+                read_timeout=float(opts.get("read_timeout", 30)),
+                max_pool_connections=32,
+                tcp_keepalive=True,
+            )
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"bad S3 tuning option: {e}") from e
+        self._session = session
+        self._client = session.client("s3", region_name=self.region, endpoint_url=self.endpoint_url, config=config)
+
+    def __repr__(self) -> str:
+        endpoint = f", endpoint_url={self.endpoint_url!r}" if self.endpoint_url else ""
+        return f"S3Store(bucket={self.bucket!r}, prefix={self.prefix!r}, region={self.region!r}{endpoint})"
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _full(self, key: str) -> str:
+        _check_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _rel(self, full_key: str) -> str:
+        return full_key[len(self.prefix) + 1 :] if self.prefix else full_key
+
+    def _scrub(self, text: str) -> str:
+        """Blank out the credentials in use, should a server or library echo them."""
+        try:
+            creds = self._session.get_credentials()
+            frozen = creds.get_frozen_credentials() if creds is not None else None
+        except botocore.exceptions.BotoCoreError:
+            frozen = None
+        if frozen is not None:
+            for secret in (frozen.access_key, frozen.secret_key, frozen.token):
+                if secret:
+                    text = text.replace(secret, "***")
+        return text
+
+    def _error(self, op: str, key: str, e: Exception) -> StorageError | ConfigError:
+        """Translate a botocore exception into our hierarchy (message without secrets)."""
+        if isinstance(e, botocore.exceptions.NoCredentialsError):
+            return ConfigError(
+                f"S3 {op} s3://{self.bucket}: no AWS credentials (pass aws_access_key_id/"
+                "aws_secret_access_key or a profile in storage_options, or configure the AWS chain)"
+            )
+        if isinstance(e, botocore.exceptions.ClientError):
+            err = e.response.get("Error", {})
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?")
+            detail = f"{err.get('Code', '?')} (HTTP {status}): {err.get('Message', '')}".rstrip(": ")
+        else:
+            detail = f"{type(e).__name__}: {e}"
+        return StorageError(self._scrub(f"S3 {op} {self.url(key) if key else self.url()} failed: {detail}"))
+
+    @staticmethod
+    def _code(e: botocore.exceptions.ClientError) -> str:
+        return str(e.response.get("Error", {}).get("Code", ""))
+
+    @staticmethod
+    def _status(e: botocore.exceptions.ClientError) -> int:
+        return int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+
+    @staticmethod
+    def _retried(e: botocore.exceptions.ClientError) -> bool:
+        return int(e.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0) > 0
+
+    # -- ObjectStore ---------------------------------------------------------------------------
+
+    def url(self, key: str = "") -> str:
+        base = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+        return f"{base}/{key}" if key else base
+
+    def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
+        full = self._full(key)
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": full}
+        if byte_range is not None:
+            start, end = byte_range
+            if start < 0 or end < 0:
+                raise ValueError(f"byte_range must be non-negative, got {byte_range!r}")
+            if end <= start:  # an empty range: S3 cannot express it, but existence and etag still matter
+                meta = self.head(key)
+                return GetResult(b"", meta.etag)
+            kwargs["Range"] = f"bytes={start}-{end - 1}"
+        try:
+            resp = self._client.get_object(**kwargs)
+            with resp["Body"] as body:
+                data = body.read()
+        except botocore.exceptions.ClientError as e:
+            code = self._code(e)
+            if code in _NOT_FOUND_CODES:
+                raise NotFound(key) from e
+            if code == "InvalidRange" or self._status(e) == 416:  # start beyond the end
+                return GetResult(b"", self.head(key).etag)
+            raise self._error("GET", key, e) from e
+        except (botocore.exceptions.BotoCoreError, OSError) as e:
+            raise self._error("GET", key, e) from e
+        return GetResult(data, resp["ETag"])
+
+    def head(self, key: str) -> ObjectMeta:
+        full = self._full(key)
+        try:
+            resp = self._client.head_object(Bucket=self.bucket, Key=full)
+        except botocore.exceptions.ClientError as e:
+            if self._code(e) in _NOT_FOUND_CODES or self._status(e) == 404:
+                raise NotFound(key) from e
+            raise self._error("HEAD", key, e) from e
+        except botocore.exceptions.BotoCoreError as e:
+            raise self._error("HEAD", key, e) from e
+        return ObjectMeta(key, int(resp["ContentLength"]), resp["ETag"], resp["LastModified"].timestamp())
+
+    def put(self, key: str, data: bytes, *, mode: PutMode = OVERWRITE) -> str:
+        full = self._full(key)
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": full, "Body": bytes(data)}
+        if mode == CREATE:
+            kwargs["IfNoneMatch"] = "*"
+        elif isinstance(mode, IfMatch):
+            kwargs["IfMatch"] = mode.etag
+        elif mode != OVERWRITE:
+            raise ValueError(f"unknown put mode {mode!r}")
+        for attempt in range(_CONFLICT_RETRIES + 1):
+            try:
+                return str(self._client.put_object(**kwargs)["ETag"])
+            except botocore.exceptions.ClientError as e:
+                code, status = self._code(e), self._status(e)
+                if mode == OVERWRITE:
+                    raise self._error("PUT", key, e) from e
+                conflict = code == "ConditionalRequestConflict" or status == 409
+                if conflict and attempt < _CONFLICT_RETRIES:
+                    # S3: a concurrent write to the key was in flight; its outcome decides ours.
+                    time.sleep(_CONFLICT_BACKOFF_S * (2**attempt) * (0.5 + random.random()))
+                    continue
+                failed_condition = conflict or code == "PreconditionFailed" or status == 412
+                gone = isinstance(mode, IfMatch) and (code in _NOT_FOUND_CODES or status == 404)
+                if not (failed_condition or gone):
+                    raise self._error("PUT", key, e) from e
+                if self._retried(e):
+                    landed = self._landed(key, data)
+                    if landed is not None:
+                        return landed
+                if mode == CREATE:
+                    raise AlreadyExists(key) from e
+                raise PreconditionFailed(f"{key}: {'object is gone' if gone else 'etag changed'}") from e
+            except botocore.exceptions.BotoCoreError as e:
+                raise self._error("PUT", key, e) from e
+        raise AssertionError("unreachable")
+
+    def _landed(self, key: str, data: bytes) -> str | None:
+        """After a retried conditional put failed its condition: our etag if the object holds our bytes."""
+        try:
+            current = self.get(key)
+        except NotFound:
+            return None
+        return current.etag if current.data == data else None
+
+    def delete(self, key: str) -> None:
+        full = self._full(key)
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=full)
+        except botocore.exceptions.ClientError as e:
+            if self._code(e) in _NOT_FOUND_CODES:
+                return
+            raise self._error("DELETE", key, e) from e
+        except botocore.exceptions.BotoCoreError as e:
+            raise self._error("DELETE", key, e) from e
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
+        base = f"{self.prefix}/" if self.prefix else ""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": base + prefix}
+        if start_after is not None:
+            kwargs["StartAfter"] = base + start_after
+        return self._list(prefix, kwargs)
+
+    def _list(self, prefix: str, kwargs: dict[str, Any]) -> Iterator[ObjectMeta]:
+        try:
+            for page in self._client.get_paginator("list_objects_v2").paginate(**kwargs):
+                for obj in page.get("Contents", ()):
+                    yield ObjectMeta(
+                        self._rel(obj["Key"]), int(obj["Size"]), obj["ETag"], obj["LastModified"].timestamp()
+                    )
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as e:
+            raise self._error("LIST", prefix, e) from e
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- for other readers ---------------------------------------------------------------------
+
+    def storage_options_for_deltalake(self) -> dict[str, str]:
+        """The ``storage_options`` delta-rs (``deltalake``) needs to reach the same bucket.
+
+        Credentials are resolved now (explicit keys, profile or the AWS chain) and returned as
+        static keys; temporary credentials therefore expire with their session.
+        ``aws_conditional_put=etag`` makes delta-rs commit with ``If-None-Match`` (no DynamoDB
+        lock, no unsafe rename); path-style requests match the boto3 client.
+        """
+        opts: dict[str, str] = {
+            "AWS_REGION": self.region,
+            "AWS_CONDITIONAL_PUT": "etag",
+            "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+        }
+        if self.endpoint_url:
+            opts["AWS_ENDPOINT_URL"] = self.endpoint_url
+            if self.endpoint_url.startswith("http://"):
+                opts["AWS_ALLOW_HTTP"] = "true"
+        creds = self._session.get_credentials()
+        if creds is not None:
+            frozen = creds.get_frozen_credentials()
+            opts["AWS_ACCESS_KEY_ID"] = frozen.access_key
+            opts["AWS_SECRET_ACCESS_KEY"] = frozen.secret_key
+            if frozen.token:
+                opts["AWS_SESSION_TOKEN"] = frozen.token
+        return opts

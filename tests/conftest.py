@@ -1,0 +1,218 @@
+"""Shared fixtures: stores (local folder, moto S3 server) and a guard that keeps tests off real AWS.
+
+The moto server runs in this process (werkzeug, threaded) on a free loopback port. Its request
+handling is serialised by a lock, because moto 5.2.5 evaluates ``If-None-Match``/``If-Match`` on
+PutObject as check-then-write without any lock (``moto/s3/responses.py``, ``put_object``): two
+concurrent conditional puts can both succeed, and concurrent writes of one key can crash with
+500s. Real S3 and MinIO are atomic; serialising makes moto behave like them, so the race tests
+check our client logic. Set ``LV_MOTO_CONCURRENT=1`` to run moto unserialised (to observe it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+from urllib.parse import urlparse
+
+import pytest
+
+from lv_core.storage.base import ObjectStore
+from lv_core.storage.local import LocalStore
+
+S3_REGION = "us-east-1"
+S3_TEST_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+def _is_loopback(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# -- guard: no test reaches real AWS ---------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _no_real_aws(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Hide the machine's AWS settings and refuse any botocore request to a non-loopback host."""
+    for var in list(os.environ):
+        if var.startswith("AWS_"):
+            monkeypatch.delenv(var)
+    empty = tmp_path_factory.getbasetemp() / "aws-empty-config"
+    empty.touch()
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(empty))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(empty))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+    try:
+        from botocore.httpsession import URLLib3Session
+    except ImportError:  # boto3 not installed: nothing can reach AWS through it
+        return
+    original = URLLib3Session.send
+
+    def guarded_send(self: Any, request: Any) -> Any:
+        if not _is_loopback(request.url):
+            raise RuntimeError(f"test tried to reach {request.url.split('?')[0]}: only loopback endpoints are allowed")
+        return original(self, request)
+
+    monkeypatch.setattr(URLLib3Session, "send", guarded_send)
+
+
+# -- the moto S3 server ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class S3Request:
+    """One request the moto server received (for tests that check what a client sent)."""
+
+    method: str
+    path: str
+    if_none_match: str | None
+    if_match: str | None
+
+
+class MotoS3:
+    """moto's S3 as a WSGI app, optionally serialised, that records what it receives."""
+
+    def __init__(self, serialise: bool) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+        self._app = DomainDispatcherApplication(create_backend_app)
+        self._lock: threading.Lock | contextlib.nullcontext[None] = (
+            threading.Lock() if serialise else contextlib.nullcontext()
+        )
+        self.requests: deque[S3Request] = deque(maxlen=20_000)
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        self.requests.append(
+            S3Request(
+                environ["REQUEST_METHOD"],
+                environ.get("PATH_INFO", ""),
+                environ.get("HTTP_IF_NONE_MATCH"),
+                environ.get("HTTP_IF_MATCH"),
+            )
+        )
+        with self._lock:  # the whole request, response body included
+            result = self._app(environ, start_response)
+            try:
+                return list(result)
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[tuple[str, MotoS3]]:
+    """Start moto's S3 server on a free 127.0.0.1 port; yield (endpoint URL, app)."""
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    from werkzeug.serving import make_server
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    app = MotoS3(serialise=os.environ.get("LV_MOTO_CONCURRENT") != "1")
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, name="moto-s3", daemon=True)
+    thread.start()
+    endpoint = f"http://127.0.0.1:{server.server_port}"
+    try:
+        for _ in range(100):  # wait for health: any HTTP answer will do
+            try:
+                urllib.request.urlopen(endpoint + "/moto-api/", timeout=1).close()
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise RuntimeError("moto S3 server did not come up")
+        yield endpoint, app
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        server.server_close()
+
+
+@pytest.fixture(scope="session")
+def s3_server(moto_s3: tuple[str, MotoS3]) -> str:
+    """The endpoint URL of the session's moto S3 server."""
+    return moto_s3[0]
+
+
+@pytest.fixture
+def s3_requests(moto_s3: tuple[str, MotoS3]) -> deque[S3Request]:
+    """The server's request log, emptied for this test."""
+    moto_s3[1].requests.clear()
+    return moto_s3[1].requests
+
+
+@pytest.fixture
+def s3_options(s3_server: str) -> dict[str, str]:
+    """``storage_options`` for the moto server, with dummy credentials."""
+    assert _is_loopback(s3_server), "S3 tests must only talk to a loopback endpoint"
+    return {"endpoint_url": s3_server, "region": S3_REGION, **S3_TEST_CREDENTIALS}
+
+
+@pytest.fixture(scope="session")
+def s3_admin(s3_server: str) -> Iterator[Any]:
+    """A raw boto3 S3 client for the moto server (bucket set-up, out-of-band checks)."""
+    import boto3
+
+    assert _is_loopback(s3_server)
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_server,
+        region_name=S3_REGION,
+        aws_access_key_id=S3_TEST_CREDENTIALS["aws_access_key_id"],
+        aws_secret_access_key=S3_TEST_CREDENTIALS["aws_secret_access_key"],
+    )
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def s3_bucket(s3_admin: Any) -> Iterator[str]:
+    """A fresh, uniquely named bucket, emptied and removed afterwards."""
+    name = f"lv-test-{uuid.uuid4().hex[:12]}"
+    s3_admin.create_bucket(Bucket=name)
+    yield name
+    for page in s3_admin.get_paginator("list_objects_v2").paginate(Bucket=name):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", ())]
+        if keys:
+            s3_admin.delete_objects(Bucket=name, Delete={"Objects": keys})
+    s3_admin.delete_bucket(Bucket=name)
+
+
+@pytest.fixture
+def s3_store(s3_bucket: str, s3_options: dict[str, str]) -> Iterator[ObjectStore]:
+    """An :class:`S3Store` on a fresh bucket of the moto server, under a ``wh`` prefix."""
+    from lv_core.storage.s3 import S3Store
+
+    store = S3Store(s3_bucket, "wh", s3_options)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def local_store(tmp_path: Any) -> LocalStore:
+    """A :class:`LocalStore` on a fresh temporary folder."""
+    return LocalStore(tmp_path / "warehouse")
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def store(request: pytest.FixtureRequest) -> ObjectStore:
+    """The storage contract runs once per backend."""
+    return request.getfixturevalue(f"{request.param}_store")

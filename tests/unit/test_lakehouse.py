@@ -1,0 +1,96 @@
+"""lv_core.connect and the Lakehouse's metadata API: no Spark needed, foreign tables listed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import deltalake
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import lv_core
+from lv_core.errors import ConfigError, InvalidTableName, SchemaError, TableExists, TableNotFound
+from lv_core.storage.local import LocalStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_connect_forms(tmp_path, monkeypatch):
+    a = lv_core.connect(str(tmp_path / "a"))
+    b = lv_core.connect((tmp_path / "b").as_uri())
+    assert isinstance(a.store, LocalStore) and a.url == (tmp_path / "a").as_uri()
+    assert b.url == (tmp_path / "b").as_uri()
+    monkeypatch.setenv("LV_WAREHOUSE", str(tmp_path / "env"))
+    assert lv_core.connect().url == (tmp_path / "env").as_uri()
+    monkeypatch.delenv("LV_WAREHOUSE")
+    monkeypatch.chdir(tmp_path)
+    assert lv_core.connect().url == (tmp_path / "lakehouse").as_uri()
+
+
+@pytest.mark.parametrize("bad", ["ftp://x/y", "s3://", "file://otherhost/x"])
+def test_connect_rejects_bad_uris(bad):
+    with pytest.raises(ConfigError):
+        lv_core.connect(bad)
+
+
+def test_create_list_version(tmp_path):
+    lh = lv_core.connect(str(tmp_path))
+    lh.create_table("bank_x", "id BIGINT, balance DOUBLE")
+    lh.create_table("bank_y", pa.schema([("id", pa.int64()), ("balance", pa.float64())]), partition_by=["id"])
+    deltalake.write_deltalake(str(tmp_path / "foreign"), pd.DataFrame({"a": [1, 2]}))
+    assert lh.list_tables() == ["bank_x", "bank_y", "foreign"]
+    assert lh.version("bank_x") == 0 and lh.version("foreign") == 0
+    dt = deltalake.DeltaTable(str(tmp_path / "bank_x"))
+    assert dt.version() == 0 and [f.name for f in dt.schema().fields] == ["id", "balance"]
+    assert deltalake.DeltaTable(str(tmp_path / "bank_y")).metadata().partition_columns == ["id"]
+    with pytest.raises(TableExists):
+        lh.create_table("bank_x", "id BIGINT")
+    assert lh.create_table("bank_x", "id BIGINT", if_not_exists=True) is None
+    with pytest.raises(TableNotFound, match="nope"):
+        lh.version("nope")
+
+
+@pytest.mark.parametrize("name", ["", "a/b", "..", "../x", "_lakevilla", ".hidden", "x" * 300, "tab\x01"])
+def test_bad_table_names_change_nothing(tmp_path, name):
+    lh = lv_core.connect(str(tmp_path))
+    with pytest.raises(InvalidTableName):
+        lh.create_table(name, "id BIGINT")
+    assert list(lh.store.list("")) == []
+
+
+@pytest.mark.parametrize("ddl", ["", "id", "id BIGINTEGER", "id BIGINT,", "id DECIMAL(3", "a INT, a INT"])
+def test_bad_schemas_change_nothing(tmp_path, ddl):
+    lh = lv_core.connect(str(tmp_path))
+    with pytest.raises(SchemaError):
+        lh.create_table("t", ddl)
+    assert lh.list_tables() == []
+
+
+def test_metadata_work_never_starts_spark(tmp_path):
+    code = (
+        "import sys, lv_core\n"
+        f"lh = lv_core.connect({str(tmp_path)!r})\n"
+        "lh.create_table('t', 'id BIGINT'); lh.list_tables(); lh.version('t')\n"
+        "assert not [m for m in sys.modules if m.startswith('pyspark')], 'pyspark was imported'\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)
+
+
+def test_presets_and_options_are_validated(tmp_path):
+    lh = lv_core.connect(str(tmp_path))
+    with pytest.raises(ConfigError, match="unknown preset"):
+        lh.begin("serialisable")
+    with pytest.raises(ConfigError, match="unknown feature"):
+        lh.begin(features={"R", "X"})
+    with pytest.raises(ConfigError, match="slack"):
+        lh.begin(slack=-1)
+    with pytest.raises(ConfigError, match="timeout"):
+        lh.begin(timeout_s=0)
+    txn = lh.begin(features="R")
+    assert txn.features == frozenset({"R"})
+    txn.rollback()
