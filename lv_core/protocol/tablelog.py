@@ -46,6 +46,16 @@ class TableLogs:
         self.note_latest(table, v)
         return v
 
+    def cached_hint(self, table: str) -> int:
+        """The latest version this process knows of (no request), probing only when it knows none.
+
+        Marker placement starts from here: put-if-absent finds the next free version by itself, so
+        a stale hint costs one failed PUT-create per newer version instead of one HEAD each.
+        """
+        with self._lock:
+            hint = self._latest.get(table)
+        return self.latest_hint(table) if hint is None else hint
+
     def note_latest(self, table: str, version: int) -> None:
         with self._lock:
             if version > self._latest.get(table, -1):

@@ -32,6 +32,7 @@ from lv_core.delta.actions import (Action, AddFile, CommitInfo, Metadata, Protoc
                                   encode_commit)
 from lv_core.delta.features import check_writable
 from lv_core.delta.log import DeltaLog
+from lv_core.delta.table import validate_table_name
 from lv_core.delta.snapshot import Snapshot, replay
 from lv_core.errors import (AlreadyExists, LvError, NotFound, PreconditionFailed, TransactionAborted,
                             TransactionError)
@@ -164,14 +165,14 @@ class Transaction:
         if ts is not None:
             return ts
         logs = self.lh._logs
-        logs.require(name)
+        validate_table_name(name)
         if not self.markers:
             base = logs.latest_snapshot(name)
             ts = TableState(name, base)
         else:
             info = MarkerInfo(txn=self.id, predecessors=(), created=time.time(),
                               lease_expires=self._lease_expires, client=layout.client_label())
-            v, etag, attempts = place_marker(self.store, name, logs.latest_hint(name) + 1, info)
+            v, etag, attempts = place_marker(self.store, name, logs.cached_hint(name) + 1, info)
             logs.note_latest(name, v)
             self.events.emit(ev.MarkerPlaced(self.id, table=name, version=v, attempts=attempts))
             crashpoint("marker-placed")

@@ -269,3 +269,54 @@ def test_foreign_checkpoint_over_a_marker_moves_the_commit(lh):
     assert committed_kv(lh, "kv") == {1: 15.0, 2: 20.0}
     fresh = lv_core.connect(lh.store.url())
     assert fresh.snapshot("kv").version == res.versions["kv"]
+
+
+def test_request_counts_per_transaction(tmp_path):
+    """Exact requests of a warm single-table transaction on the instrumented store.
+
+    read-only: 1 PUT lease + 1 PUT-create marker + 1 GET previous version (resolved view) + 2 GET data
+    files + 1 PUT sublog entry + 1 PUT-if-match freeing the marker + 2 DELETE (sublog entry, lease).
+    write (update of one row): the same, but the marker is overwritten with the commit and the new
+    data file costs 1 PUT-create; the GET of the previous version is a commit (not freed).
+    """
+    from lv_core.lakehouse import Lakehouse
+    from lv_core.storage.instrumented import InstrumentedStore
+
+    st = InstrumentedStore(lv_core.connect(str(tmp_path)).store)
+    lh = Lakehouse(st)
+    make_kv(lh, "kv", {1: 1.0, 2: 2.0})
+    warm = lh.begin(LV)
+    read_kv(warm, "kv")
+    warm.commit()
+    st.reset()
+    r = lh.begin(LV)
+    read_kv(r, "kv")
+    r.commit()
+    assert st.counts() == {"GET": 3, "PUT": 2, "PUT-create": 1, "PUT-if-match": 1, "HEAD": 0, "DELETE": 2, "LIST": 0}
+    st.reset()
+    w = lh.begin(LV)
+    add_kv(w, "kv", 1, 1)  # reads both files (scan), rewrites one
+    w.commit()
+    assert st.counts() == {"GET": 4, "PUT": 2, "PUT-create": 2, "PUT-if-match": 1, "HEAD": 0, "DELETE": 2, "LIST": 0}
+
+
+def test_lost_marker_is_reclaimed_and_the_owner_continues(tmp_path):
+    from lv_core.protocol.lease import keeper, lease_expired
+
+    lh = lv_core.connect(str(tmp_path), lease_s=0.5)
+    make_kv(lh, "kv", {1: 10.0, 2: 20.0})
+    t1 = lh.begin(LV)
+    add_kv(t1, "kv", 1, 1)
+    v1 = t1.marker_versions()["kv"]
+    keeper().pause(t1.id)  # t1 hangs: its lease runs out
+    while not lease_expired(lh.store, t1.id, None):
+        time.sleep(0.05)
+    t2 = lh.begin(LV)
+    add_kv(t2, "kv", 2, 1)
+    r2 = t2.commit()  # frees t1's expired marker instead of waiting forever
+    assert read_version(lh.store, "kv", v1).kind == "freed"
+    assert any(isinstance(e, ev.MarkerFreed) and e.by == t2.id for e in t2.events.history)
+    r1 = t1.commit()  # t1 comes back: its overwrite fails, it claims a new marker and continues
+    assert r1.versions["kv"] > r2.versions["kv"] > v1
+    assert "MarkerLost" in _kinds(t1)
+    assert committed_kv(lh, "kv") == {1: 11.0, 2: 21.0}
