@@ -82,6 +82,20 @@ class Lakehouse:
             return self._logs.latest_snapshot(name)
         return self._logs.resolved_view(name, version)[0]
 
+    # ------------------------------------------------------------------ data (engine: lv_core.engine.api)
+    @property
+    def spark(self) -> Any:
+        """The Spark Connect session (started or connected on first use)."""
+        from lv_core.engine import api
+
+        return api.lakehouse_spark(self)
+
+    def read(self, name: str, version: int | None = None) -> Any:
+        """The table (latest, or at ``version``) as a Spark DataFrame, outside any transaction."""
+        from lv_core.engine import api
+
+        return api.lakehouse_read(self, name, version)
+
     # ------------------------------------------------------------------ transactions
     def begin(self, preset: str = "serializable", features: Any = None, slack: int | None = None,
               timeout_s: float = 60.0, name: str | None = None, *, retries: int = 5) -> Transaction:

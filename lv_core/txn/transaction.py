@@ -260,6 +260,31 @@ class Transaction:
                 scans=frozenset(r.scans), may_match=dict(r.may_match)))
         return out
 
+    # ------------------------------------------------------------------ data API (engine: lv_core.engine.api)
+    def table(self, name: str) -> Any:
+        """The table as this transaction sees it (snapshot + own writes) as a Spark DataFrame."""
+        from lv_core.engine import api
+
+        return api.txn_table(self, name)
+
+    def insert(self, name: str, data: Any) -> int:
+        """Append rows (Spark DataFrame, pyarrow.Table, pandas DataFrame, or list of dicts); returns the row count."""
+        from lv_core.engine import api
+
+        return api.txn_insert(self, name, data)
+
+    def update(self, name: str, set: Mapping[str, str], where: str | None = None) -> int:  # noqa: A002
+        """``UPDATE name SET k = expr, ... WHERE where`` (Spark SQL expressions); returns rows affected."""
+        from lv_core.engine import api
+
+        return api.txn_update(self, name, set, where)
+
+    def delete(self, name: str, where: str | None = None) -> int:
+        """``DELETE FROM name WHERE where``; returns rows deleted."""
+        from lv_core.engine import api
+
+        return api.txn_delete(self, name, where)
+
     # ------------------------------------------------------------------ delta baseline
     def _execute_autocommit(self, op: Operation) -> Any:
         """Preset ``delta``: the operation commits alone at the next free version (plain Delta OCC)."""
