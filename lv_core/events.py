@@ -59,6 +59,26 @@ class MarkerFreed(Event):
 
 
 @dataclass(frozen=True)
+class EdgeAdded(Event):
+    """A DAG edge: this transaction waits behind ``to_txn``'s marker at ``table@version``."""
+
+    to_txn: str
+    table: str
+    version: int
+
+
+@dataclass(frozen=True)
+class CycleFound(Event):
+    edges: tuple[tuple[str, str, str], ...]  # (src, dst, "table@version")
+
+
+@dataclass(frozen=True)
+class Shifted(Event):
+    moves: tuple[tuple[str, int, int], ...]  # (table, old version, new version)
+    reason: str
+
+
+@dataclass(frozen=True)
 class SnapshotRead(Event):
     table: str
     version: int

@@ -30,12 +30,15 @@ class Lakehouse:
     """
 
     def __init__(self, store: ObjectStore, *, spark: Any = None, lease_s: float = 30.0,
-                 poll_min_s: float = 0.005, poll_max_s: float = 0.2) -> None:
+                 poll_min_s: float = 0.005, poll_max_s: float = 0.2, cycle_check_s: float = 0.25,
+                 shift_after_s: float = 5.0) -> None:
         self.store = store
         self._spark_arg = spark
         self.lease_s = lease_s
         self.poll_min_s = poll_min_s
         self.poll_max_s = poll_max_s
+        self.cycle_check_s = cycle_check_s  # how often a waiting transaction re-checks for cycles
+        self.shift_after_s = shift_after_s  # waiting longer than this triggers a pre-emptive shift
         self._logs = TableLogs(store)
 
     def __repr__(self) -> str:

@@ -30,7 +30,7 @@ class MarkerInfo:
     """The bookkeeping a marker carries."""
 
     txn: str
-    predecessors: tuple[str, ...] = ()
+    predecessors: tuple[dict, ...] = ()  # outgoing DAG edges: {"txn", "table", "version"}
     created: float = 0.0
     lease_expires: float = 0.0
     client: str = ""
@@ -39,7 +39,7 @@ class MarkerInfo:
         return {
             "kind": "marker",
             "txn": self.txn,
-            "predecessors": list(self.predecessors),
+            "predecessors": [dict(p) for p in self.predecessors],
             "created": self.created,
             "leaseExpires": self.lease_expires,
             "client": self.client,
@@ -125,7 +125,7 @@ def classify(version: int, raw: bytes, etag: str) -> VersionState:
         preds = lv.get("predecessors") or []
         info = MarkerInfo(
             txn=txn,
-            predecessors=tuple(p for p in preds if isinstance(p, str)),
+            predecessors=tuple(p for p in preds if isinstance(p, dict)),
             created=float(lv.get("created") or 0.0),
             lease_expires=float(lv.get("leaseExpires") or 0.0),
             client=str(lv.get("client") or ""),

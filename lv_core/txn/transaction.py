@@ -20,7 +20,7 @@ import dataclasses
 import json
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -39,8 +39,9 @@ from lv_core.errors import (AlreadyExists, LvError, NotFound, PreconditionFailed
 from lv_core.protocol import layout
 from lv_core.protocol.conflicts import Conflict, OpFootprint, PredecessorCommit, first_conflict
 from lv_core.protocol.lease import keeper, lease_expired, write_lease
-from lv_core.protocol.markers import (MarkerInfo, encode_freed, lakevilla_commit_info, overwrite, place_marker,
-                                      read_version)
+from lv_core.protocol.dag import DagView, Edge, closes_cycle, edges_from_json, shift_tables
+from lv_core.protocol.markers import (MarkerInfo, encode_freed, encode_marker, lakevilla_commit_info, overwrite,
+                                      place_marker, read_version)
 from lv_core.protocol.recovery import resolve_expired
 from lv_core.protocol.sublog import SublogEntry, write_entry
 from lv_core.storage.base import CREATE, OVERWRITE
@@ -51,6 +52,13 @@ from lv_core.txn.result import CommitResult
 
 if TYPE_CHECKING:
     from lv_core.lakehouse import Lakehouse
+
+
+_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-table")
+
+
+class _Restart(Exception):
+    """Internal: markers moved while waiting (a shift): recompute what to wait for."""
 
 
 @dataclass
@@ -125,8 +133,17 @@ class Transaction:
         self._sublog_steps: set[int] = set()
         self._autocommitted: dict[str, int] = {}
         self._decided = False
+        self._published: dict[str, int] = {}
+        self._freed: dict[str, int] = {}
+        self._published_paths: dict[str, set[str]] = {}
         self._lease_expires = 0.0
+        self._created = time.time()
         self.markers = bool({"R", "CT"} & features)
+        self.ct = "CT" in features
+        self._preds: dict[tuple[str, str], int] = {}  # (txn, table) -> its marker version we wait behind
+        self._cycles: list[list[Edge]] = []
+        self._shifts: list[dict[str, Any]] = []
+        self.max_shifts = 8
         if self.markers:
             self._lease_expires = keeper().register(self.store, self.id, lease_s)
         self.events.emit(ev.Began(self.id, preset=preset, features=tuple(sorted(features)), name=name))
@@ -170,17 +187,132 @@ class Transaction:
             base = logs.latest_snapshot(name)
             ts = TableState(name, base)
         else:
-            info = MarkerInfo(txn=self.id, predecessors=(), created=time.time(),
-                              lease_expires=self._lease_expires, client=layout.client_label())
-            v, etag, attempts = place_marker(self.store, name, logs.cached_hint(name) + 1, info)
+            v, etag, attempts = place_marker(self.store, name, logs.cached_hint(name) + 1, self._marker_info())
             logs.note_latest(name, v)
             self.events.emit(ev.MarkerPlaced(self.id, table=name, version=v, attempts=attempts))
             crashpoint("marker-placed")
             base, pending = logs.resolved_view(name, v - 1)
+            pending = {pv: x for pv, x in pending.items() if x != self.id}
             ts = TableState(name, base, v, etag, logical=bool(pending), pending=pending)
         self._tables[name] = ts
         self.events.emit(ev.SnapshotRead(self.id, table=name, version=ts.base.version, files=len(ts.base.files)))
+        if self.ct and ts.pending:
+            new = [Edge(self.id, x, name, pv) for pv, x in sorted(ts.pending.items())]
+            for e in new:
+                self._preds[(e.dst, e.table)] = e.version
+                self.events.emit(ev.EdgeAdded(self.id, to_txn=e.dst, table=e.table, version=e.version))
+            self._break_cycles(new)
+            self._expose_predecessors()
         return ts
+
+    # ------------------------------------------------------------------ dependency DAG (module #3)
+    def _marker_info(self) -> MarkerInfo:
+        preds = tuple(e.to_json() for e in self.out_edges()) if self.ct else ()
+        return MarkerInfo(txn=self.id, predecessors=preds, created=self._created,
+                          lease_expires=self._lease_expires, client=layout.client_label())
+
+    def out_edges(self) -> list[Edge]:
+        """This transaction's outgoing DAG edges (the markers it waits behind), still pending or not."""
+        return [Edge(self.id, x, t, v) for (x, t), v in sorted(self._preds.items())]
+
+    def _marker_edges(self, node: str, via: Edge | None) -> list[Edge]:
+        """Rule III: read ``node``'s marker where ``via`` points and return its outgoing edges."""
+        if via is None:
+            return []
+        try:
+            st = read_version(self.store, via.table, via.version)
+        except (NotFound, LvError):
+            return []
+        if not st.pending or st.txn != node or st.marker is None:
+            return []  # resolved (or not its marker any more): it waits for nobody there
+        return edges_from_json(node, st.marker.predecessors)
+
+    def _break_cycles(self, new_edges: list[Edge]) -> None:
+        """Before waiting behind ``new_edges``: if one closes a cycle, shift our markers (rule IV)."""
+        for _ in range(self.max_shifts):
+            cycle = closes_cycle(self.id, new_edges, self._marker_edges)
+            if cycle is None:
+                return
+            tables = {t for t in shift_tables(self.id, cycle)
+                      if t in self._tables and any(e.dst == self.id and e.table == t
+                                                    and e.version == self._tables[t].marker_version for e in cycle)}
+            if not tables:
+                return  # the cycle runs through a marker of ours that no longer exists: already broken
+            self._cycles.append(cycle)
+            self.events.emit(ev.CycleFound(self.id, edges=tuple((e.src, e.dst, e.label) for e in cycle)))
+            new_edges = self._shift(tables, "cycle")
+        raise TransactionAborted(
+            f"could not break a dependency cycle after {self.max_shifts} marker shifts. Help: retry the "
+            "transaction; if it keeps happening, fewer concurrent transactions should touch these tables.",
+            "deadlock", details={"cycles": len(self._cycles)})
+
+    def _shift(self, tables: set[str], reason: str) -> list[Edge]:
+        """Marker shift: free our markers in ``tables`` and claim new ones at later versions.
+
+        Our reads keep their versions (repeatable reads); the versions between the old base and the
+        new marker become predecessors to wait for and check at commit. Returns the new edges.
+        """
+        if len(self._shifts) >= self.max_shifts:
+            raise TransactionAborted(
+                f"gave up after {len(self._shifts)} marker shifts ({reason}). Help: retry the transaction.",
+                "deadlock", details={"shifts": len(self._shifts)})
+        new_edges: list[Edge] = []
+        moved: dict[str, tuple[int, int]] = {}
+        for t in sorted(tables):
+            ts = self._tables[t]
+            assert ts.marker_version is not None and ts.marker_etag is not None
+            old = ts.marker_version
+            with contextlib.suppress(PreconditionFailed):
+                overwrite(self.store, t, old, ts.marker_etag, encode_freed(self.id, "shift"))
+            self.events.emit(ev.MarkerFreed(self.id, table=t, version=old, reason="shift"))
+            v, etag, attempts = place_marker(self.store, t, old + 1, self._marker_info())
+            self.lh._logs.note_latest(t, v)
+            for pv in range(old + 1, v):
+                st = read_version(self.store, t, pv)
+                if st.pending and st.txn and st.txn != self.id:
+                    ts.pending[pv] = st.txn
+                    e = Edge(self.id, st.txn, t, pv)
+                    self._preds[(st.txn, t)] = pv
+                    new_edges.append(e)
+                    self.events.emit(ev.EdgeAdded(self.id, to_txn=st.txn, table=t, version=pv))
+            ts.marker_version, ts.marker_etag, ts.logical = v, etag, True
+            moved[t] = (old, v)
+            self.events.emit(ev.MarkerPlaced(self.id, table=t, version=v, attempts=attempts, shift=True))
+        self._shifts.append({"tables": {t: list(m) for t, m in moved.items()}, "reason": reason, "ts": time.time()})
+        self.events.emit(ev.Shifted(self.id, moves=tuple((t, a, b) for t, (a, b) in moved.items()), reason=reason))
+        return new_edges
+
+    def _expose_predecessors(self) -> None:
+        """Rule II: every marker we hold carries our current outgoing edges."""
+        data = encode_marker(self._marker_info())
+
+        def one(ts: TableState) -> None:
+            assert ts.marker_version is not None and ts.marker_etag is not None
+            try:
+                ts.marker_etag = overwrite(self.store, ts.name, ts.marker_version, ts.marker_etag, data)
+            except PreconditionFailed:
+                pass  # lost (freed after our lease expired): found and repaired at commit
+
+        held = [ts for t, ts in self._tables.items() if ts.marker_version is not None and t not in self._published
+                and t not in self._freed]
+        list(_POOL.map(one, held)) if len(held) > 1 else [one(ts) for ts in held]
+
+    def dag(self) -> DagView:
+        """The dependency DAG around this transaction, as data (for widgets)."""
+        view = DagView(self.id)
+        view.nodes[self.id] = self.state
+        pending_now = {}
+        for e in self.out_edges():
+            view.edges.append(e)
+            pending_now[e.dst] = "pending"
+        view.nodes.update({k: v for k, v in pending_now.items() if k not in view.nodes})
+        view.cycles = [list(c) for c in self._cycles]
+        for c in self._cycles:
+            for e in c:
+                view.nodes.setdefault(e.src, "pending")
+                view.nodes.setdefault(e.dst, "pending")
+        view.shifts = [dict(x) for x in self._shifts]
+        return view
 
     def snapshot(self, table: str):
         """The snapshot this transaction reads ``table`` at (placing its marker on first access)."""
@@ -356,9 +488,11 @@ class Transaction:
         """Wait until every version between the base and the marker is resolved; return them."""
         out: list[PredecessorCommit] = []
         assert ts.marker_version is not None
-        for v in [*sorted(ts.pending), *range(ts.base.version + 1, ts.marker_version)]:
+        for v in sorted(set(ts.pending) | set(range(ts.base.version + 1, ts.marker_version))):
             waited_on: str | None = None
             delay = self.lh.poll_min_s
+            wait_t0 = time.monotonic()
+            next_check = wait_t0 + self.lh.cycle_check_s
             while True:
                 st = read_version(self.store, ts.name, v)
                 if not (st.pending and st.txn != self.id):
@@ -377,6 +511,25 @@ class Transaction:
                     self.waits += 1
                     self.events.emit(ev.Waiting(self.id, table=ts.name, version=v, on_txn=st.txn or "?"))
                     crashpoint("waiting")
+                if self.ct and time.monotonic() >= next_check:
+                    next_check = time.monotonic() + self.lh.cycle_check_s
+                    edge = Edge(self.id, st.txn or "?", ts.name, v)
+                    cycle = closes_cycle(self.id, [edge], self._marker_edges)
+                    tables = ({t for t in shift_tables(self.id, cycle) if t in self._tables and t != ts.name}
+                              if cycle else set())
+                    if cycle and tables:
+                        self._cycles.append(cycle)
+                        self.events.emit(ev.CycleFound(self.id, edges=tuple((e.src, e.dst, e.label) for e in cycle)))
+                        self._shift(tables, "cycle")
+                        self._expose_predecessors()
+                        raise _Restart()
+                    if time.monotonic() - wait_t0 >= self._shift_after():
+                        others = {t for t, o in self._tables.items() if t != ts.name and o.marker_version is not None
+                                  and t not in self._published and t not in self._freed}
+                        if others and len(self._shifts) < self.max_shifts:
+                            self._shift(others, "waited too long")
+                            self._expose_predecessors()
+                            raise _Restart()
                 if self._deadline_left(deadline) <= 0:
                     raise TransactionAborted(
                         f"timed out after {self.timeout_s:g}s waiting for transaction {st.txn} "
@@ -450,43 +603,56 @@ class Transaction:
         threading.Thread(target=run, name=f"lv-commit-{self.id}", daemon=True).start()
         return fut
 
-    def _commit_markers(self, deadline: float) -> tuple[dict[str, int], dict[str, int]]:
-        while True:
-            preds: list[PredecessorCommit] = []
-            for ts in self._tables.values():
-                preds.extend(self._resolve_predecessors(ts, deadline))
-            conflict = first_conflict(self._footprints(), preds) if not self._decided else None
-            for ts in self._tables.values():
-                ts.base = _rebase(ts.base, [p for p in preds if p.table == ts.name])
-                ts.pending = {}
-            if conflict is not None:
-                self.events.emit(ev.ConflictFound(self.id, table=conflict.table, version=conflict.version,
-                                                  step=conflict.step, files=conflict.files))
-                if self.redo_count >= self.retries:
-                    raise TransactionAborted(
-                        f"gave up after {self.redo_count} redo(s): {conflict.table}@{conflict.version} by "
-                        f"{conflict.txn} keeps invalidating step {conflict.step} ({conflict.why}). "
-                        "Help: retry the transaction, or raise its retry bound.", "conflict",
-                        details={"table": conflict.table, "version": conflict.version})
-                self._redo_from(conflict)
-                continue  # everything below the markers is resolved now: the next round finds nothing
-            lost = self._publish()
-            if not lost:
-                return self._published, self._freed
+    def _shift_after(self) -> float:
+        return max(self.lh.cycle_check_s * 2, min(self.lh.shift_after_s, self.timeout_s / 4))
 
-    def _publish(self) -> list[str]:
-        """Overwrite every marker with its actions (read-only ones: freed). Returns tables whose marker was lost."""
+    def _commit_markers(self, deadline: float) -> tuple[dict[str, int], dict[str, int]]:
+        """LV[CT]: all tables commit together (a decision record makes it all-or-nothing).
+        LV[R] alone: each table commits on its own, as the paper's single-table atomic markers do."""
+        groups = [list(self._tables)] if self.ct else [[t] for t in self._tables]
+        for group in groups:
+            while True:
+                try:
+                    preds: list[PredecessorCommit] = []
+                    for t in group:
+                        preds.extend(self._resolve_predecessors(self._tables[t], deadline))
+                except _Restart:
+                    continue
+                conflict = first_conflict(self._footprints(), preds) if not self._decided else None
+                for t in group:
+                    ts = self._tables[t]
+                    ts.base = _rebase(ts.base, [p for p in preds if p.table == t])
+                    ts.pending = {}
+                    for (x, tt) in [k for k in self._preds if k[1] == t]:
+                        del self._preds[(x, tt)]  # resolved: no longer an edge we wait on
+                if conflict is not None:
+                    self.events.emit(ev.ConflictFound(self.id, table=conflict.table, version=conflict.version,
+                                                      step=conflict.step, files=conflict.files))
+                    if self.redo_count >= self.retries:
+                        raise TransactionAborted(
+                            f"gave up after {self.redo_count} redo(s): {conflict.table}@{conflict.version} by "
+                            f"{conflict.txn} keeps invalidating step {conflict.step} ({conflict.why}). "
+                            "Help: retry the transaction, or raise its retry bound.", "conflict",
+                            details={"table": conflict.table, "version": conflict.version})
+                    self._redo_from(conflict)
+                    continue  # everything below the markers is resolved now: the next round finds nothing
+                if not self._publish(group):
+                    break
+        return self._published, self._freed
+
+    def _publish(self, group: list[str]) -> list[str]:
+        """Overwrite the markers of ``group`` with their actions (read-only ones: freed).
+
+        Returns the tables whose marker was lost (and re-claimed)."""
         results = [rec.result for rec in self._ops]
         plan: dict[str, bytes] = {}
         writes: dict[str, list[Action]] = {}
-        for t in self._tables:
+        for t in group:
             actions = self._net_actions(t, results)
             if actions:
                 writes[t] = actions
-        if not hasattr(self, "_published"):
-            self._published: dict[str, int] = {}
-            self._freed: dict[str, int] = {}
-        for t, ts in self._tables.items():
+        for t in group:
+            ts = self._tables[t]
             if t in self._published or t in self._freed:
                 continue
             if t in writes:
@@ -527,6 +693,7 @@ class Transaction:
                 continue
             if t in writes:
                 self._published[t] = ts.marker_version
+                self._published_paths[t] = {a.path for a in writes[t] if isinstance(a, AddFile)}
                 if len(writes) > 1:
                     self._decided = True
                     if len(self._published) == 1:
@@ -565,6 +732,11 @@ class Transaction:
         else:
             for t, path in self._internal_orphans():
                 self.store.delete(f"{t}/{path}")
+            for t, published in self._published_paths.items():  # LV[R] alone: redone after publishing
+                for rec in self._ops:
+                    for a in rec.result.adds.get(t, ()):
+                        if a.path not in published:
+                            self.store.delete(f"{t}/{a.path}")
         for step in sorted(self._sublog_steps):
             self.store.delete(layout.sublog_key(self.id, step))
         if self._decided:
@@ -585,11 +757,11 @@ class Transaction:
 
     # ------------------------------------------------------------------ abort / rollback
     def _abort(self, reason: str, rule: str) -> None:
-        published = getattr(self, "_published", {})
+        published = self._published
         for t, ts in self._tables.items():
             if ts.marker_version is None or ts.marker_etag is None or t in published:
                 continue
-            if t in getattr(self, "_freed", {}):
+            if t in self._freed:
                 continue
             try:
                 overwrite(self.store, t, ts.marker_version, ts.marker_etag, encode_freed(self.id, rule))

@@ -41,10 +41,41 @@ def transfer(warehouse: str, lease_s: float) -> None:
     print(json.dumps({"versions": res.versions}), flush=True)
 
 
+def transfers(warehouse: str, n: int, seed: int) -> None:
+    """N random transfers across tables t0..t3 (accounts 0..3 each); prints outcomes."""
+    import random
+    import time
+
+    rng = random.Random(seed)
+    lh = lv_core.connect(warehouse, lease_s=10.0, cycle_check_s=0.1, shift_after_s=2.0)
+    outcomes: dict[str, int] = {}
+    longest = 0.0
+    for _ in range(n):
+        a = (f"t{rng.randrange(4)}", rng.randrange(4))
+        b = (f"t{rng.randrange(4)}", rng.randrange(4))
+        while b == a:
+            b = (f"t{rng.randrange(4)}", rng.randrange(4))
+        amount = float(rng.randrange(1, 50))
+        t0 = time.monotonic()
+        txn = lh.begin("repeatable_read", timeout_s=30)
+        try:
+            add_kv(txn, a[0], a[1], -amount)
+            add_kv(txn, b[0], b[1], +amount)
+            txn.commit()
+            key = "committed"
+        except TransactionAborted as e:
+            key = e.rule
+        outcomes[key] = outcomes.get(key, 0) + 1
+        longest = max(longest, time.monotonic() - t0)
+    print(json.dumps({"outcomes": outcomes, "longest_s": longest}))
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "counter":
         counter(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "transfers":
+        transfers(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif cmd == "transfer":
         transfer(sys.argv[2], float(sys.argv[3]))
     else:

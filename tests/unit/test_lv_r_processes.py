@@ -105,3 +105,30 @@ def test_recover_keeps_a_live_transaction(tmp_path):
     assert [m[2] for m in rep.live_markers] == [txn.id] and txn.id in rep.kept_txns
     txn.commit()
     assert committed_kv(lh, "kv") == {1: 2.0}
+
+
+def test_eight_processes_random_transfers_over_four_tables(tmp_path, capsys):
+    """LV[CT]: every transaction terminates within its timeout, the total is conserved, no marker is left."""
+    wh = str(tmp_path / "wh")
+    lh = lv_core.connect(wh)
+    for i in range(4):
+        make_kv(lh, f"t{i}", {k: 100.0 for k in range(4)})
+    procs = [_worker("transfers", wh, "20", str(seed)) for seed in range(8)]
+    stats = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+        stats.append(json.loads(out.strip().splitlines()[-1]))
+    outcomes: dict[str, int] = {}
+    for s in stats:
+        for k, v in s["outcomes"].items():
+            outcomes[k] = outcomes.get(k, 0) + v
+    with capsys.disabled():
+        print(f"\n8x20 random transfers: {outcomes}, longest {max(s['longest_s'] for s in stats):.1f}s")
+    assert sum(outcomes.values()) == 160
+    assert max(s["longest_s"] for s in stats) < 30 + 10  # timeout + bound
+    assert sum(sum(committed_kv(lh, f"t{i}").values()) for i in range(4)) == 1600.0
+    for i in range(4):
+        for v in range(lh.version(f"t{i}") + 1):
+            assert not read_version(lh.store, f"t{i}", v).pending
+    assert not list(lh.store.list(layout.TXNS))
