@@ -144,6 +144,7 @@ class Transaction:
         self._cycles: list[list[Edge]] = []
         self._shifts: list[dict[str, Any]] = []
         self.max_shifts = 8
+        self._shift_lock = threading.Lock()  # one shift at a time when tables are waited on in parallel
         if self.markers:
             self._lease_expires = keeper().register(self.store, self.id, lease_s)
         self.events.emit(ev.Began(self.id, preset=preset, features=tuple(sorted(features)), name=name))
@@ -513,23 +514,7 @@ class Transaction:
                     crashpoint("waiting")
                 if self.ct and time.monotonic() >= next_check:
                     next_check = time.monotonic() + self.lh.cycle_check_s
-                    edge = Edge(self.id, st.txn or "?", ts.name, v)
-                    cycle = closes_cycle(self.id, [edge], self._marker_edges)
-                    tables = ({t for t in shift_tables(self.id, cycle) if t in self._tables and t != ts.name}
-                              if cycle else set())
-                    if cycle and tables:
-                        self._cycles.append(cycle)
-                        self.events.emit(ev.CycleFound(self.id, edges=tuple((e.src, e.dst, e.label) for e in cycle)))
-                        self._shift(tables, "cycle")
-                        self._expose_predecessors()
-                        raise _Restart()
-                    if time.monotonic() - wait_t0 >= self._shift_after():
-                        others = {t for t, o in self._tables.items() if t != ts.name and o.marker_version is not None
-                                  and t not in self._published and t not in self._freed}
-                        if others and len(self._shifts) < self.max_shifts:
-                            self._shift(others, "waited too long")
-                            self._expose_predecessors()
-                            raise _Restart()
+                    self._check_while_waiting(ts, v, st.txn or "?", time.monotonic() - wait_t0)
                 if self._deadline_left(deadline) <= 0:
                     raise TransactionAborted(
                         f"timed out after {self.timeout_s:g}s waiting for transaction {st.txn} "
@@ -603,6 +588,46 @@ class Transaction:
         threading.Thread(target=run, name=f"lv-commit-{self.id}", daemon=True).start()
         return fut
 
+    def _check_while_waiting(self, ts: TableState, v: int, on_txn: str, waited_s: float) -> None:
+        """While waiting behind ``on_txn`` at ``ts.name@v``: shift if a cycle shows up (rule IV), or
+        pre-emptively after waiting too long; raises _Restart when markers moved."""
+        if not self._shift_lock.acquire(blocking=False):
+            return  # another table's waiter is shifting right now
+        try:
+            cycle = closes_cycle(self.id, [Edge(self.id, on_txn, ts.name, v)], self._marker_edges)
+            tables = {t for t in shift_tables(self.id, cycle) if t in self._tables and t != ts.name} if cycle else set()
+            if cycle and tables:
+                self._cycles.append(cycle)
+                self.events.emit(ev.CycleFound(self.id, edges=tuple((e.src, e.dst, e.label) for e in cycle)))
+                self._shift(tables, "cycle")
+                self._expose_predecessors()
+                raise _Restart()
+            if waited_s >= self._shift_after():
+                others = {t for t, o in self._tables.items() if t != ts.name and o.marker_version is not None
+                          and t not in self._published and t not in self._freed}
+                if others and len(self._shifts) < self.max_shifts:
+                    self._shift(others, "waited too long")
+                    self._expose_predecessors()
+                    raise _Restart()
+        finally:
+            self._shift_lock.release()
+
+    def _resolve_all(self, group: list[str], deadline: float) -> list[PredecessorCommit]:
+        """Wait for the predecessors of every table in ``group``, tables in parallel."""
+        if len(group) == 1 or not self.ct:
+            return [p for t in group for p in self._resolve_predecessors(self._tables[t], deadline)]
+        futures = [_POOL.submit(self._resolve_predecessors, self._tables[t], deadline) for t in group]
+        out: list[PredecessorCommit] = []
+        first_error: BaseException | None = None
+        for f in futures:
+            try:
+                out.extend(f.result())
+            except BaseException as e:  # noqa: BLE001 - re-raised below after all finished
+                first_error = first_error or e
+        if first_error is not None:
+            raise first_error
+        return out
+
     def _shift_after(self) -> float:
         return max(self.lh.cycle_check_s * 2, min(self.lh.shift_after_s, self.timeout_s / 4))
 
@@ -613,9 +638,7 @@ class Transaction:
         for group in groups:
             while True:
                 try:
-                    preds: list[PredecessorCommit] = []
-                    for t in group:
-                        preds.extend(self._resolve_predecessors(self._tables[t], deadline))
+                    preds = self._resolve_all(group, deadline)
                 except _Restart:
                     continue
                 conflict = first_conflict(self._footprints(), preds) if not self._decided else None
@@ -666,9 +689,12 @@ class Transaction:
                 t: {"version": self._tables[t].marker_version,
                     "commit": plan[t].decode()} for t in writes}}
             self.store.put(layout.decision_key(self.id), json.dumps(decision).encode(), mode=OVERWRITE)
+            self._decided = True
             crashpoint("decision-written")
         lost: list[str] = []
-        for t, data in plan.items():
+        guard = threading.Lock()
+
+        def one(t: str, data: bytes) -> None:
             ts = self._tables[t]
             assert ts.marker_version is not None and ts.marker_etag is not None
             if t in writes and self._checkpoint_covers(ts):
@@ -676,31 +702,44 @@ class Transaction:
                 # starting from that checkpoint would never see our actions there. Move the marker.
                 with contextlib.suppress(PreconditionFailed):
                     overwrite(self.store, t, ts.marker_version, ts.marker_etag, encode_freed(self.id, "checkpoint"))
-                lost.append(t)
                 self.events.emit(ev.MarkerLost(self.id, table=t, version=ts.marker_version))
                 self._replace_marker(ts)
-                continue
+                with guard:
+                    lost.append(t)
+                return
             try:
                 ts.marker_etag = overwrite(self.store, t, ts.marker_version, ts.marker_etag, data)
             except PreconditionFailed:
                 st = read_version(self.store, t, ts.marker_version)
                 if st.kind == "commit" and st.txn == self.id:  # rolled forward by a recoverer
-                    self._published[t] = ts.marker_version
-                    continue
-                lost.append(t)
+                    with guard:
+                        self._published[t] = ts.marker_version
+                    return
                 self.events.emit(ev.MarkerLost(self.id, table=t, version=ts.marker_version))
                 self._replace_marker(ts)
-                continue
+                with guard:
+                    lost.append(t)
+                return
             if t in writes:
-                self._published[t] = ts.marker_version
-                self._published_paths[t] = {a.path for a in writes[t] if isinstance(a, AddFile)}
-                if len(writes) > 1:
-                    self._decided = True
-                    if len(self._published) == 1:
-                        crashpoint("between-markers")
+                with guard:
+                    self._published[t] = ts.marker_version
+                    self._published_paths[t] = {a.path for a in writes[t] if isinstance(a, AddFile)}
+                    first = len(self._published) == 1
+                if len(writes) > 1 and first:
+                    crashpoint("between-markers")
             else:
-                self._freed[t] = ts.marker_version
+                with guard:
+                    self._freed[t] = ts.marker_version
                 self.events.emit(ev.MarkerFreed(self.id, table=t, version=ts.marker_version, reason="read-only"))
+
+        # Per-table overwrites run in parallel (bounded pool): commit latency grows slowly with tables.
+        items = sorted(plan.items())
+        if len(items) > 1:
+            for f in [_POOL.submit(one, t, d) for t, d in items]:
+                f.result()
+        else:
+            for t, d in items:
+                one(t, d)
         return lost
 
     def _checkpoint_covers(self, ts: TableState) -> bool:

@@ -16,6 +16,7 @@ import pytest
 import lv_core
 from lv_core.cli import main as lv_main
 from lv_core.protocol import layout
+from lv_core.protocol.lease import lease_expired
 from lv_core.protocol.markers import read_version
 from tests.helpers.bank import add_kv, committed_kv, make_kv
 
@@ -83,7 +84,12 @@ def test_sigkill_at_protocol_step(tmp_path, point):
         for v in range(dt.version() + 1):
             deltalake.DeltaTable(lh.store.url(t), version=v).to_pyarrow_table()
 
-    # `lv recover` frees what is left and removes the dead transaction's debris.
+    # `lv recover` frees what is left and removes the dead transaction's debris (once its lease ran out).
+    deadline = time.monotonic() + 10
+    while any(lease_expired(lh.store, m.key.split("/")[2], None) is False
+              for m in lh.store.list(layout.TXNS) if m.key.endswith("lease.json")):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
     assert lv_main(["recover", wh, "--grace", "0"]) == 0
     assert not list(lh.store.list(layout.TXNS))
     live = {m.key.split("/", 1)[1] for t in ("kv", "kv2") for m in lh.store.list(f"{t}/part-")}
