@@ -12,7 +12,7 @@ from lv_core.delta.actions import Action, AddFile, CommitInfo, Metadata, Protoco
 from lv_core.delta.schema import DeltaSchema
 from lv_core.errors import DeltaLogError
 
-__all__ = ["Snapshot", "replay"]
+__all__ = ["Snapshot", "apply_actions", "replay"]
 
 #: How many per-version commitInfos a snapshot keeps (the newest ones).
 COMMIT_INFOS_KEPT = 1000
@@ -80,6 +80,29 @@ class Snapshot:
         return dataclasses.replace(self, checkpoint_version=v)
 
 
+def apply_actions(actions: Iterable[Action], files: dict[str, AddFile], tombstones: dict[str, RemoveFile],
+                  metadata: Optional[Metadata], protocol: Optional[Protocol],
+                  txns: Optional[dict[str, Txn]] = None) -> tuple[Optional[Metadata], Optional[Protocol]]:
+    """Apply one commit's actions to mutable file/tombstone maps; returns the new (metadata, protocol).
+
+    UnknownAction (cdc, domainMetadata, ...) and commitInfo change nothing here.
+    """
+    for a in actions:
+        if isinstance(a, AddFile):
+            files[a.path] = a
+            tombstones.pop(a.path, None)
+        elif isinstance(a, RemoveFile):
+            files.pop(a.path, None)
+            tombstones[a.path] = a
+        elif isinstance(a, Metadata):
+            metadata = a
+        elif isinstance(a, Protocol):
+            protocol = a
+        elif isinstance(a, Txn) and txns is not None:
+            txns[a.app_id] = a
+    return metadata, protocol
+
+
 def replay(base: Optional[Snapshot], commits: Iterable[tuple[int, Sequence[Action]]], *,
            table: Optional[str] = None) -> Snapshot:
     """Apply commits (``(version, actions)``, ascending, contiguous) on top of ``base``.
@@ -106,22 +129,10 @@ def replay(base: Optional[Snapshot], commits: Iterable[tuple[int, Sequence[Actio
                                 "(missing or out-of-order commit files)")
         version = v
         applied = True
+        metadata, protocol = apply_actions(actions, files, tombstones, metadata, protocol, txns)
         for a in actions:
-            if isinstance(a, AddFile):
-                files[a.path] = a
-                tombstones.pop(a.path, None)
-            elif isinstance(a, RemoveFile):
-                files.pop(a.path, None)
-                tombstones[a.path] = a
-            elif isinstance(a, Metadata):
-                metadata = a
-            elif isinstance(a, Protocol):
-                protocol = a
-            elif isinstance(a, Txn):
-                txns[a.app_id] = a
-            elif isinstance(a, CommitInfo):
+            if isinstance(a, CommitInfo):
                 infos[v] = a
-            # UnknownAction (cdc, domainMetadata, ...): nothing to apply for the file set.
     if version is None:
         raise DeltaLogError(f"table {name!r}: nothing to replay")
     if not applied and base is not None:

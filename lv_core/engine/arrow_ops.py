@@ -49,8 +49,8 @@ def read(table: str, where: Mask | None = None, *, exposed: bool = True) -> Oper
     return Operation("read", (table,), run, logical={"read": table}, exposed=exposed)
 
 
-def update(table: str, where: Mask, set_rows: Update, *, logical: dict | None = None) -> Operation:
-    """Copy-on-write UPDATE: rewrite each file holding matching rows; value = rows affected."""
+def _rewrite(table: str, where: Mask, set_rows: Update | None) -> Callable[[OpContext], OpResult]:
+    """Copy-on-write: rewrite each file holding matching rows (updated by ``set_rows``, or dropped)."""
 
     def run(ctx: OpContext) -> OpResult:
         snap = ctx.snapshot(table)
@@ -62,43 +62,26 @@ def update(table: str, where: Mask, set_rows: Update, *, logical: dict | None = 
             n = pc.sum(mask).as_py() or 0
             if not n:
                 continue
-            keep = data.filter(pc.invert(mask))
-            changed = set_rows(data.filter(mask))
-            res.adds[table].extend(_write(ctx, table, pa.concat_tables([keep, changed.cast(keep.schema)])))
+            out = data.filter(pc.invert(mask))
+            if set_rows is not None:
+                out = pa.concat_tables([out, set_rows(data.filter(mask)).cast(out.schema)])
+            if out.num_rows:
+                res.adds[table].extend(_write(ctx, table, out))
             res.removes[table].append(f.remove())
             res.value += n
         return res
 
-    return Operation("update", (table,), run, logical=logical or {"update": table})
+    return run
+
+
+def update(table: str, where: Mask, set_rows: Update, *, logical: dict | None = None) -> Operation:
+    """Copy-on-write UPDATE; value = rows affected."""
+    return Operation("update", (table,), _rewrite(table, where, set_rows), logical=logical or {"update": table})
 
 
 def delete(table: str, where: Mask, *, logical: dict | None = None) -> Operation:
     """Copy-on-write DELETE; value = rows deleted."""
-    return update_or_delete(table, where, None, logical=logical or {"delete": table})
-
-
-def update_or_delete(table: str, where: Mask, set_rows: Update | None, *, logical: dict) -> Operation:
-    if set_rows is not None:
-        return update(table, where, set_rows, logical=logical)
-
-    def run(ctx: OpContext) -> OpResult:
-        snap = ctx.snapshot(table)
-        res = OpResult(value=0, reads={table: set()}, scans={table}, adds={table: []}, removes={table: []})
-        for f in list(ctx.files(table).values()):
-            data = read_data_files(ctx.store, table, [f], snap.schema, snap.partition_columns)
-            res.reads[table].add(f.path)
-            mask = where(data)
-            n = pc.sum(mask).as_py() or 0
-            if not n:
-                continue
-            keep = data.filter(pc.invert(mask))
-            if keep.num_rows:
-                res.adds[table].extend(_write(ctx, table, keep))
-            res.removes[table].append(f.remove())
-            res.value += n
-        return res
-
-    return Operation("delete", (table,), run, logical=logical, exposed=False)
+    return Operation("delete", (table,), _rewrite(table, where, None), logical=logical or {"delete": table})
 
 
 def eq(column: str, value: Any) -> Mask:

@@ -28,12 +28,11 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import pyarrow as pa
 
 from lv_core import events as ev
-from lv_core.delta.actions import (Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, decode_commit,
-                                  encode_commit)
+from lv_core.delta.actions import Action, AddFile, CommitInfo, RemoveFile, decode_commit, encode_commit
 from lv_core.delta.features import check_writable
 from lv_core.delta.log import DeltaLog
 from lv_core.delta.table import validate_table_name
-from lv_core.delta.snapshot import Snapshot, replay
+from lv_core.delta.snapshot import Snapshot, apply_actions, replay
 from lv_core.errors import (AlreadyExists, LvError, NotFound, PreconditionFailed, TransactionAborted,
                             TransactionError)
 from lv_core.protocol import layout
@@ -89,17 +88,7 @@ def _rebase(base: Snapshot, preds: list[PredecessorCommit]) -> Snapshot:
         files, tombstones = dict(base.files), dict(base.tombstones)
         metadata, protocol = base.metadata, base.protocol
         for p in inside:
-            for a in p.actions:
-                if isinstance(a, AddFile):
-                    files[a.path] = a
-                    tombstones.pop(a.path, None)
-                elif isinstance(a, RemoveFile):
-                    files.pop(a.path, None)
-                    tombstones[a.path] = a
-                elif isinstance(a, Metadata):
-                    metadata = a
-                elif isinstance(a, Protocol):
-                    protocol = a
+            metadata, protocol = apply_actions(p.actions, files, tombstones, metadata, protocol)
         base = dataclasses.replace(base, files=MappingProxyType(files), tombstones=MappingProxyType(tombstones),
                                    metadata=metadata, protocol=protocol)
     if after:

@@ -1,0 +1,197 @@
+"""The commit plan of a validated transaction, and its idempotent execution (roll forward).
+
+Once validation passed, the validation lock is moved to state "committing" holding a plan: per
+table the exact commit bytes, the Delta version and how it is written, plus the gvl base version.
+:func:`execute_plan` writes it and publishes the new global version. The owner and, after the
+owner's lease expired, whoever takes the lock over run the same function; every step is
+idempotent, so both may run concurrently and end in the same state:
+
+- ``create`` (put-if-absent at ``version``): a version already holding these exact bytes is
+  ours (written by the other runner). A version taken by anything else breaks the plan, except
+  for a blind append, which walks up to the next free version (both runners walk the same
+  sequence of occupied versions, so they land on the same one).
+- ``overwrite-marker`` (if-match on the marker's etag): if the etag changed, a version holding
+  our bytes is done; anything else (the marker was freed after the owner's lease ran out)
+  breaks the plan.
+- the global version ``gvl_base + 1`` is published by put-if-absent; one already published by
+  the plan's transaction is ours.
+
+A broken plan is rolled back: every version it already wrote is overwritten (if-match) with a
+freed (empty) commit, and nothing is published, so no LV[I] reader ever sees part of it. Entries
+are written in the order: non-blind creates, blind creates, marker overwrites, so a lost create
+race (the only likely break) usually happens before anything was written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from lv_core.errors import AlreadyExists, NotFound, PreconditionFailed
+from lv_core.protocol.gvl import GlobalLog, GvlState
+from lv_core.protocol.layout import commit_key
+from lv_core.protocol.markers import classify, encode_freed
+from lv_core.storage.base import CREATE, IfMatch, ObjectStore
+
+CREATE_MODE = "create"
+OVERWRITE_MARKER = "overwrite-marker"
+MODES = (CREATE_MODE, OVERWRITE_MARKER)
+
+
+@dataclass(frozen=True)
+class PlannedCommit:
+    """One table's commit in a plan.
+
+    Attributes:
+        table: table name.
+        version: the Delta version it goes to (the validated write version ``w``).
+        data: the exact commit bytes (Delta JSON lines; include a commitInfo naming the txn).
+        mode: "create" (put-if-absent) or "overwrite-marker" (if-match on ``etag``).
+        etag: the etag of the transaction's marker (``overwrite-marker`` only).
+        blind: a blind append: may move to the next free version if ``version`` was taken.
+    """
+
+    table: str
+    version: int
+    data: bytes
+    mode: str = CREATE_MODE
+    etag: str | None = None
+    blind: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
+        if self.mode == OVERWRITE_MARKER and not self.etag:
+            raise ValueError(f"{self.table}@{self.version}: overwrite-marker needs the marker's etag")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"table": self.table, "version": self.version, "mode": self.mode, "etag": self.etag,
+                "blind": self.blind, "commit": self.data.decode()}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> "PlannedCommit":
+        return cls(str(body["table"]), int(body["version"]), str(body["commit"]).encode(), str(body["mode"]),
+                   body.get("etag"), bool(body.get("blind", False)))
+
+
+@dataclass
+class PlanResult:
+    """What executing a plan did.
+
+    Attributes:
+        committed: every table commit landed and the global version is published.
+        versions: table -> Delta version written (a blind append may have moved).
+        gvl: the published global version (None when not committed).
+        undone: table -> version overwritten with a freed commit by the roll back.
+        rule, reason: why the plan broke ("R2": a create lost its version to another writer;
+            "timeout": a marker was freed after the owner's lease ran out).
+    """
+
+    committed: bool
+    versions: dict[str, int] = field(default_factory=dict)
+    gvl: GvlState | None = None
+    undone: dict[str, int] = field(default_factory=dict)
+    rule: str | None = None
+    reason: str = ""
+
+
+class _Broken(Exception):
+    def __init__(self, rule: str, reason: str) -> None:
+        super().__init__(reason)
+        self.rule = rule
+        self.reason = reason
+
+
+def ordered(plan: Sequence[PlannedCommit]) -> list[PlannedCommit]:
+    """The write order: non-blind creates, blind creates, marker overwrites (stable otherwise)."""
+    rank = {(CREATE_MODE, False): 0, (CREATE_MODE, True): 1}
+    return sorted(plan, key=lambda e: rank.get((e.mode, e.blind), 2))
+
+
+def _write(store: ObjectStore, e: PlannedCommit) -> tuple[int, str]:
+    """Write one entry (or find it written); returns (version, etag of our bytes)."""
+    if e.mode == OVERWRITE_MARKER:
+        key = commit_key(e.table, e.version)
+        try:
+            return e.version, store.put(key, e.data, mode=IfMatch(e.etag or ""))
+        except PreconditionFailed:
+            try:
+                got = store.get(key)
+            except NotFound:
+                got = None
+            if got is not None and got.data == e.data:
+                return e.version, got.etag
+            raise _Broken("timeout", f"the marker of table {e.table!r} at version {e.version} was freed before "
+                          "the commit landed (the lease ran out). Help: retry the transaction.") from None
+    v = e.version
+    while True:
+        key = commit_key(e.table, v)
+        try:
+            return v, store.put(key, e.data, mode=CREATE)
+        except AlreadyExists:
+            got = store.get(key)
+            if got.data == e.data:
+                return v, got.etag
+            if not e.blind:
+                raise _Broken("R2", f"R2 (version taken): version {v} of table {e.table!r} was taken by another "
+                              "writer after validation. Help: retry the transaction.") from None
+            v += 1
+
+
+def _undo(store: ObjectStore, txn: str, written: list[tuple[PlannedCommit, int, str]]) -> dict[str, int]:
+    undone: dict[str, int] = {}
+    freed = encode_freed(txn, "validation-rollback")
+    for e, v, etag in reversed(written):
+        key = commit_key(e.table, v)
+        try:
+            store.put(key, freed, mode=IfMatch(etag))
+        except PreconditionFailed:
+            got = store.get(key)  # the other runner undid it first: fine if it is freed by this txn now
+            st = classify(v, got.data, got.etag)
+            if st.kind != "freed" or st.txn != txn:
+                raise
+        undone[e.table] = v
+    return undone
+
+
+def execute_plan(
+    store: ObjectStore,
+    glog: GlobalLog,
+    plan: Sequence[PlannedCommit],
+    *,
+    txn: str,
+    gvl_base: int,
+    additions: Mapping[str, int] | None = None,
+    base: GvlState | None = None,
+) -> PlanResult:
+    """Write every planned table commit not yet present, then publish global version ``gvl_base + 1``.
+
+    ``additions`` are read-only tables the log did not know (added at the given version). ``base``
+    is ``glog.at(gvl_base)`` when the caller has it (saves a GET). Nothing is published when the
+    plan and additions are both empty. Idempotent and safe to run concurrently with another runner
+    of the same plan. Cost when nothing was written before: 1 PUT-create or PUT-if-match per table,
+    then 1 PUT-create + 1 PUT (hint) for the publish; every step already done by another runner
+    costs 1 GET more.
+
+    Raises:
+        GlobalLogConflict: ``gvl_base + 1`` was published by another transaction (mutual exclusion broken).
+        StorageError: a request failed; the state is unknown but running the plan again is safe.
+    """
+    written: list[tuple[PlannedCommit, int, str]] = []
+    try:
+        for e in ordered(plan):
+            v, etag = _write(store, e)
+            written.append((e, v, etag))
+    except _Broken as b:
+        undone = _undo(store, txn, written)
+        return PlanResult(False, {e.table: v for e, v, _ in written}, None, undone, b.rule, b.reason)
+    versions = {e.table: v for e, v, _ in written}
+    updates = {**dict(additions or {}), **versions}
+    if not updates:
+        return PlanResult(True, versions, base if base is not None else glog.at(gvl_base))
+    if base is None or base.version != gvl_base:
+        base = glog.at(gvl_base)
+    return PlanResult(True, versions, glog.publish(base, updates, txn))
+
+
+__all__ = ["CREATE_MODE", "OVERWRITE_MARKER", "PlanResult", "PlannedCommit", "execute_plan", "ordered"]

@@ -1,0 +1,320 @@
+"""Module #4.1: the global version log (LV[I]).
+
+The log is a chain of immutable objects, one per global version ``n``::
+
+    _lakevilla/gvl/<n:020d>.json   {"version": n, "tables": {table: Delta version}, "txn": ..., "ts": ...}
+    _lakevilla/gvl/_latest         a copy of some recent version (overwritten; may lag, never leads)
+
+``tables`` maps every table the log knows to its latest *validated* Delta version. A new global
+version is published by put-if-absent of ``n + 1`` (only the holder of the validation lock does
+so), so the log can never fork and has no holes. Readers find the head without LIST: GET the
+``_latest`` hint, then probe ``n + 1, n + 2, ...``. No log at all is global version -1 with no
+tables; tables the log does not know yet are read at the version deduced from their own Delta log
+(:func:`read_versions`) and added by the first validating transaction that touches them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from lv_core.delta.log import DeltaLog
+from lv_core.errors import AlreadyExists, LvError, NotFound, StorageError
+from lv_core.protocol.layout import LV_ROOT
+from lv_core.storage.base import CREATE, OVERWRITE, ObjectStore
+
+log = logging.getLogger(__name__)
+
+GVL_PREFIX = f"{LV_ROOT}/gvl/"
+#: The head hint: overwritten after each publish, may lag behind the real head, never leads it.
+GVL_LATEST_KEY = f"{GVL_PREFIX}_latest"
+#: Probes done one by one (GET) before switching to a galloping search (HEAD) when far behind.
+LINEAR_PROBES = 4
+_CACHE_SIZE = 64
+
+
+def gvl_key(version: int) -> str:
+    """``_lakevilla/gvl/<version:020d>.json``."""
+    if version < 0:
+        raise ValueError(f"negative global version {version}")
+    return f"{GVL_PREFIX}{version:020d}.json"
+
+
+class GlobalLogError(LvError):
+    """The global version log is malformed or was used inconsistently."""
+
+
+class GlobalVersionNotFound(GlobalLogError):
+    """The requested global version does not exist (yet)."""
+
+
+class GlobalLogConflict(GlobalLogError):
+    """Publishing ``n + 1`` found it already published by another transaction.
+
+    Only possible when validation's mutual exclusion was broken (e.g. a holder kept writing after
+    its lock lease ran out and was taken over); nothing of the caller's publish happened.
+    """
+
+
+@dataclass(frozen=True)
+class GvlState:
+    """One global version: every known table's latest validated Delta version.
+
+    Attributes:
+        version: the global version number; -1 when no log exists yet.
+        tables: table -> Delta version.
+        txn: the transaction that published it (None for version -1).
+        ts: publish time (seconds since the epoch; 0.0 for version -1).
+    """
+
+    version: int
+    tables: Mapping[str, int] = field(default_factory=dict)
+    txn: str | None = None
+    ts: float = 0.0
+
+    def table_version(self, table: str) -> int | None:
+        """The Delta version of ``table`` in this global version, or None if the log does not know it."""
+        return self.tables.get(table)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "tables": dict(sorted(self.tables.items())), "txn": self.txn, "ts": self.ts}
+
+    def encode(self) -> bytes:
+        return json.dumps(self.to_json(), separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, *, expect_version: int | None = None) -> "GvlState":
+        """Parse a global version object.
+
+        Raises:
+            GlobalLogError: not JSON, wrong shape, or not the version its key says.
+        """
+        try:
+            body = json.loads(data)
+            version = int(body["version"])
+            tables = {str(t): int(v) for t, v in dict(body.get("tables") or {}).items()}
+            txn = body.get("txn")
+            ts = float(body.get("ts") or 0.0)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise GlobalLogError(f"malformed global version object ({e})") from None
+        if expect_version is not None and version != expect_version:
+            raise GlobalLogError(f"global version object {expect_version} says it is version {version}")
+        return cls(version, tables, txn if isinstance(txn, str) else None, ts)
+
+
+EMPTY = GvlState(-1)
+
+
+class GlobalLog:
+    """Reader and publisher of the global version log in ``store``. Thread-safe.
+
+    One instance per lakehouse: it remembers the newest head it has seen (probing resumes from
+    there) and caches immutable versions for :meth:`at`.
+    """
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._known: GvlState | None = None
+        self._cache: OrderedDict[int, GvlState] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"GlobalLog(head>={self._known.version if self._known else '?'})"
+
+    # ------------------------------------------------------------------ reading
+    def head(self) -> GvlState:
+        """The newest published global version (version -1 and no tables if no log exists).
+
+        Cost (no LIST ever): from a fresh instance, 1 GET of the hint + ``d + 1`` GETs where ``d`` is
+        how far the hint lags (0 or 1 normally); from an instance that has seen a head before,
+        ``d + 1`` GETs counted from that head (1 GET when nothing changed). When more than
+        :data:`LINEAR_PROBES` versions are new, it re-reads the hint and then gallops with HEADs
+        (``O(log d)``) and GETs the head found.
+
+        Raises:
+            GlobalLogError: a log object is malformed.
+            StorageError: the store failed.
+        """
+        with self._lock:
+            state = self._known
+        if state is None:
+            state = self._read_hint() or EMPTY
+        state = self._advance(state)
+        self._remember(state)
+        return state
+
+    def at(self, version: int) -> GvlState:
+        """Global version ``version`` (time travel: the whole lakehouse as of that version).
+
+        ``at(-1)`` is the empty log. Cost: 1 GET (0 when cached).
+
+        Raises:
+            GlobalVersionNotFound: that version was never published.
+            GlobalLogError: the object is malformed.
+        """
+        if version == -1:
+            return EMPTY
+        if version < -1:
+            raise GlobalVersionNotFound(f"global version {version} does not exist")
+        with self._lock:
+            cached = self._cache.get(version)
+        if cached is not None:
+            return cached
+        state = self._get(version)
+        if state is None:
+            raise GlobalVersionNotFound(
+                f"global version {version} does not exist. Help: `head()` tells the newest published version.")
+        return state
+
+    def as_of(self, ts: float) -> GvlState:
+        """The newest global version published at or before ``ts`` (seconds since the epoch).
+
+        Binary search over ``0 .. head``: 1 head() + ``O(log n)`` GETs. Returns the empty state
+        (-1) when ``ts`` precedes the first version.
+        """
+        head = self.head()
+        if head.version < 0 or head.ts <= ts:
+            return head
+        lo, hi = -1, head.version  # at(lo).ts <= ts (or lo == -1), at(hi).ts > ts
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.at(mid).ts <= ts:
+                lo = mid
+            else:
+                hi = mid
+        return self.at(lo)
+
+    # ------------------------------------------------------------------ publishing
+    def publish(self, base: GvlState, updates: Mapping[str, int], txn: str) -> GvlState:
+        """Publish ``base.version + 1`` = ``base.tables`` updated with ``updates`` (put-if-absent).
+
+        Call only while holding the validation lock, with ``base`` = the head read under it.
+        Idempotent for one ``txn``: if ``base.version + 1`` already holds a version published by
+        ``txn`` (a roll forward got there first), that version is returned. Then the ``_latest``
+        hint is overwritten (best effort: a failure only makes readers probe one more version).
+        Cost: 1 PUT-create + 1 PUT (+ 1 GET when the version already exists).
+
+        Raises:
+            GlobalLogConflict: another transaction published ``base.version + 1``.
+            StorageError: the store failed (the publish may or may not have landed: retrying
+                with the same arguments is safe).
+        """
+        tables = dict(base.tables)
+        tables.update({str(t): int(v) for t, v in updates.items()})
+        new = GvlState(base.version + 1, tables, txn, time.time())
+        try:
+            self.store.put(gvl_key(new.version), new.encode(), mode=CREATE)
+        except AlreadyExists:
+            existing = self._get(new.version)
+            if existing is None or existing.txn != txn:
+                who = existing.txn if existing is not None else "?"
+                raise GlobalLogConflict(
+                    f"global version {new.version} was already published by {who}, not by {txn}") from None
+            new = existing
+        self._remember(new)
+        self._write_hint(new)
+        return new
+
+    # ------------------------------------------------------------------ internals
+    def _get(self, version: int) -> GvlState | None:
+        try:
+            data = self.store.get(gvl_key(version)).data
+        except NotFound:
+            return None
+        state = GvlState.decode(data, expect_version=version)
+        with self._lock:
+            self._cache[version] = state
+            self._cache.move_to_end(version)
+            while len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return state
+
+    def _exists(self, version: int) -> bool:
+        try:
+            self.store.head(gvl_key(version))
+            return True
+        except NotFound:
+            return False
+
+    def _read_hint(self) -> GvlState | None:
+        try:
+            return GvlState.decode(self.store.get(GVL_LATEST_KEY).data)
+        except NotFound:
+            return None
+        except GlobalLogError:
+            log.warning("ignoring a malformed %s", GVL_LATEST_KEY)
+            return None
+
+    def _write_hint(self, state: GvlState) -> None:
+        try:
+            self.store.put(GVL_LATEST_KEY, state.encode(), mode=OVERWRITE)
+        except StorageError as e:  # only a hint: readers probe past it
+            log.warning("could not update %s: %s", GVL_LATEST_KEY, e)
+
+    def _advance(self, state: GvlState) -> GvlState:
+        """From a version known to exist (or -1), find the head: linear GETs, then gallop."""
+        for _ in range(LINEAR_PROBES):
+            nxt = self._get(state.version + 1)
+            if nxt is None:
+                return state
+            state = nxt
+        hint = self._read_hint()  # far behind: the hint may jump ahead of us
+        if hint is not None and hint.version > state.version:
+            state = hint
+            nxt = self._get(state.version + 1)
+            if nxt is None:
+                return state
+            state = nxt
+        lo, step = state.version, 1  # lo exists; gallop with HEADs, then binary search
+        while self._exists(lo + step):
+            lo, step = lo + step, step * 2
+        hi = lo + step
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._exists(mid):
+                lo = mid
+            else:
+                hi = mid
+        return state if lo == state.version else self.at(lo)
+
+    def _remember(self, state: GvlState) -> None:
+        with self._lock:
+            if self._known is None or state.version > self._known.version:
+                self._known = state
+
+
+def read_versions(store: ObjectStore, state: GvlState, tables: Iterable[str],
+                  hints: Mapping[str, int] | None = None) -> dict[str, int]:
+    """The version each table is read at under LV[I]: the log's, else deduced from the table's log.
+
+    Tables in ``state`` cost nothing; each other table costs ``DeltaLog.latest_version_by_probe``
+    (``d + 1`` HEADs from ``hints[table]``, a version known to exist, or 1 GET of
+    ``_last_checkpoint`` + HEADs without a hint).
+
+    Raises:
+        TableNotFound: a table unknown to the log has no Delta log either.
+    """
+    out: dict[str, int] = {}
+    for t in tables:
+        v = state.table_version(t)
+        out[t] = v if v is not None else DeltaLog(store, t).latest_version_by_probe((hints or {}).get(t))
+    return out
+
+
+__all__ = [
+    "EMPTY",
+    "GVL_LATEST_KEY",
+    "GVL_PREFIX",
+    "GlobalLog",
+    "GlobalLogConflict",
+    "GlobalLogError",
+    "GlobalVersionNotFound",
+    "GvlState",
+    "gvl_key",
+    "read_versions",
+]

@@ -1,0 +1,116 @@
+"""Hidden versions: probing table logs beyond the global version log (I/O side of #4.2).
+
+Writers that ignore the global log (plain Delta, LV[R]-only transactions) and pending or freed
+markers of LakeVilla transactions occupy Delta versions the log does not know. At validation a
+transaction probes each table's log above the log version (GET ``l + 1``, ``l + 2``, ... until one
+is missing, classifying each as commit / pending marker / freed marker) and hands what it found to
+the pure :func:`lv_core.protocol.validation.derive`. No LIST is used.
+
+Tables are probed only when a rule can depend on what lies beyond the log version: written
+tables always, read-only tables only when R1 applies to them. Tables the log does not know are
+always compatible: read-only ones are not probed, written ones are probed from their read version
+(to find the next free version).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable
+
+from lv_core.delta.log import DeltaLog
+from lv_core.errors import NotFound
+from lv_core.protocol.gvl import GvlState
+from lv_core.protocol.markers import read_version
+from lv_core.protocol.validation import LogTail, Policy, TableAccess, TableInputs, derive
+from lv_core.storage.base import ObjectStore
+
+
+def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | None = None) -> LogTail:
+    """GET and classify every version above ``start`` until one is missing.
+
+    Cost: ``d + 1`` GETs where ``d`` is the number of versions above ``start``.
+    A version written by ``own_txn`` is classified "own" (neither hidden nor foreign).
+
+    Raises:
+        DeltaLogError: a version is not a valid commit file.
+        StorageError: the store failed.
+    """
+    kinds: list[str] = []
+    v = start + 1
+    while True:
+        try:
+            st = read_version(store, table, v)
+        except NotFound:
+            return LogTail(start, tuple(kinds))
+        kinds.append("own" if own_txn is not None and st.txn == own_txn else st.kind)
+        v += 1
+
+
+def _tail_start(access: TableAccess, l: int | None, store: ObjectStore) -> int | None:  # noqa: E741
+    """Where to probe from, or None when no probe is needed (decided by the caller)."""
+    if access.marker is not None:
+        return max(access.marker, l) if l is not None else access.marker
+    if l is not None:
+        return l
+    if access.r is not None:
+        return access.r
+    return DeltaLog(store, access.table).latest_version_by_probe(access.hint)
+
+
+def needs_tail(access: TableAccess, l: int | None, policy: Policy, txn_writes: bool) -> bool:  # noqa: E741
+    """Whether validating ``access`` needs its log probed (pure)."""
+    if l is None:
+        return access.written and access.marker is None
+    return access.written or (access.read and policy.r1_applies(txn_writes))
+
+
+def collect(
+    store: ObjectStore,
+    gvl: GvlState,
+    accesses: Iterable[TableAccess],
+    policy: Policy,
+    *,
+    own_txn: str | None = None,
+    parallel: int = 8,
+) -> list[TableInputs]:
+    """The rule inputs of every table, with as few requests as possible (no LIST).
+
+    Per table, with ``l`` = ``gvl``'s version of it and ``d`` = versions found above the probe start:
+
+    - written, no marker, in the log: ``d + 1`` GETs from ``l``;
+    - written, with marker, in the log: ``d + 1`` GETs from ``max(marker, l)`` (versions below the
+      marker are resolved before validation and are not read again);
+    - read-only, in the log: ``d + 1`` GETs from ``l`` when R1 applies, else nothing;
+    - not in the log: nothing, except written without marker: ``d + 1`` GETs from its read
+      version (or from ``hint`` / the latest version found by HEAD probes when it has none).
+
+    Tables are probed concurrently (``parallel`` threads). Call while holding the validation lock
+    with ``gvl`` read under it.
+
+    Raises:
+        ValueError: an access is inconsistent (read without read version).
+        TableNotFound: a table unknown to the log, without read version or hint, does not exist.
+        DeltaLogError, StorageError: reading a table's log failed.
+    """
+    items = list(accesses)
+    txn_writes = any(a.written for a in items)
+
+    def one(access: TableAccess) -> TableInputs:
+        l = gvl.table_version(access.table)  # noqa: E741
+        tail: LogTail | None = None
+        if needs_tail(access, l, policy, txn_writes):
+            start = _tail_start(access, l, store)
+            assert start is not None
+            tail = probe_tail(store, access.table, start, own_txn=own_txn)
+        elif access.written:  # a written table the log does not know, with a marker: always compatible
+            assert access.marker is not None
+            tail = LogTail(access.marker)
+        return derive(access, l, tail)
+
+    if parallel <= 1 or len(items) <= 1:
+        return [one(a) for a in items]
+    with ThreadPoolExecutor(max_workers=min(parallel, len(items)), thread_name_prefix="lv-probe") as pool:
+        return list(pool.map(one, items))
+
+
+__all__ = ["collect", "needs_tail", "probe_tail"]
