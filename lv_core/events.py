@@ -125,6 +125,23 @@ class Redo(Event):
 
 
 @dataclass(frozen=True)
+class Validated(Event):
+    """LV[I] validation outcome: per table r/h/w/l/written_logs and each rule's result."""
+
+    compatible: bool
+    gvl_version: int | None  # the global version published (None when incompatible)
+    tables: dict[str, dict]  # table -> {"r", "h", "w", "l", "written_logs", "rules": {"R1": {...}}}
+    failed_rule: str | None = None
+
+
+@dataclass(frozen=True)
+class Requests(Event):
+    """Object-store requests made for this transaction so far, by kind (when the store counts them)."""
+
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True)
 class Committed(Event):
     versions: dict[str, int]
     redo_count: int
