@@ -1,0 +1,149 @@
+"""Argument parsing for %lv and %%lvtxn, with no IPython dependency (testable alone)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import dataclass
+
+from lv_core.presets import PRESETS
+
+
+class ArgError(ValueError):
+    """Bad magic arguments: the message says what is wrong and what is accepted."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # no SystemExit, no usage dump on stderr
+        raise ArgError(f"{self.prog}: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:
+        raise ArgError(message or f"{self.prog}: invalid arguments")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return v
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return v
+
+
+def lvtxn_parser() -> _Parser:
+    p = _Parser(prog="%%lvtxn", add_help=False, description="Run the cell as one LakeVilla transaction.")
+    p.add_argument("preset", nargs="?", default=None, help=f"isolation preset: {', '.join(PRESETS)}")
+    p.add_argument("--name", help="name the transaction (to continue it with --name, %%lv commit NAME)")
+    p.add_argument("--open", action="store_true", help="keep the transaction open after the cell")
+    p.add_argument("--features", help="LakeVilla features, e.g. R,CT,I (overrides the preset)")
+    p.add_argument("--slack", type=_non_negative_int, help="R1 slack (versions a read may lag)")
+    p.add_argument("--retries", type=_non_negative_int, help="re-run the whole cell up to N times on abort")
+    p.add_argument("--timeout", type=_positive_float, help="seconds a commit may wait (default 60)")
+    p.add_argument("--out", help="store the last SELECT result (full) in this variable")
+    p.add_argument("--python", action="store_true", help="the body is Python with `txn` bound")
+    p.add_argument("--quiet", action="store_true", help="no widget")
+    return p
+
+
+@dataclass
+class LvtxnArgs:
+    preset: str | None
+    name: str | None
+    open: bool
+    features: str | None
+    slack: int | None
+    retries: int | None
+    timeout: float | None
+    out: str | None
+    python: bool
+    quiet: bool
+
+
+def parse_lvtxn(line: str) -> LvtxnArgs:
+    """Parse the %%lvtxn line; raise ArgError with a clear message on bad input."""
+    try:
+        tokens = shlex.split(line)
+    except ValueError as e:
+        raise ArgError(f"%%lvtxn: cannot parse the options: {e}") from None
+    ns = lvtxn_parser().parse_args(tokens)
+    if ns.preset is not None and ns.preset.lower() not in PRESETS:
+        raise ArgError(f"%%lvtxn: unknown preset {ns.preset!r}; choose one of: {', '.join(PRESETS)}")
+    if ns.out is not None and not ns.out.isidentifier():
+        raise ArgError(f"%%lvtxn: --out needs a Python variable name, not {ns.out!r}")
+    if ns.name is not None and not ns.name.replace("-", "_").isidentifier():
+        raise ArgError(f"%%lvtxn: --name must be a simple name (letters, digits, _ or -), not {ns.name!r}")
+    return LvtxnArgs(**vars(ns))
+
+
+COMMANDS = {
+    "connect": "connect [WAREHOUSE] [--spark URL] [--endpoint URL] [--region R] [--profile P]: open a warehouse "
+               "(default: embedded local Spark Connect + ./lakehouse)",
+    "tables": "tables: the tables with their latest versions",
+    "markers": "markers [TABLE]: live LakeVilla markers (owner, version, lease)",
+    "log": "log TABLE: the table's Delta log, markers marked",
+    "dag": "dag: the dependency DAG of the open transactions",
+    "status": "status: open transactions (active / waiting / committing)",
+    "begin": "begin NAME [PRESET] [--features F] [--slack N] [--timeout S]: open a named transaction",
+    "commit": "commit NAME: commit it (waits in the background when it must)",
+    "rollback": "rollback NAME: roll it back",
+    "recover": "recover: free expired markers, roll decided commits forward, clean leftovers",
+    "inspect": "inspect: the lakehouse inspector widget",
+    "help": "help: this text",
+}
+
+
+def connect_parser() -> _Parser:
+    p = _Parser(prog="%lv connect", add_help=False)
+    p.add_argument("warehouse", nargs="?", default=None)
+    p.add_argument("--spark", default=None)
+    p.add_argument("--endpoint", default=None)
+    p.add_argument("--region", default=None)
+    p.add_argument("--profile", default=None)
+    return p
+
+
+def begin_parser() -> _Parser:
+    p = _Parser(prog="%lv begin", add_help=False)
+    p.add_argument("name")
+    p.add_argument("preset", nargs="?", default=None)
+    p.add_argument("--features", default=None)
+    p.add_argument("--slack", type=_non_negative_int, default=None)
+    p.add_argument("--timeout", type=_positive_float, default=None)
+    p.add_argument("--quiet", action="store_true")
+    return p
+
+
+def split_line(line: str) -> tuple[str, list[str]]:
+    """``%lv`` line -> (command, remaining tokens)."""
+    try:
+        tokens = shlex.split(line)
+    except ValueError as e:
+        raise ArgError(f"%lv: cannot parse: {e}") from None
+    if not tokens:
+        return "help", []
+    cmd = tokens[0].lower()
+    if cmd not in COMMANDS:
+        raise ArgError(f"%lv: unknown command {tokens[0]!r}; commands: {', '.join(COMMANDS)} (see %lv help)")
+    return cmd, tokens[1:]
+
+
+def help_text() -> str:
+    lines = ["LakeVilla for Jupyter", "", "%lv COMMAND:"]
+    lines += [f"  {v}" for v in COMMANDS.values()]
+    lines += ["", "%%lvtxn [PRESET] [options]  (the cell body: SQL statements separated by ';', or Python with --python)"]
+    for a in lvtxn_parser()._actions:
+        if a.option_strings:
+            lines.append(f"  {', '.join(a.option_strings):<12} {a.help}")
+    lines += ["", f"presets: {', '.join(f'{k} ({v.doc})' for k, v in PRESETS.items())}"]
+    return "\n".join(lines)

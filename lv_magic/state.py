@@ -1,0 +1,92 @@
+"""Per-kernel state of the magics: the connection and the open (named) transactions."""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from lv_core import events as ev
+from lv_core.errors import LvError
+
+
+class NotConnected(LvError):
+    """No %lv connect yet."""
+
+
+@dataclass
+class OpenTxn:
+    txn: Any
+    future: Future | None = None  # a commit running in the background
+    widget: Any = None
+
+
+@dataclass
+class KernelState:
+    lh: Any = None
+    txns: dict[str, OpenTxn] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def require(self) -> Any:
+        if self.lh is None:
+            raise NotConnected("not connected: run `%lv connect` first (no argument: the embedded default)")
+        return self.lh
+
+    def add(self, name: str, txn: Any, widget: Any = None) -> OpenTxn:
+        with self._lock:
+            if name in self.txns and self.txns[name].txn.state in ("active", "committing"):
+                raise LvError(f"a transaction named {name!r} is already open: commit or roll it back first")
+            ot = OpenTxn(txn, widget=widget)
+            self.txns[name] = ot
+            return ot
+
+    def get(self, name: str) -> OpenTxn:
+        ot = self.txns.get(name)
+        if ot is None:
+            known = ", ".join(self.txns) or "none"
+            raise LvError(f"no open transaction named {name!r} (open: {known}); start one with %lv begin {name}")
+        return ot
+
+    def shutdown(self) -> None:
+        """Roll back what is still open (called at kernel exit); markers of anything missed expire by lease."""
+        for ot in list(self.txns.values()):
+            if ot.txn.state == "active":
+                try:
+                    ot.txn.rollback()
+                except Exception:  # noqa: BLE001 - best effort at exit
+                    pass
+
+
+def commit_in_background(txn: Any, wait_s: float = 0.5) -> tuple[Future, str | None]:
+    """Start the commit; return at once if it has to wait for another transaction.
+
+    Returns (future, waiting_note): ``waiting_note`` is None if the commit finished within the call.
+    """
+    waiting = threading.Event()
+    note: list[str] = []
+
+    def watch(e: ev.Event) -> None:
+        if isinstance(e, ev.Waiting):
+            note.append(f"waiting for {e.on_txn} at {e.table}@{e.version}")
+            waiting.set()
+        elif isinstance(e, (ev.Committed, ev.Aborted)):
+            waiting.set()
+
+    unsubscribe = txn.events.subscribe(watch, replay=False)
+    fut = txn.commit_async()
+    fut.add_done_callback(lambda _f: waiting.set())
+    waiting.wait()
+    unsubscribe()
+    if fut.done():
+        return fut, None
+    try:  # a short wait may already resolve
+        fut.exception(timeout=wait_s)
+        return fut, None
+    except TimeoutError:
+        return fut, note[0] if note else "waiting for another transaction"
+
+
+STATE = KernelState()
+atexit.register(STATE.shutdown)

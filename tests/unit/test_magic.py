@@ -1,0 +1,127 @@
+"""The magics through a real IPython shell (no Spark: Python bodies with file-level operations)."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import start_ipython
+
+import lv_core
+from lv_magic.args import ArgError, parse_lvtxn
+from lv_magic.state import STATE
+from tests.helpers.bank import committed_kv, make_kv
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "lv_magic")
+    shell.run_line_magic("config", "LvMagics.widgets = False")
+    return shell
+
+
+@pytest.fixture
+def wh(ip, tmp_path):
+    path = str(tmp_path / "wh")
+    lh = lv_core.connect(path)
+    make_kv(lh, "kv", {1: 10.0, 2: 20.0})
+    ip.run_line_magic("lv", f"connect {path}")
+    ip.user_ns["lv_core"] = lv_core
+    ip.run_cell("from tests.helpers.bank import add_kv, read_kv, write_kv")
+    yield lh
+    STATE.shutdown()
+    STATE.txns.clear()
+    STATE.lh = None
+
+
+def test_parse_lvtxn_options():
+    a = parse_lvtxn("snapshot --name t1 --open --features R,CT --slack 2 --retries 3 --timeout 5 --out res --quiet")
+    assert (a.preset, a.name, a.open, a.features, a.slack, a.retries, a.timeout, a.out, a.quiet) == \
+        ("snapshot", "t1", True, "R,CT", 2, 3, 5.0, "res", True)
+    for bad in ["serialisable", "--slack -1", "--timeout 0", "--out 1x", "--bogus", "--name 'a b'", "'unclosed"]:
+        with pytest.raises(ArgError):
+            parse_lvtxn(bad)
+
+
+def test_help_lists_every_command_and_option(ip, capsys):
+    ip.run_line_magic("lv", "help")
+    out = capsys.readouterr().out
+    for word in ["connect", "tables", "markers", "log", "dag", "status", "begin", "commit", "rollback", "recover",
+                 "inspect", "--name", "--open", "--features", "--slack", "--retries", "--timeout", "--out",
+                 "--python", "--quiet", "serializable", "snapshot", "write_serializable", "repeatable_read", "delta"]:
+        assert word in out
+
+
+def test_user_errors_are_usage_errors(ip, wh):
+    for line in ["bogus", "log", "commit nope", "begin", "connect ftp://x"]:
+        with pytest.raises(UsageError):
+            ip.run_line_magic("lv", line)
+    with pytest.raises(UsageError, match="unknown preset"):
+        ip.run_cell_magic("lvtxn", "serialisable --python", "pass")
+    with pytest.raises(UsageError, match="does not exist"):
+        ip.run_cell_magic("lvtxn", "--python", "read_kv(txn, 'nope')")
+    assert committed_kv(wh, "kv") == {1: 10.0, 2: 20.0}
+
+
+def test_not_connected_is_a_clear_error(ip):
+    STATE.lh = None
+    with pytest.raises(UsageError, match="lv connect"):
+        ip.run_cell_magic("lvtxn", "--python", "pass")
+
+
+def test_python_cell_commits_as_one_transaction(ip, wh):
+    ip.run_cell_magic("lvtxn", "repeatable_read --python", "add_kv(txn, 'kv', 1, -5)\nadd_kv(txn, 'kv', 2, 5)")
+    assert committed_kv(wh, "kv") == {1: 5.0, 2: 25.0}
+
+
+def test_failing_cell_rolls_back(ip, wh):
+    with pytest.raises(ZeroDivisionError):
+        ip.run_cell_magic("lvtxn", "--python", "add_kv(txn, 'kv', 1, -5)\n1/0")
+    assert committed_kv(wh, "kv") == {1: 10.0, 2: 20.0}
+
+
+def test_interleaved_lost_update_is_prevented(ip, wh, capsys):
+    ip.run_line_magic("lv", "begin t1 repeatable_read --quiet")
+    ip.run_line_magic("lv", "begin t2 repeatable_read --quiet")
+    ip.run_cell_magic("lvtxn", "--name t1 --python", "v1 = read_kv(txn, 'kv', 1)[1]")
+    ip.run_cell_magic("lvtxn", "--name t2 --python", "v2 = read_kv(txn, 'kv', 1)[1]")
+    ip.run_cell_magic("lvtxn", "--name t1 --python", "write_kv(txn, 'kv', 1, v1 + 1)")
+    ip.run_cell_magic("lvtxn", "--name t2 --python", "write_kv(txn, 'kv', 1, v2 + 1)")
+    ip.run_line_magic("lv", "status")
+    ip.run_line_magic("lv", "commit t2")  # t2 waits behind t1: returns at once
+    out = capsys.readouterr().out
+    assert "waiting for" in out and "background" in out
+    ip.run_line_magic("lv", "commit t1")
+    with pytest.raises(lv_core.TransactionAborted) as ei:
+        STATE.get("t2").future.result(timeout=30)
+    assert ei.value.rule == "exposed_read"
+    assert committed_kv(wh, "kv")[1] == 11.0
+
+
+def test_tables_markers_log_dag_recover(ip, wh, capsys):
+    ip.run_line_magic("lv", "begin t1 repeatable_read --quiet")
+    ip.run_cell_magic("lvtxn", "--name t1 --python", "add_kv(txn, 'kv', 1, 1)")
+    ip.run_line_magic("lv", "markers")
+    ip.run_line_magic("lv", "log kv")
+    ip.run_line_magic("lv", "tables")
+    ip.run_line_magic("lv", "dag")
+    ip.run_line_magic("lv", "recover")
+    out = capsys.readouterr().out
+    assert "live marker" in out
+    ip.run_line_magic("lv", "rollback t1")
+    assert committed_kv(wh, "kv") == {1: 10.0, 2: 20.0}
+
+
+def test_retries_rerun_the_cell(ip, wh, capsys):
+    ip.run_line_magic("lv", "begin blocker repeatable_read --quiet")
+    ip.run_cell_magic("lvtxn", "--name blocker --python", "add_kv(txn, 'kv', 1, 100)")
+    ip.user_ns["attempts"] = 0
+    body = ("attempts += 1\n"
+            "v = read_kv(txn, 'kv', 1)[1]\n"
+            "write_kv(txn, 'kv', 1, v + 1)\n"
+            "if attempts == 1:\n"
+            "    import lv_magic.state as s\n"
+            "    s.STATE.get('blocker').txn.commit()\n")
+    ip.run_cell_magic("lvtxn", "repeatable_read --python --retries 2", body)
+    assert ip.user_ns["attempts"] == 2
+    assert committed_kv(wh, "kv")[1] == 111.0
