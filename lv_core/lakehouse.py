@@ -15,7 +15,8 @@ from lv_core.delta.table import create_table as _create_table
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import ConfigError, LvError, NotFound
 from lv_core.presets import resolve
-from lv_core.protocol.layout import LV_ROOT
+from lv_core.protocol.gvl import GlobalLog, GvlState
+from lv_core.protocol.vlock import ValidationLock
 from lv_core.protocol.tablelog import TableLogs
 from lv_core.storage.base import ObjectStore
 from lv_core.storage.uri import open_store
@@ -40,6 +41,8 @@ class Lakehouse:
         self.cycle_check_s = cycle_check_s  # how often a waiting transaction re-checks for cycles
         self.shift_after_s = shift_after_s  # waiting longer than this triggers a pre-emptive shift
         self._logs = TableLogs(store)
+        self._glog = GlobalLog(store)
+        self._vlock = ValidationLock(store, self._glog, lease_s=lease_s, poll_min_s=poll_min_s, poll_max_s=poll_max_s)
 
     def __repr__(self) -> str:
         return f"Lakehouse({self.store.url()!r})"
@@ -78,12 +81,26 @@ class Lakehouse:
         """The latest version of a table (markers of running transactions count: they hold versions)."""
         return self._logs.latest_hint(name)
 
-    def snapshot(self, name: str, version: int | None = None) -> Snapshot:
-        """The table's Delta snapshot (latest if ``version`` is None), pending markers read as empty."""
+    def snapshot(self, name: str, version: int | None = None, *, as_of: int | None = None) -> Snapshot:
+        """The table's Delta snapshot: latest (pending markers read as empty), at ``version``, or as of
+        global version ``as_of`` of the global version log (whole-lakehouse time travel)."""
         validate_table_name(name)
+        if as_of is not None:
+            if version is not None:
+                raise ConfigError("give either version or as_of, not both")
+            v = self.global_state(as_of).table_version(name)
+            if v is None:
+                from lv_core.errors import TableNotFound
+
+                raise TableNotFound(f"table {name!r} is not in global version {as_of} of the lakehouse")
+            version = v
         if version is None:
             return self._logs.latest_snapshot(name)
         return self._logs.resolved_view(name, version)[0]
+
+    def global_state(self, as_of: int | None = None) -> GvlState:
+        """The global version log: its head, or global version ``as_of`` (table -> validated version)."""
+        return self._glog.head() if as_of is None else self._glog.at(as_of)
 
     # ------------------------------------------------------------------ data (engine: lv_core.engine.api)
     @property

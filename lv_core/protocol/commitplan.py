@@ -28,9 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from lv_core.errors import AlreadyExists, NotFound, PreconditionFailed
+from lv_core.testing import crashpoint
 from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.layout import commit_key
 from lv_core.protocol.markers import classify, encode_freed
+from lv_core.protocol.validation import ValidationOutcome
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
 
 CREATE_MODE = "create"
@@ -154,6 +156,35 @@ def _undo(store: ObjectStore, txn: str, written: list[tuple[PlannedCommit, int, 
     return undone
 
 
+def build_plan(outcome: ValidationOutcome, commits: Mapping[str, bytes],
+               markers: Mapping[str, tuple[int, str]] | None = None) -> list[PlannedCommit]:
+    """The plan of a compatible validation (pure).
+
+    ``commits`` holds the exact commit bytes of every written table; ``markers`` the (version,
+    etag) of the transaction's marker per table, if any. A table whose marker is at the validated
+    write version is an ``overwrite-marker``; every other written table is a ``create`` at the
+    validated version (blind appends may move on at write time). A blind append that moved away
+    from its marker (``verdict.moved_from``) leaves that marker to the caller, who must free it
+    after the commit (and must not name it in an LV[R] commit decision).
+
+    Raises:
+        ValueError: the outcome is incompatible, or a written table has no commit bytes.
+    """
+    if not outcome.compatible:
+        raise ValueError(f"an incompatible validation ({outcome.rule}) has no plan")
+    plan: list[PlannedCommit] = []
+    for table, w in outcome.write_versions().items():
+        if table not in commits:
+            raise ValueError(f"no commit bytes for written table {table!r}")
+        verdict = outcome.tables[table]
+        marker = (markers or {}).get(table)
+        if marker is not None and marker[0] == w:
+            plan.append(PlannedCommit(table, w, commits[table], OVERWRITE_MARKER, marker[1], verdict.blind))
+        else:
+            plan.append(PlannedCommit(table, w, commits[table], CREATE_MODE, None, verdict.blind))
+    return plan
+
+
 def execute_plan(
     store: ObjectStore,
     glog: GlobalLog,
@@ -182,6 +213,8 @@ def execute_plan(
         for e in ordered(plan):
             v, etag = _write(store, e)
             written.append((e, v, etag))
+            if len(written) == 1 and len(plan) > 1:
+                crashpoint("between-table-writes")
     except _Broken as b:
         undone = _undo(store, txn, written)
         return PlanResult(False, {e.table: v for e, v, _ in written}, None, undone, b.rule, b.reason)
@@ -191,7 +224,9 @@ def execute_plan(
         return PlanResult(True, versions, base if base is not None else glog.at(gvl_base))
     if base is None or base.version != gvl_base:
         base = glog.at(gvl_base)
-    return PlanResult(True, versions, glog.publish(base, updates, txn))
+    published = glog.publish(base, updates, txn)
+    crashpoint("gvl-published")
+    return PlanResult(True, versions, published)
 
 
-__all__ = ["CREATE_MODE", "OVERWRITE_MARKER", "PlanResult", "PlannedCommit", "execute_plan", "ordered"]
+__all__ = ["CREATE_MODE", "OVERWRITE_MARKER", "PlanResult", "PlannedCommit", "build_plan", "execute_plan", "ordered"]

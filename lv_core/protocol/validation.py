@@ -22,7 +22,7 @@ applies the rules and returns the outcome as data (for widgets), which can becom
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from lv_core.errors import ConfigError, TransactionAborted
@@ -273,7 +273,10 @@ class TableVerdict:
 
     @property
     def failed_rule(self) -> str | None:
-        return next((name for name in RULES if not self.rules[name].passed), None)
+        """The rule that names a failure: R1, then R3, then R2. When R2 and R3 both fire, the global log
+        moved past what the transaction read (another validated commit): a lost update, the more
+        specific diagnosis; R2 alone means a writer outside the log took the version."""
+        return next((name for name in ("R1", "R3", "R2") if not self.rules[name].passed), None)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -367,8 +370,8 @@ def validate(inputs: Iterable[TableInputs], policy: Policy = SERIALIZABLE) -> Va
     """Apply R1-R3 to every table (a table the log does not know is always compatible).
 
     A blind append failing R2 or R3 moves to ``top + 1`` (the next free version) and is
-    re-checked. The first failed rule, in input order of tables and R1, R2, R3 order within a
-    table, names the outcome.
+    re-checked. The first failed rule, in input order of tables and R1, R3, R2 order within a
+    table (see :attr:`TableVerdict.failed_rule`), names the outcome.
     """
     items = list(inputs)
     txn_writes = any(i.written for i in items)

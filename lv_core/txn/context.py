@@ -24,6 +24,7 @@ class TableState:
     logical: bool = False  # switched to logical sublogs (sticky)
     pending: dict[int, str] = field(default_factory=dict)  # preceding pending markers: version -> txn
     first_step: int | None = None
+    read_version: int | None = None  # LV[I]: the global log's version of the table it reads at
 
 
 class OpContext:

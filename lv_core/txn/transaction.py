@@ -45,6 +45,8 @@ from lv_core.protocol.recovery import resolve_expired
 from lv_core.protocol.sublog import SublogEntry, write_entry
 from lv_core.storage.base import CREATE, OVERWRITE
 from lv_core.testing import crashpoint
+from lv_core.protocol.validation import Policy
+from lv_core.txn import isolation
 from lv_core.txn.context import OpContext, TableState
 from lv_core.txn.ops import Operation, OpResult
 from lv_core.txn.result import CommitResult
@@ -134,8 +136,11 @@ class Transaction:
         self._shifts: list[dict[str, Any]] = []
         self.max_shifts = 8
         self._shift_lock = threading.Lock()  # one shift at a time when tables are waited on in parallel
-        if self.markers:
-            self._lease_expires = keeper().register(self.store, self.id, lease_s)
+        self.iso = "I" in features
+        self.policy = Policy.for_preset(preset, slack)
+        self._gvl: Any = None
+        self.gvl_version: int | None = None
+        self.validation: dict[str, Any] = {}
         self.events.emit(ev.Began(self.id, preset=preset, features=tuple(sorted(features)), name=name))
 
     # ------------------------------------------------------------------ helpers
@@ -173,27 +178,59 @@ class Transaction:
             return ts
         logs = self.lh._logs
         validate_table_name(name)
-        if not self.markers:
-            base = logs.latest_snapshot(name)
-            ts = TableState(name, base)
+        if self.iso:
+            r = isolation.read_version_of(self, name)
+            base, _pending = logs.resolved_view(name, r)  # pending markers are not validated: empty
+            ts = TableState(name, base, read_version=r)
+            self._tables[name] = ts
+        elif not self.markers:
+            ts = TableState(name, logs.latest_snapshot(name))
+            self._tables[name] = ts
         else:
-            v, etag, attempts = place_marker(self.store, name, logs.cached_hint(name) + 1, self._marker_info())
-            logs.note_latest(name, v)
-            self.events.emit(ev.MarkerPlaced(self.id, table=name, version=v, attempts=attempts))
+            v, etag, attempts = self._place(name, logs.cached_hint(name) + 1)
             crashpoint("marker-placed")
             base, pending = logs.resolved_view(name, v - 1)
             pending = {pv: x for pv, x in pending.items() if x != self.id}
             ts = TableState(name, base, v, etag, logical=bool(pending), pending=pending)
-        self._tables[name] = ts
+            self._tables[name] = ts
+            self._add_edges(ts)
         self.events.emit(ev.SnapshotRead(self.id, table=name, version=ts.base.version, files=len(ts.base.files)))
-        if self.ct and ts.pending:
-            new = [Edge(self.id, x, name, pv) for pv, x in sorted(ts.pending.items())]
-            for e in new:
-                self._preds[(e.dst, e.table)] = e.version
-                self.events.emit(ev.EdgeAdded(self.id, to_txn=e.dst, table=e.table, version=e.version))
+        return ts
+
+    def _place(self, name: str, start: int) -> tuple[int, str, int]:
+        """Put-if-absent a marker at the first free version >= ``start`` (writing the lease first)."""
+        if self._lease_expires == 0.0:
+            self._lease_expires = keeper().register(self.store, self.id, self.lease_s)
+        v, etag, attempts = place_marker(self.store, name, start, self._marker_info())
+        self.lh._logs.note_latest(name, v)
+        self.events.emit(ev.MarkerPlaced(self.id, table=name, version=v, attempts=attempts))
+        return v, etag, attempts
+
+    def _add_edges(self, ts: TableState) -> None:
+        """LV[CT]: the pending markers before ours are new outgoing edges (rules II and IV)."""
+        if not (self.ct and ts.pending):
+            return
+        new = [Edge(self.id, x, ts.name, pv) for pv, x in sorted(ts.pending.items()) if (x, ts.name) not in self._preds]
+        for e in new:
+            self._preds[(e.dst, e.table)] = e.version
+            self.events.emit(ev.EdgeAdded(self.id, to_txn=e.dst, table=e.table, version=e.version))
+        if new:
             self._break_cycles(new)
             self._expose_predecessors()
-        return ts
+
+    def _claim_write_marker(self, ts: TableState) -> None:
+        """LV[I] with markers: a table read at its global version gets its marker when first written.
+
+        Versions between the read version and the marker are predecessors, checked at commit."""
+        v, etag, _ = self._place(ts.name, self.lh._logs.cached_hint(ts.name) + 1)
+        crashpoint("marker-placed")
+        ts.marker_version, ts.marker_etag = v, etag
+        for pv in range(ts.base.version + 1, v):
+            st = read_version(self.store, ts.name, pv)
+            if st.pending and st.txn and st.txn != self.id:
+                ts.pending[pv] = st.txn
+        ts.logical = v - 1 > ts.base.version
+        self._add_edges(ts)
 
     # ------------------------------------------------------------------ dependency DAG (module #3)
     def _marker_info(self) -> MarkerInfo:
@@ -336,12 +373,16 @@ class Transaction:
         """Run ``op`` inside this transaction and return its value."""
         with self._lock:
             self._check_active()
-            if not self.markers:
+            if not self.markers and not self.iso:
                 return self._execute_autocommit(op)
             for t in op.tables:
                 self._access(t)
             step = len(self._ops)
             result = self._run(op, step, 0)
+            if self.iso and self.markers:
+                for t in op.tables:
+                    if (result.adds.get(t) or result.removes.get(t)) and self._tables[t].marker_version is None:
+                        self._claim_write_marker(self._tables[t])
             logical = any(self._tables[t].logical for t in op.tables)
             mode = "logical" if logical and not op.blind else "physical"
             rec = _OpRecord(op, step, result, mode, 0)
@@ -349,7 +390,8 @@ class Transaction:
             for t in op.tables:
                 if self._tables[t].first_step is None:
                     self._tables[t].first_step = step
-            self._write_sublog(rec)
+            if any(self._tables[t].marker_version is not None for t in op.tables):
+                self._write_sublog(rec)  # module #2 serves marker tables (LV[I] reads need none)
             crashpoint("data-staged")
             self.events.emit(ev.OperationDone(
                 self.id, step=step, op=op.name, table=",".join(op.tables), sublog=mode,
@@ -548,6 +590,11 @@ class Transaction:
             self._check_active()
             self.state = "committing"
             try:
+                if self.iso:
+                    versions, freed, state = isolation.commit_isolated(self, time.monotonic() + self.timeout_s)
+                    self.gvl_version = state.version
+                    crashpoint("committed")
+                    return self._finish(versions, freed, {t: s.base.version for t, s in self._tables.items()})
                 if not self.markers:
                     return self._finish(dict(self._autocommitted), {}, {})
                 versions, freed = self._commit_markers(time.monotonic() + self.timeout_s)
@@ -620,37 +667,45 @@ class Transaction:
     def _shift_after(self) -> float:
         return max(self.lh.cycle_check_s * 2, min(self.lh.shift_after_s, self.timeout_s / 4))
 
+    def _settle(self, deadline: float) -> None:
+        """Resolve every marker table's predecessors and redo what they invalidated (no publishing)."""
+        group = [t for t, ts in self._tables.items() if ts.marker_version is not None]
+        self._settle_group(group, deadline, publish=False)
+
     def _commit_markers(self, deadline: float) -> tuple[dict[str, int], dict[str, int]]:
         """LV[CT]: all tables commit together (a decision record makes it all-or-nothing).
         LV[R] alone: each table commits on its own, as the paper's single-table atomic markers do."""
         groups = [list(self._tables)] if self.ct else [[t] for t in self._tables]
         for group in groups:
-            while True:
-                try:
-                    preds = self._resolve_all(group, deadline)
-                except _Restart:
-                    continue
-                conflict = first_conflict(self._footprints(), preds) if not self._decided else None
-                for t in group:
-                    ts = self._tables[t]
-                    ts.base = _rebase(ts.base, [p for p in preds if p.table == t])
-                    ts.pending = {}
-                    for (x, tt) in [k for k in self._preds if k[1] == t]:
-                        del self._preds[(x, tt)]  # resolved: no longer an edge we wait on
-                if conflict is not None:
-                    self.events.emit(ev.ConflictFound(self.id, table=conflict.table, version=conflict.version,
-                                                      step=conflict.step, files=conflict.files))
-                    if self.redo_count >= self.retries:
-                        raise TransactionAborted(
-                            f"gave up after {self.redo_count} redo(s): {conflict.table}@{conflict.version} by "
-                            f"{conflict.txn} keeps invalidating step {conflict.step} ({conflict.why}). "
-                            "Help: retry the transaction, or raise its retry bound.", "conflict",
-                            details={"table": conflict.table, "version": conflict.version})
-                    self._redo_from(conflict)
-                    continue  # everything below the markers is resolved now: the next round finds nothing
-                if not self._publish(group):
-                    break
+            self._settle_group(group, deadline, publish=True)
         return self._published, self._freed
+
+    def _settle_group(self, group: list[str], deadline: float, *, publish: bool) -> None:
+        while True:
+            try:
+                preds = self._resolve_all(group, deadline)
+            except _Restart:
+                continue
+            conflict = first_conflict(self._footprints(), preds) if not self._decided else None
+            for t in group:
+                ts = self._tables[t]
+                ts.base = _rebase(ts.base, [p for p in preds if p.table == t])
+                ts.pending = {}
+                for (x, tt) in [k for k in self._preds if k[1] == t]:
+                    del self._preds[(x, tt)]  # resolved: no longer an edge we wait on
+            if conflict is not None:
+                self.events.emit(ev.ConflictFound(self.id, table=conflict.table, version=conflict.version,
+                                                  step=conflict.step, files=conflict.files))
+                if self.redo_count >= self.retries:
+                    raise TransactionAborted(
+                        f"gave up after {self.redo_count} redo(s): {conflict.table}@{conflict.version} by "
+                        f"{conflict.txn} keeps invalidating step {conflict.step} ({conflict.why}). "
+                        "Help: retry the transaction, or raise its retry bound.", "conflict",
+                        details={"table": conflict.table, "version": conflict.version})
+                self._redo_from(conflict)
+                continue  # everything below the markers is resolved now: the next round finds nothing
+            if not publish or not self._publish(group):
+                break
 
     def _publish(self, group: list[str]) -> list[str]:
         """Overwrite the markers of ``group`` with their actions (read-only ones: freed).
@@ -769,19 +824,20 @@ class Transaction:
             self.store.delete(layout.sublog_key(self.id, step))
         if self._decided:
             self.store.delete(layout.decision_key(self.id))
-        if self.markers:
+        if self._lease_expires:
             self.store.delete(layout.lease_key(self.id))
 
     def _finish(self, versions: dict[str, int], freed: dict[str, int], read_versions: dict[str, int]) -> CommitResult:
         elapsed = time.monotonic() - self._t0
-        if self.markers:
+        if self.markers or self.iso:
             self._cleanup(delete_added=False)
             for t, v in versions.items():
                 self.lh._after_commit(t, v, self._tables[t].base, self._net_actions(t, [r.result for r in self._ops]))
         self.state = "committed"
         self.events.emit(ev.Committed(self.id, versions=dict(versions), redo_count=self.redo_count, elapsed_s=elapsed))
         return CommitResult(txn=self.id, versions=dict(versions), read_versions=read_versions, freed=dict(freed),
-                            redo_count=self.redo_count, waits=self.waits, elapsed_s=elapsed)
+                            redo_count=self.redo_count, waits=self.waits, elapsed_s=elapsed,
+                            gvl_version=self.gvl_version, validation=dict(self.validation))
 
     # ------------------------------------------------------------------ abort / rollback
     def _abort(self, reason: str, rule: str) -> None:

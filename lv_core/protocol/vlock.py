@@ -1,0 +1,449 @@
+"""The validation lock (#4.2): one validating transaction at a time, with a lease and takeover.
+
+``_lakevilla/validation.lock`` exists while a transaction validates or commits. State machine::
+
+    (absent) --PUT-create {validating}--> validating --PUT-if-match {committing, plan}--> committing
+    validating --DELETE--> (absent)                      (incompatible, or read-only: nothing written)
+    committing --table commits, publish gvl n+1, DELETE--> (absent)
+
+The holder renews its lease (PUT-if-match with a new ``lease_expires``) every ``lease_s / 3`` from
+a daemon thread. A waiter polls (GET, backoff ``poll_min_s`` doubling to ``poll_max_s``) until the
+key is gone (then PUT-create) or the holder's lease expired, which it decides in one of two ways:
+the record's ``lease_expires`` is more than ``skew_s`` in the past by the waiter's clock, or the
+record's etag has not changed for ``lease_s`` as measured by the waiter (needs no synchronised
+clocks: a live holder changes it every ``lease_s / 3``). It then takes the lock over with
+PUT-if-match on the etag it read:
+
+- state "validating": roll back = nothing to undo (the holder wrote nothing); the taker simply
+  holds the lock now (state "validating", its own txn);
+- state "committing": roll forward = the taker keeps the plan in the record (state "committing",
+  ``recovering`` = the crashed txn) and runs :func:`~lv_core.protocol.commitplan.execute_plan`
+  (table commits not yet present, then the global version), then switches the record to its own
+  "validating" state and holds the lock.
+
+So no LV[I] reader ever sees part of a multi-table commit, and a crashed validator blocks others
+at most ``lease_s`` plus one poll interval.
+
+Release deletes the key (DELETE is unconditional on object stores): the holder deletes only
+while its own lease has at least ``lease_s / 4`` left by its own clock (nobody can have taken it
+over before it expires); otherwise it first GETs the record and deletes only if the etag is still
+its own. Residual risk, as with every lease: a holder stalled for longer than that margin between
+the check and the DELETE.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from lv_core.errors import AlreadyExists, NotFound, PreconditionFailed, StorageError, TransactionAborted, TransactionError
+from lv_core.protocol.commitplan import PlannedCommit, PlanResult, execute_plan
+from lv_core.protocol.gvl import GlobalLog, GvlState
+from lv_core.protocol.layout import LV_ROOT, client_label
+from lv_core.storage.base import CREATE, IfMatch, ObjectStore
+
+log = logging.getLogger(__name__)
+
+LOCK_KEY = f"{LV_ROOT}/validation.lock"
+VALIDATING = "validating"
+COMMITTING = "committing"
+#: How many times the holder retries a plan whose requests failed before leaving it to a roll forward.
+PLAN_ATTEMPTS = 3
+
+
+class ValidationTimeout(TransactionAborted):
+    """Waiting for the validation lock took longer than the transaction's timeout (rule "timeout")."""
+
+    def __init__(self, reason: str, *, details: dict | None = None) -> None:
+        super().__init__(reason, "timeout", details=details)
+
+
+class ValidationLockLost(TransactionError):
+    """The lock was taken over (this holder's lease ran out) before its commit plan was recorded.
+
+    Nothing of the transaction was written or published: it may validate again.
+    """
+
+
+class CommitPending(TransactionError):
+    """The commit was decided (plan recorded) but writing it kept failing.
+
+    The lock stays in state "committing" and the next validator rolls it forward once the lease
+    expires: the transaction *will* commit; its outcome is not known to this client yet.
+    """
+
+
+@dataclass(frozen=True)
+class LockRecord:
+    """The content of the lock object.
+
+    Attributes:
+        txn: the holder.
+        state: "validating" or "committing".
+        lease_s, lease_expires: the holder's lease (expiry by the holder's clock).
+        client: host:pid of the holder (for humans).
+        acquired: when the holder took it.
+        gvl_base: the global version the plan builds on (informational while validating).
+        plan: the table commits to write (committing only).
+        plan_txn: whose commit the plan is (differs from ``txn`` while a taker rolls it forward).
+        additions: read-only tables the global log did not know -> version to add them at.
+        recovering: the crashed holder whose plan a taker is rolling forward.
+    """
+
+    txn: str
+    state: str
+    lease_s: float
+    lease_expires: float
+    client: str = ""
+    acquired: float = 0.0
+    gvl_base: int | None = None
+    plan: tuple[PlannedCommit, ...] = ()
+    plan_txn: str | None = None
+    additions: Mapping[str, int] = field(default_factory=dict)
+    recovering: str | None = None
+
+    def encode(self) -> bytes:
+        body: dict[str, Any] = {
+            "txn": self.txn, "state": self.state, "lease_s": self.lease_s, "lease_expires": self.lease_expires,
+            "client": self.client, "acquired": self.acquired, "gvl_base": self.gvl_base,
+        }
+        if self.state == COMMITTING:
+            body.update(plan=[e.to_json() for e in self.plan], plan_txn=self.plan_txn,
+                        additions=dict(self.additions))
+        if self.recovering:
+            body["recovering"] = self.recovering
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "LockRecord":
+        """Parse a lock object; an unreadable one reads as an expired "validating" lock (safe to take)."""
+        try:
+            b = json.loads(data)
+            state = str(b["state"])
+            if state not in (VALIDATING, COMMITTING):
+                raise ValueError(state)
+            return cls(
+                txn=str(b["txn"]), state=state, lease_s=float(b["lease_s"]), lease_expires=float(b["lease_expires"]),
+                client=str(b.get("client") or ""), acquired=float(b.get("acquired") or 0.0),
+                gvl_base=None if b.get("gvl_base") is None else int(b["gvl_base"]),
+                plan=tuple(PlannedCommit.from_json(e) for e in b.get("plan") or ()),
+                plan_txn=b.get("plan_txn"), additions={str(k): int(v) for k, v in dict(b.get("additions") or {}).items()},
+                recovering=b.get("recovering"),
+            )
+        except (ValueError, TypeError, KeyError, AttributeError):
+            log.warning("unreadable %s: treating it as expired", LOCK_KEY)
+            return cls(txn="?", state=VALIDATING, lease_s=0.0, lease_expires=0.0)
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """A lock taken over from a crashed holder.
+
+    Attributes:
+        previous_txn, previous_state: the record found expired.
+        action: "rolled-back" (was validating: nothing to do), "rolled-forward" (its plan is now
+            committed and published), "plan-rolled-back" (its plan broke, see ``result``).
+        result: the roll forward's outcome (None for "rolled-back").
+    """
+
+    previous_txn: str
+    previous_state: str
+    action: str
+    result: PlanResult | None = None
+
+
+class ValidationLock:
+    """Acquires the validation lock of a warehouse (thread-safe; one instance may serve many transactions).
+
+    Args:
+        store: the object store.
+        glog: the global version log (for roll forwards); share the lakehouse's instance.
+        lease_s: the holder's lease (renewed every ``lease_s / 3`` while held).
+        poll_min_s, poll_max_s: waiting backoff bounds (doubling, with jitter).
+        skew_s: clock skew tolerated before a record's ``lease_expires`` alone proves it expired
+            (default ``lease_s``); expiry by observation (etag unchanged for ``lease_s``) is always used.
+    """
+
+    def __init__(self, store: ObjectStore, glog: GlobalLog | None = None, *, lease_s: float = 30.0,
+                 poll_min_s: float = 0.005, poll_max_s: float = 0.2, skew_s: float | None = None) -> None:
+        if lease_s <= 0 or poll_min_s <= 0 or poll_max_s < poll_min_s:
+            raise ValueError("need lease_s > 0 and 0 < poll_min_s <= poll_max_s")
+        self.store = store
+        self.glog = glog if glog is not None else GlobalLog(store)
+        self.lease_s = lease_s
+        self.poll_min_s = poll_min_s
+        self.poll_max_s = poll_max_s
+        self.skew_s = lease_s if skew_s is None else skew_s
+
+    def read(self) -> tuple[LockRecord, str] | None:
+        """The current record and its etag, or None when nobody holds the lock. Cost: 1 GET."""
+        try:
+            res = self.store.get(LOCK_KEY)
+        except NotFound:
+            return None
+        return LockRecord.decode(res.data), res.etag
+
+    def acquire(self, txn: str, *, timeout_s: float, gvl_base: int | None = None,
+                on_wait: Callable[[LockRecord], None] | None = None) -> "HeldLock":
+        """Take the lock for ``txn``, waiting (polling) for the holder and taking over an expired one.
+
+        ``on_wait`` is called with the holder's record whenever the waited-for holder or its state
+        changes (for ``Waiting`` events). Cost: 1 PUT-create when the lock is free; otherwise 1 GET
+        per poll round, then 1 PUT-create or 1 PUT-if-match (takeover; a roll forward adds the
+        plan's writes, see :func:`~lv_core.protocol.commitplan.execute_plan`, and 1 PUT-if-match).
+
+        Raises:
+            ValidationTimeout: not acquired within ``timeout_s`` (``.rule == "timeout"``).
+            GlobalLogConflict: a roll forward found its global version taken (mutual exclusion broken).
+            StorageError: the store failed; if it failed during a roll forward, the crashed holder's plan
+                stays recorded and the next waiter completes it after this one's lease.
+        """
+        deadline = time.monotonic() + timeout_s
+        first_seen: dict[str, float] = {}  # etag -> when this waiter first saw it (monotonic)
+        delay = self.poll_min_s
+        last_seen: tuple[str, str] | None = None
+        takeovers: list[Takeover] = []
+        while True:
+            now = time.time()
+            mine = LockRecord(txn, VALIDATING, self.lease_s, now + self.lease_s, client_label(), now, gvl_base)
+            try:
+                etag = self.store.put(LOCK_KEY, mine.encode(), mode=CREATE)
+                return HeldLock(self, mine, etag, takeovers)
+            except AlreadyExists:
+                pass
+            while True:
+                found = self.read()
+                if found is None:
+                    break  # released: try PUT-create again at once
+                rec, etag = found
+                seen_at = first_seen.setdefault(etag, time.monotonic())
+                if self._expired(rec, seen_at):
+                    held = self._take_over(txn, rec, etag, gvl_base, takeovers)
+                    if held is not None:
+                        return held
+                    continue  # someone else changed it first: look again
+                if on_wait is not None and last_seen != (rec.txn, rec.state):
+                    last_seen = (rec.txn, rec.state)
+                    try:
+                        on_wait(rec)
+                    except Exception:  # a broken callback must not break validation
+                        log.exception("on_wait callback failed")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ValidationTimeout(
+                        f"timed out after {timeout_s:g}s waiting for the validation lock, held by transaction "
+                        f"{rec.txn} ({rec.state}). Help: retry, or raise `timeout`; a crashed holder is taken "
+                        f"over after its lease ({rec.lease_s:g}s).",
+                        details={"holder": rec.txn, "state": rec.state})
+                time.sleep(min(left, delay * random.uniform(0.5, 1.0)))
+                delay = min(self.poll_max_s, delay * 2)
+
+    def _expired(self, rec: LockRecord, seen_at: float) -> bool:
+        if time.time() > rec.lease_expires + self.skew_s:
+            return True
+        return time.monotonic() - seen_at > rec.lease_s
+
+    def _take_over(self, txn: str, old: LockRecord, etag: str, gvl_base: int | None,
+                   takeovers: list[Takeover]) -> "HeldLock | None":
+        now = time.time()
+        mine = LockRecord(txn, VALIDATING, self.lease_s, now + self.lease_s, client_label(), now, gvl_base)
+        if old.state == COMMITTING:
+            rec = replace(old, txn=txn, lease_s=self.lease_s, lease_expires=now + self.lease_s, client=client_label(),
+                          acquired=now, plan_txn=old.plan_txn or old.txn, recovering=old.plan_txn or old.txn)
+        else:
+            rec = mine
+        try:
+            new_etag = self.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(etag))
+        except PreconditionFailed:
+            return None
+        held = HeldLock(self, rec, new_etag, takeovers)
+        if old.state != COMMITTING:
+            log.info("validation lock of %s (validating) expired: taken over by %s", old.txn, txn)
+            takeovers.append(Takeover(old.txn, old.state, "rolled-back"))
+            return held
+        plan_txn = old.plan_txn or old.txn
+        log.info("validation lock of %s (committing) expired: %s rolls it forward", plan_txn, txn)
+        try:
+            base = old.gvl_base if old.gvl_base is not None else -1
+            result = execute_plan(self.store, self.glog, old.plan, txn=plan_txn, gvl_base=base,
+                                  additions=old.additions)
+        except BaseException:
+            held._abandon()  # keep the plan recorded; the next waiter rolls it forward after our lease
+            raise
+        takeovers.append(Takeover(old.txn, old.state, "rolled-forward" if result.committed else "plan-rolled-back",
+                                  result))
+        held._transition(mine)
+        return held
+
+
+class HeldLock:
+    """The validation lock while held by one transaction. Use as a context manager.
+
+    Leaving the ``with`` block releases the lock unless :meth:`commit` already did (an exception
+    before :meth:`commit` therefore releases it: nothing was written).
+
+    Attributes:
+        txn: the holder.
+        takeovers: locks taken over from crashed holders while acquiring this one.
+    """
+
+    def __init__(self, lock: ValidationLock, record: LockRecord, etag: str, takeovers: list[Takeover]) -> None:
+        self.lock = lock
+        self.txn = record.txn
+        self.takeovers = takeovers
+        self._record = record
+        self._etag = etag
+        self._mu = threading.Lock()
+        self._lost = False
+        self._active = True
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._renew_loop, name=f"lv-vlock-{self.txn[-8:]}", daemon=True)
+        self._thread.start()
+
+    def __repr__(self) -> str:
+        return f"HeldLock({self.txn}, {self._record.state}{', lost' if self._lost else ''})"
+
+    def __enter__(self) -> "HeldLock":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._active:
+            self.release()
+
+    @property
+    def record(self) -> LockRecord:
+        return self._record
+
+    @property
+    def lost(self) -> bool:
+        """True once a renewal or transition found the lock taken over."""
+        return self._lost
+
+    # ------------------------------------------------------------------ holder steps
+    def commit(self, plan: Sequence[PlannedCommit], base: GvlState, *,
+               additions: Mapping[str, int] | None = None) -> PlanResult:
+        """Record the plan (state "committing"), write it, publish ``base.version + 1``, release.
+
+        ``base`` is the global log head read while holding the lock (the one validation used).
+        With an empty plan and no additions it only releases (1 DELETE; ``result.gvl`` is ``base``).
+        Cost: 1 PUT-if-match + :func:`~lv_core.protocol.commitplan.execute_plan` (1 write per
+        table + 1 PUT-create + 1 PUT hint) + 1 DELETE.
+
+        Raises:
+            ValidationLockLost: the lease ran out and the lock was taken over before the plan was
+                recorded; nothing was written (validate again).
+            TransactionAborted: the plan broke while writing (``.rule`` "R2": a table version was
+                taken by another writer after validation; "timeout": a marker was freed after the
+                lease ran out); what was written is rolled back (``details["undone"]``), nothing
+                published, the lock released. Markers not yet overwritten are still the caller's.
+            CommitPending: writing kept failing; the commit will be completed by a roll forward.
+            GlobalLogConflict: global version ``base.version + 1`` was published by someone else.
+        """
+        if not plan and not additions:  # read-only: nothing to record, write or publish
+            self.release()
+            return PlanResult(True, {}, base)
+        rec = replace(self._record, state=COMMITTING, gvl_base=base.version, plan=tuple(plan), plan_txn=self.txn,
+                      additions=dict(additions or {}))
+        self._transition(rec)
+        delay = self.lock.poll_min_s
+        for attempt in range(PLAN_ATTEMPTS):
+            try:
+                result = execute_plan(self.lock.store, self.lock.glog, rec.plan, txn=self.txn, gvl_base=base.version,
+                                      additions=rec.additions, base=base)
+                break
+            except StorageError as e:
+                if attempt + 1 == PLAN_ATTEMPTS:
+                    self._abandon()
+                    raise CommitPending(
+                        f"transaction {self.txn} is committed but writing it failed ({e}); the next validator "
+                        f"completes it after the lock lease ({self.lock.lease_s:g}s).") from e
+                time.sleep(delay)
+                delay = min(self.lock.poll_max_s, delay * 4)
+        self.release()
+        if not result.committed:
+            raise TransactionAborted(result.reason, result.rule or "R2",
+                                     details={"written": result.versions, "undone": result.undone})
+        return result
+
+    def release(self) -> None:
+        """Stop renewing and delete the lock if it is still ours (see the module docstring). Idempotent.
+
+        Cost: 1 DELETE (+1 GET when the own lease is close to expiry).
+        """
+        self._stop.set()
+        with self._mu:
+            if not self._active:
+                return
+            self._active = False
+            if self._lost:
+                return
+            store = self.lock.store
+            if self._record.lease_expires - time.time() < self.lock.lease_s / 4:
+                try:
+                    if store.get(LOCK_KEY).etag != self._etag:
+                        self._lost = True
+                        return
+                except NotFound:
+                    return
+            store.delete(LOCK_KEY)
+
+    # ------------------------------------------------------------------ internals
+    def _transition(self, rec: LockRecord) -> None:
+        """Overwrite the record (if-match on our etag) with ``rec`` and a fresh lease."""
+        with self._mu:
+            if self._lost or not self._active:
+                raise ValidationLockLost(
+                    f"transaction {self.txn} no longer holds the validation lock (its lease ran out and it was "
+                    "taken over). Nothing was written: validate again.")
+            now = time.time()
+            rec = replace(rec, lease_expires=now + self.lock.lease_s)
+            try:
+                self._etag = self.lock.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
+            except PreconditionFailed:
+                self._lost = True
+                raise ValidationLockLost(
+                    f"transaction {self.txn} lost the validation lock (its lease ran out and it was taken over). "
+                    "Nothing was written: validate again.") from None
+            self._record = rec
+
+    def _abandon(self) -> None:
+        """Stop renewing without deleting: a waiter takes over once the lease expires."""
+        self._stop.set()
+        with self._mu:
+            self._active = False
+
+    def _renew_loop(self) -> None:
+        period = self.lock.lease_s / 3
+        while not self._stop.wait(period):
+            with self._mu:
+                if not self._active or self._lost:
+                    return
+                rec = replace(self._record, lease_expires=time.time() + self.lock.lease_s)
+                try:
+                    self._etag = self.lock.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
+                    self._record = rec
+                except PreconditionFailed:
+                    self._lost = True
+                    log.warning("validation lock of %s was taken over (lease ran out)", self.txn)
+                    return
+                except StorageError as e:  # transient: try again next period
+                    log.warning("renewing the validation lock of %s failed: %s", self.txn, e)
+
+
+__all__ = [
+    "COMMITTING",
+    "LOCK_KEY",
+    "VALIDATING",
+    "CommitPending",
+    "HeldLock",
+    "LockRecord",
+    "Takeover",
+    "ValidationLock",
+    "ValidationLockLost",
+    "ValidationTimeout",
+]

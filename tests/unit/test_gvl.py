@@ -1,0 +1,166 @@
+"""Module #4.1: the global version log (publish, head without LIST, time travel, on-demand tables)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from lv_core.delta import create_table
+from lv_core.errors import TableNotFound
+from lv_core.protocol.gvl import (
+    EMPTY,
+    GVL_LATEST_KEY,
+    GlobalLog,
+    GlobalLogConflict,
+    GlobalLogError,
+    GlobalVersionNotFound,
+    GvlState,
+    gvl_key,
+    read_versions,
+)
+from lv_core.storage.base import ObjectStore
+from lv_core.storage.instrumented import InstrumentedStore
+from lv_core.storage.local import LocalStore
+
+
+def _chain(glog: GlobalLog, n: int) -> list[GvlState]:
+    """Publish versions 0..n-1, each moving table t<i % 3> to version i."""
+    out = []
+    base = glog.head()
+    for i in range(n):
+        base = glog.publish(base, {f"t{i % 3}": i}, f"txn-{i}")
+        out.append(base)
+    return out
+
+
+def test_empty_log_is_version_minus_one(store: ObjectStore) -> None:
+    inst = InstrumentedStore(store)
+    head = GlobalLog(inst).head()
+    assert head == EMPTY and head.version == -1 and dict(head.tables) == {} and head.table_version("x") is None
+    assert inst.counts()["GET"] == 2 and inst.total() == 2  # hint + version 0, both missing; no LIST
+
+
+def test_publish_and_head(store: ObjectStore) -> None:
+    glog = GlobalLog(store)
+    v0 = glog.publish(glog.head(), {"a": 0, "b": 3}, "t-1")
+    assert (v0.version, dict(v0.tables), v0.txn) == (0, {"a": 0, "b": 3}, "t-1")
+    v1 = glog.publish(v0, {"a": 1}, "t-2")
+    assert dict(v1.tables) == {"a": 1, "b": 3}
+    body = json.loads(store.get(gvl_key(1)).data)
+    assert body["version"] == 1 and body["tables"] == {"a": 1, "b": 3} and body["txn"] == "t-2" and body["ts"] > 0
+    assert json.loads(store.get(GVL_LATEST_KEY).data)["version"] == 1
+
+    inst = InstrumentedStore(store)
+    fresh = GlobalLog(inst)
+    assert fresh.head() == v1
+    assert inst.counts()["LIST"] == 0 and inst.counts()["GET"] == 2 and inst.total() == 2  # hint + probe of 2
+    inst.reset()
+    assert fresh.head() == v1  # a known head: one probe
+    assert inst.counts()["GET"] == 1 and inst.total() == 1
+
+
+def test_head_probes_past_a_lagging_hint(local_store: LocalStore) -> None:
+    inst = InstrumentedStore(local_store)
+    glog = GlobalLog(inst)
+    states = _chain(glog, 3)
+    inst.inner.put(GVL_LATEST_KEY, states[0].encode())  # the hint lags two versions behind
+    inst.reset()
+    assert GlobalLog(inst).head() == states[2]
+    assert inst.counts()["LIST"] == 0 and inst.counts()["GET"] == 1 + 2 + 1
+
+
+def test_head_gallops_when_far_behind_without_hint(local_store: LocalStore) -> None:
+    inst = InstrumentedStore(local_store)
+    states = _chain(GlobalLog(inst), 40)
+    inst.inner.delete(GVL_LATEST_KEY)
+    inst.reset()
+    assert GlobalLog(inst).head() == states[-1]
+    counts = inst.counts()
+    assert counts["LIST"] == 0
+    assert inst.total() < 25  # linear probing would need 42 requests
+    # an instance that saw version 2 long ago catches up the same way
+    old = GlobalLog(inst)
+    old._remember(states[2])
+    assert old.head() == states[-1]
+
+
+def test_time_travel_at_and_as_of(local_store: LocalStore) -> None:
+    glog = GlobalLog(local_store)
+    states = []
+    base = glog.head()
+    for i in range(5):
+        base = glog.publish(base, {"acct": i, **({"audit": 10 + i} if i >= 2 else {})}, f"txn-{i}")
+        states.append(base)
+        time.sleep(0.01)
+    fresh = GlobalLog(glog.store)
+    assert dict(fresh.at(0).tables) == {"acct": 0}
+    assert dict(fresh.at(3).tables) == {"acct": 3, "audit": 13}
+    assert fresh.at(3).txn == "txn-3"
+    assert fresh.at(-1) == EMPTY
+    with pytest.raises(GlobalVersionNotFound, match="does not exist"):
+        fresh.at(5)
+    assert fresh.as_of(states[2].ts) == states[2]
+    assert fresh.as_of(states[2].ts + 0.005) == states[2]
+    assert fresh.as_of(states[0].ts - 1) == EMPTY
+    assert fresh.as_of(time.time() + 10) == states[4]
+
+
+def test_publish_is_idempotent_for_one_txn_and_never_forks(store: ObjectStore) -> None:
+    glog = GlobalLog(store)
+    base = glog.head()
+    first = glog.publish(base, {"a": 1}, "t-1")
+    assert GlobalLog(store).publish(base, {"a": 1}, "t-1") == first  # a roll forward getting there second
+    with pytest.raises(GlobalLogConflict, match="already published by t-1"):
+        GlobalLog(store).publish(base, {"a": 2}, "t-2")
+    assert GlobalLog(store).head() == first
+
+
+def test_concurrent_publishers_on_one_base_one_wins(local_store: LocalStore) -> None:
+    store = local_store
+    base = GlobalLog(store).head()
+    results: list[str] = []
+
+    def publish(i: int) -> None:
+        try:
+            GlobalLog(store).publish(base, {"a": i}, f"t-{i}")
+            results.append("ok")
+        except GlobalLogConflict:
+            results.append("conflict")
+
+    threads = [threading.Thread(target=publish, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["conflict"] * 7 + ["ok"]
+    assert GlobalLog(store).head().version == 0
+
+
+def test_malformed_objects(local_store: LocalStore) -> None:
+    store = local_store
+    store.put(gvl_key(0), b"{not json")
+    with pytest.raises(GlobalLogError, match="malformed"):
+        GlobalLog(store).at(0)
+    store.put(gvl_key(0), GvlState(7, {"a": 1}).encode())
+    with pytest.raises(GlobalLogError, match="says it is version 7"):
+        GlobalLog(store).at(0)
+    store.delete(gvl_key(0))
+    store.put(GVL_LATEST_KEY, b"garbage")  # a bad hint is ignored
+    assert GlobalLog(store).head() == EMPTY
+
+
+def test_read_versions_deduces_tables_the_log_does_not_know(store: ObjectStore) -> None:
+    create_table(store, "known", "id BIGINT")
+    create_table(store, "fresh", "id BIGINT")
+    state = GlobalLog(store).publish(EMPTY, {"known": 0}, "t-1")
+    inst = InstrumentedStore(store)
+    assert read_versions(inst, state, ["known"]) == {"known": 0}
+    assert inst.total() == 0
+    assert read_versions(inst, state, ["known", "fresh"], hints={"fresh": 0}) == {"known": 0, "fresh": 0}
+    assert inst.counts()["HEAD"] == 1 and inst.counts()["LIST"] == 0
+    with pytest.raises(TableNotFound):
+        read_versions(inst, state, ["missing"])
+
