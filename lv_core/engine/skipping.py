@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import json
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -352,10 +351,3 @@ def file_filter(where: Optional[str], schema: DeltaSchema, partition_columns: Se
     """Compile ``where`` (Spark SQL text) into a per-file "may match" test."""
     return FileFilter(where, schema, partition_columns)
 
-
-def stats_json(add: AddFile) -> dict:
-    """The parsed stats of ``add`` ({} when absent); a small convenience for callers and tests."""
-    try:
-        return json.loads(add.stats) if add.stats else {}
-    except ValueError:
-        return {}

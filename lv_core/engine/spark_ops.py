@@ -14,7 +14,10 @@ the predicate selects.
 Reads (``txn.table``) are *exposed*: the caller gets a lazy DataFrame over a fixed list of immutable
 data files. Its value for redo comparison is :class:`TableRead`, equal when the same files are read:
 same files means the same rows, so a redo that reads other files counts as a change (conservative:
-it may abort a transaction whose rows happen to be equal, never miss a change).
+it may abort a transaction whose rows happen to be equal, never miss a change). The DataFrame stays
+valid as long as its files exist: committed files until a vacuum (as any Delta time-travel read), files
+this transaction staged until it rolls back, or, for a staged file its own later statement replaced,
+until it commits (such files are deleted then). On the arrow path the rows already live in Spark.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import pyarrow as pa
 from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.writer import conform
 from lv_core.engine.skipping import file_filter
-from lv_core.engine.spark_io import FILE_COL, _NOT_NULL_TAG, SparkEngine, _col, _nullable, spark_errors, spark_schema
+from lv_core.engine.spark_io import FILE_COL, SparkEngine
+from lv_core.engine.spark_schema import NOT_NULL_TAG, col, nullable_type, spark_errors, spark_schema
 from lv_core.errors import ConfigError, EngineError, SchemaError
 from lv_core.txn.context import OpContext
 from lv_core.txn.ops import Operation, OpResult
@@ -188,11 +192,11 @@ def _dml(engine: SparkEngine, table: str, where: Optional[str], assignments: Opt
             if is_update:
                 cols = []
                 for f in target.fields:
-                    c = _col(f.name)
+                    c = col(f.name)
                     if f.name in sets:
-                        new = F.expr(sets[f.name]).cast(_nullable(f.dataType))
+                        new = F.expr(sets[f.name]).cast(nullable_type(f.dataType))
                         if not f.nullable:
-                            msg = f"{_NOT_NULL_TAG} UPDATE {table}: column {f.name!r} is NOT NULL; SET gave a null"
+                            msg = f"{NOT_NULL_TAG} UPDATE {table}: column {f.name!r} is NOT NULL; SET gave a null"
                             new = F.when(new.isNull(), F.raise_error(F.lit(msg))).otherwise(new)
                         c = F.when(cond, new).otherwise(c)
                     cols.append(c.alias(f.name))

@@ -71,8 +71,28 @@ def resolve_expired(store: ObjectStore, table: str, st: VersionState, by: str) -
     if planned is not None and int(planned.get("version", -1)) == st.version:
         overwrite(store, table, st.version, st.etag, str(planned["commit"]).encode())
         return "rolled-forward"
+    data = _lock_plan(store, st.txn, table, st.version)
+    if data is not None:  # LV[I]: its plan is recorded in the validation lock: it is committed
+        overwrite(store, table, st.version, st.etag, data)
+        return "rolled-forward"
     free_marker(store, table, st, "expired", by=by)
     return "freed"
+
+
+def _lock_plan(store: ObjectStore, txn: str, table: str, version: int) -> bytes | None:
+    """The commit bytes ``txn`` planned for ``table@version`` if the validation lock records them."""
+    from lv_core.protocol.vlock import COMMITTING, ValidationLock
+
+    found = ValidationLock(store).read()
+    if found is None:
+        return None
+    rec, _etag = found
+    if rec.state != COMMITTING or (rec.plan_txn or rec.txn) != txn:
+        return None
+    for e in rec.plan:
+        if e.table == table and e.version == version:
+            return e.data
+    return None
 
 
 def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | None = None) -> RecoveryReport:

@@ -180,8 +180,10 @@ class Transaction:
         validate_table_name(name)
         if self.iso:
             r = isolation.read_version_of(self, name)
-            base, _pending = logs.resolved_view(name, r)  # pending markers are not validated: empty
-            ts = TableState(name, base, read_version=r)
+            # Pending markers at or below r (possible only for a table the global log does not know
+            # yet) read as empty; they are predecessors a marker on this table must wait for.
+            base, pending = logs.resolved_view(name, r)
+            ts = TableState(name, base, read_version=r, pending={v: x for v, x in pending.items() if x != self.id})
             self._tables[name] = ts
         elif not self.markers:
             ts = TableState(name, logs.latest_snapshot(name))

@@ -32,9 +32,9 @@ def counter(warehouse: str, n: int) -> None:
     print(json.dumps({"commits": commits, "aborts": aborts, "redos": redos}))
 
 
-def transfer(warehouse: str, lease_s: float) -> None:
+def transfer(warehouse: str, lease_s: float, preset: str = "repeatable_read") -> None:
     lh = lv_core.connect(warehouse, lease_s=lease_s)
-    txn = lh.begin("repeatable_read", timeout_s=60)
+    txn = lh.begin(preset, timeout_s=60)
     add_kv(txn, "kv", 1, -1)
     add_kv(txn, "kv2", 1, +1)
     res = txn.commit()
@@ -77,6 +77,6 @@ if __name__ == "__main__":
     elif cmd == "transfers":
         transfers(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif cmd == "transfer":
-        transfer(sys.argv[2], float(sys.argv[3]))
+        transfer(sys.argv[2], float(sys.argv[3]), *sys.argv[4:5])
     else:
         raise SystemExit(f"unknown command {cmd}")
