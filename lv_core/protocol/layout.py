@@ -6,7 +6,9 @@
   <table>/<data files>                         data files, named part-<txn>-<step>-<n>.parquet
   _lakevilla/txns/<txn>/lease.json             heartbeat: owner, expiry (overwritten by the owner)
   _lakevilla/txns/<txn>/sublog/<step:06d>.json one sublog entry per operation (put-if-absent)
-  _lakevilla/txns/<txn>/decision.json          commit decision of a multi-table commit (put-if-absent)
+  _lakevilla/txns/<txn>/decision.json          commit decision of a multi-table commit
+  _lakevilla/gvl/<n:020d>.json                 global version log (lv_core.protocol.gvl)
+  _lakevilla/validation.lock                   validation key (lv_core.protocol.vlock)
 ```
 """
 
