@@ -262,8 +262,7 @@ class SparkEngine:
         try:
             with spark_errors(f"writing to {table!r}"):
                 w = df.repartition(*[col(p) for p in parts]) if parts else df
-                writer = w.write.mode("error").option("mapreduce.fileoutputcommitter.marksuccessfuljobs",
-                                                              "false")
+                writer = w.write.mode("error").option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
                 if parts:
                     writer = writer.partitionBy(*parts)
                 writer.parquet(stage_url)

@@ -46,7 +46,8 @@ def spark_errors(what: str) -> Iterator[None]:
         full = str(e)
         if NOT_NULL_TAG in full:
             start = full.index(NOT_NULL_TAG) + len(NOT_NULL_TAG)
-            raise SchemaError(full[start:].split("\n")[0].strip().rstrip(".'\"") + ".") from None
+            text = full[start:].split("\n")[0].split(" SQLSTATE")[0].strip().rstrip(".'\"")
+            raise SchemaError(text + "; nothing was written.") from None
         if any(k in full for k in ("UNRESOLVED_COLUMN", "DATATYPE_MISMATCH", "CAST_INVALID_INPUT",
                                    "INVALID_EXTRACT", "FIELD_NOT_FOUND", "CANNOT_PARSE")):
             raise SchemaError(f"{what}: {msg}") from None
@@ -60,7 +61,6 @@ def spark_errors(what: str) -> Iterator[None]:
         raise EngineError(f"{what}: Spark failed: {msg}") from e
 
 
-# --------------------------------------------------------------------------- schemas
 def spark_schema(schema: DeltaSchema, drop: Sequence[str] = (), extra: Sequence[tuple[str, str]] = ()) -> Any:
     """The Spark ``StructType`` of a Delta schema (the schemaString *is* Spark's JSON), minus ``drop``."""
     from pyspark.sql.types import StructType as SparkStruct
@@ -96,6 +96,7 @@ _SQL_TYPES = {"long": "BIGINT", "integer": "INT", "short": "SMALLINT", "byte": "
 
 
 def needs_fix(t: Any, nullable: bool) -> bool:
+    """Whether Delta type ``t`` (with ``nullable``) has a NOT NULL anywhere, i.e. a file read loses it."""
     if not nullable:
         return True
     if isinstance(t, StructType):
@@ -146,10 +147,12 @@ def _fits(src: Any, dst: Any) -> bool:
 
     if isinstance(src, T.NullType):
         return True
-    if isinstance(src, (T.StructType, T.ArrayType, T.MapType)) or isinstance(dst, (T.StructType, T.ArrayType, T.MapType)):
+    complex_types = (T.StructType, T.ArrayType, T.MapType)
+    if isinstance(src, complex_types) or isinstance(dst, complex_types):
         if isinstance(src, T.StructType) and isinstance(dst, T.StructType):
             return len(src.fields) == len(dst.fields) and all(
-                a.name.lower() == b.name.lower() and _fits(a.dataType, b.dataType) for a, b in zip(src.fields, dst.fields))
+                a.name.lower() == b.name.lower() and _fits(a.dataType, b.dataType)
+                for a, b in zip(src.fields, dst.fields))
         if isinstance(src, T.ArrayType) and isinstance(dst, T.ArrayType):
             return _fits(src.elementType, dst.elementType)
         if isinstance(src, T.MapType) and isinstance(dst, T.MapType):
@@ -209,7 +212,7 @@ def conform_frame(df: "DataFrame", schema: DeltaSchema, table: str) -> "DataFram
         if s is None:
             if not f.nullable:
                 raise SchemaError(f"column {f.name!r} of {table!r} is NOT NULL but missing from the data")
-            cols.append(F.lit(None).cast(f.dataType).alias(f.name))
+            cols.append(F.lit(None).cast(nullable_type(f.dataType)).alias(f.name))
             continue
         if not _fits(s.dataType, f.dataType):
             raise SchemaError(f"column {f.name!r} of {table!r} is {f.dataType.simpleString()}; the data has "

@@ -68,7 +68,8 @@ def _micros(e: "Column", kind: str) -> "Column":
     return F.timestamp_diff("MICROSECOND", F.expr(_NTZ_EPOCH), e)
 
 
-def stats_aggregates(schema: DeltaSchema, parts: Sequence[str]) -> tuple[list["Column"], Callable[[Any], tuple[dict, str]]]:
+def stats_aggregates(schema: DeltaSchema,
+                     parts: Sequence[str]) -> tuple[list["Column"], Callable[[Any], tuple[dict, str]]]:
     """Aggregate columns computing, per file, numRecords/minValues/maxValues/nullCount exactly as
     :func:`lv_core.delta.stats.compute_stats` does for Arrow data, plus size and partition values.
     Returns the columns and a decoder ``row -> (partition values, stats JSON)``."""

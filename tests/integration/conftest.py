@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,3 +23,38 @@ def spark() -> Iterator[SparkSession]:
     session = get_spark()
     yield session
     stop_spark()
+
+
+# -- the engine tests: one lakehouse per test, on a local folder or on the moto S3 server -----------
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def engine_lh(request: pytest.FixtureRequest, spark: SparkSession, tmp_path: Any) -> Iterator[Any]:
+    """A Lakehouse on an instrumented store (``lh.store``; GET keys in ``lh.store.gets``), on the
+    embedded Spark server; parametrised over a local folder and the S3 test server."""
+    import lv_core
+    from lv_core.storage.base import GetResult
+    from lv_core.storage.instrumented import InstrumentedStore
+
+    class Recording(InstrumentedStore):
+        def __init__(self, inner: Any) -> None:
+            super().__init__(inner)
+            self.gets: list[str] = []
+
+        def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
+            self.gets.append(key)
+            return super().get(key, byte_range=byte_range)
+
+    if request.param == "local":
+        from lv_core.storage.local import LocalStore
+
+        inner: Any = LocalStore(tmp_path / "warehouse")
+    else:
+        from lv_core.storage.s3 import S3Store
+
+        bucket = request.getfixturevalue("s3_bucket")
+        inner = S3Store(bucket, "wh", request.getfixturevalue("s3_options"))
+    lh = lv_core.Lakehouse(Recording(inner))
+    lh.kind = request.param  # type: ignore[attr-defined]
+    yield lh
+    lh.close()
