@@ -17,7 +17,7 @@ from widgets.render_inspector import inspector_html, inspector_text
 
 ipywidgets = pytest.importorskip("ipywidgets")
 
-from widgets.inspector import LakehouseInspector, inspect  # noqa: E402
+from widgets.inspector import LakehouseInspector, inspect_lakehouse  # noqa: E402
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_widget_constructor_does_no_io(comms):
 
 def test_refresh_button_and_static_bundle(lh, comms):
     t1, t2 = _interleave(lh)
-    w = inspect(lh)
+    w = inspect_lakehouse(lh)
     parts = {c: p for p in w.children for c in p._dom_classes}
     assert parts["lv-live-markers"].value.count('class="lv-live-marker"') == 3
     assert 'data-edges="1"' in parts["lv-global-dag"].value
@@ -122,7 +122,7 @@ def test_expired_transaction_is_stuck_and_recover_frees_it(tmp_path, comms):
     v = dead.marker_versions()["kv"]
     keeper().pause(dead.id)  # the client hangs: nobody renews its lease
     time.sleep(0.5)
-    w = inspect(lh)
+    w = inspect_lakehouse(lh)
     scan = w.scan
     assert [(m.table, m.version, m.state) for m in scan.markers] == [("kv", v, "expired")]
     assert [(s.txn, s.markers) for s in scan.stuck] == [(dead.id, [("kv", v)])]

@@ -213,3 +213,27 @@ def test_real_transactions_widget_follows_a_background_commit(comms, tmp_path):
     assert w2.view.result.redo_count == 1
     w1.close()
     w2.close()
+
+
+def test_cell_hook_resends_background_renders_from_the_cell_thread(comms):
+    """A headless executor only records messages sent while a cell runs: the post_execute hook
+    re-sends what background threads rendered, so saved notebooks hold the final state."""
+    from widgets.txn_widget import _LIVE, flush_live_widgets
+
+    txn = FakeTxn()
+    w = TransactionWidget(txn, min_interval_s=0.01, tick_s=0)
+    result = next(p for p in w.children if "lv-result" in p._dom_classes)
+    threading.Thread(target=txn.emit, args=tuple(stream(
+        began(), ev.Committed(A, versions={"kv": 3}, redo_count=0, elapsed_s=0.1)))).start()
+    _until(lambda: 'data-outcome="committed"' in result.value)  # rendered by the timer thread
+    assert w in _LIVE
+    n = len(comms)
+    flush_live_widgets()  # what IPython runs after each cell, in the kernel's main thread
+    resent = [(cid, d["state"]) for cid, d in comms[n:] if d.get("method") == "update"]
+    assert any(cid == result.model_id and 'data-outcome="committed"' in st.get("value", "") for cid, st in resent)
+    assert any(cid == w.model_id and "lv-state-committed" in st.get("_dom_classes", ()) for cid, st in resent)
+    assert w not in _LIVE  # done and re-sent: no more work after later cells
+    n = len(comms)
+    flush_live_widgets()
+    assert len(comms) == n
+    w.close()

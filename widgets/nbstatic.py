@@ -1,0 +1,92 @@
+"""Static HTML for notebooks converted without a widget frontend (nbconvert).
+
+Our widgets put ``text/html`` (and ``text/plain``) next to the widget view in their display bundle,
+and nbconvert's HTML exporter falls back to it when the notebook holds no saved widget state: that
+shows each widget as it was when displayed. An executed notebook (``nbclient`` saves widget state
+by default) would instead show the widget views through a widget manager loaded from a CDN.
+:func:`make_static` replaces every widget view by static HTML rebuilt from the saved state (the
+widgets' *final* state, e.g. a transaction that committed after its cell ran), else by the bundled
+``text/html``, and drops the saved state when no widget view is left:
+
+    jupyter nbconvert --to html --HTMLExporter.preprocessors='["widgets.nbstatic.StaticWidgetsPreprocessor"]' NB
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Mapping
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+_BOXES = {"VBoxModel": "column", "HBoxModel": "row", "BoxModel": "row"}
+
+try:  # nbconvert is only needed for the preprocessor class
+    from nbconvert.preprocessors import Preprocessor as _Base
+except ImportError:  # pragma: no cover - the function below still works
+    _Base = object  # type: ignore[assignment,misc]
+
+
+def widget_html(model_id: str, states: Mapping[str, Any], _depth: int = 0) -> str | None:
+    """Static HTML of a saved widget (HTML/Label widgets inside boxes; buttons dropped), or None."""
+    model = states.get(model_id)
+    if not isinstance(model, Mapping) or _depth > 20:
+        return None
+    st = model.get("state") or {}
+    name = model.get("model_name", "")
+    classes = " ".join(html.escape(str(c)) for c in st.get("_dom_classes") or ())
+    if name in ("HTMLModel", "HTMLMathModel"):
+        inner = str(st.get("value") or "")
+    elif name == "LabelModel":
+        inner = html.escape(str(st.get("value") or ""))
+    elif name in _BOXES:
+        parts = []
+        for ref in st.get("children") or ():
+            child = widget_html(str(ref).removeprefix("IPY_MODEL_"), states, _depth + 1)
+            if child:
+                parts.append(child)
+        style = f"display:flex;flex-direction:{_BOXES[name]};gap:4px"
+        return f'<div class="{classes}" style="{style}">{"".join(parts)}</div>'
+    elif name == "ButtonModel":
+        return ""  # nothing to press in a static page
+    else:
+        return None
+    return f'<div class="{classes}">{inner}</div>'
+
+
+def make_static(nb: Any) -> int:
+    """Replace widget views in ``nb`` (an nbformat notebook, modified in place); returns how many."""
+    saved = ((nb.get("metadata") or {}).get("widgets") or {}).get(WIDGET_STATE) or {}
+    states = saved.get("state") or {}
+    done = left = 0
+    for cell in nb.get("cells", ()):
+        for out in cell.get("outputs", ()) or ():
+            data = out.get("data")
+            if not data or WIDGET_VIEW not in data:
+                continue
+            model_id = str((data[WIDGET_VIEW] or {}).get("model_id", ""))
+            static = widget_html(model_id, states) if states else None
+            if static is None:
+                static = data.get("text/html")
+            if static is None:
+                left += 1
+                continue
+            data["text/html"] = static
+            del data[WIDGET_VIEW]
+            done += 1
+    if done and not left and states:
+        widgets_meta = nb["metadata"]["widgets"]
+        del widgets_meta[WIDGET_STATE]  # no widget left: no widget manager (from a CDN) needed
+        if not widgets_meta:
+            del nb["metadata"]["widgets"]
+    return done
+
+
+class StaticWidgetsPreprocessor(_Base):  # type: ignore[misc,valid-type]
+    """nbconvert preprocessor running :func:`make_static`."""
+
+    def preprocess(self, nb: Any, resources: Any) -> tuple[Any, Any]:
+        make_static(nb)
+        return nb, resources
+
+
+__all__ = ["StaticWidgetsPreprocessor", "make_static", "widget_html"]

@@ -1,0 +1,252 @@
+"""``TransactionWidget``: a live view of one transaction, fed by its event stream.
+
+The widget subscribes to ``txn.events`` (replaying the past), folds events into a
+:class:`~widgets.model.TxnView` and re-renders the parts that changed, at most every
+``min_interval_s`` (events arrive from background threads too: a commit waiting behind another
+transaction). While the transaction waits or commits it re-renders every ``tick_s`` so elapsed
+times move. The constructor does no I/O: it renders what the stream already holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from typing import Any
+
+import ipywidgets
+
+from lv_core import events as ev
+from widgets.model import TxnView
+from widgets.render import CSS, PARTS, render_html, render_parts, render_text
+
+log = logging.getLogger(__name__)
+
+_KNOWN: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
+_LIVE: "weakref.WeakSet[TransactionWidget]" = weakref.WeakSet()  # widgets still listening
+_HOOKED = False
+
+
+def remember(txn: Any) -> None:
+    """Remember a transaction so other widgets can show its name instead of its id."""
+    try:
+        _KNOWN[txn.id] = txn
+    except TypeError:  # not weak-referenceable: names are a nicety
+        pass
+
+
+def known_names() -> dict[str, str]:
+    """Display names of the (still alive) transactions that have widgets in this process."""
+    out: dict[str, str] = {}
+    for tid, txn in list(_KNOWN.items()):
+        name = getattr(txn, "name", None)
+        if name:
+            out[tid] = str(name)
+    return out
+
+
+def flush_live_widgets(*_args: Any) -> None:
+    """Re-render every live transaction widget now, in the calling thread.
+
+    Registered as IPython's ``post_execute`` hook: updates made by background threads reach a
+    frontend anyway, but a headless executor (nbclient) only records widget messages sent while a
+    cell runs; this sends the current state from the cell's own thread (cheap: only changed parts).
+    """
+    for w in list(_LIVE):
+        try:
+            w.flush()
+            w._resend_background_changes()
+            if w.view.done:
+                _LIVE.discard(w)
+        except Exception:  # noqa: BLE001 - never break the user's cell
+            log.exception("transaction widget update failed")
+
+
+def _hook_cells() -> None:
+    global _HOOKED
+    if _HOOKED:
+        return
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - ipywidgets depends on IPython
+        return
+    ip = get_ipython()
+    if ip is not None:
+        ip.events.register("post_execute", flush_live_widgets)
+        _HOOKED = True
+
+
+class TransactionWidget(ipywidgets.VBox):
+    """Header, markers, dependency DAG, validation, timeline and result of one transaction.
+
+    Args:
+        txn: a :class:`lv_core.Transaction` (anything with ``.id``, ``.events`` and optionally
+            ``.name``/``.state``).
+        min_interval_s: at most one re-render per interval (batches busy streams).
+        tick_s: re-render period while waiting or committing (elapsed times), 0 to disable.
+
+    CSS classes: ``lv-txn`` and ``lv-state-<state>`` on the box; parts ``lv-header``, ``lv-markers``,
+    ``lv-dag``, ``lv-validation``, ``lv-timeline``, ``lv-result``.
+    """
+
+    def __init__(self, txn: Any, *, min_interval_s: float = 0.1, tick_s: float = 1.0, **kwargs: Any) -> None:
+        self._lv_txn = txn
+        self._lv_view = TxnView(txn.id, name=getattr(txn, "name", None))
+        self._lv_min_interval = float(min_interval_s)
+        self._lv_tick = float(tick_s)
+        self._lv_lock = threading.Lock()  # pending events, timer
+        self._lv_render_lock = threading.RLock()  # one render at a time
+        self._lv_pending: list[ev.Event] = []
+        self._lv_timer: threading.Timer | None = None
+        self._lv_last = 0.0
+        self._lv_building = True
+        self._lv_closed = False
+        self._lv_unsubscribe: Any = None
+        self._lv_state_class = ""
+        self.renders = 0  # how many times parts were re-rendered (for tests and curiosity)
+        self._lv_bg_changed: set[str] = set()  # parts changed by a background thread since the last cell
+        parts = {name: ipywidgets.HTML(value="") for name in PARTS}
+        for name, w in parts.items():
+            w.add_class(f"lv-{name}")
+        self._lv_parts = parts
+        self._lv_style = ipywidgets.HTML(value=CSS)
+        self._lv_style.add_class("lv-style")
+        super().__init__(children=[self._lv_style, *parts.values()], **kwargs)
+        self.add_class("lv-txn")
+        remember(txn)
+        _LIVE.add(self)
+        _hook_cells()
+        self._lv_unsubscribe = txn.events.subscribe(self._on_event, replay=True)
+        self.flush()
+
+    # ------------------------------------------------------------------ public
+    @property
+    def txn(self) -> Any:
+        return self._lv_txn
+
+    @property
+    def view(self) -> TxnView:
+        """The folded view state (after the last render)."""
+        return self._lv_view
+
+    def flush(self) -> None:
+        """Fold pending events and re-render changed parts now (any thread)."""
+        with self._lv_render_lock:
+            with self._lv_lock:
+                events, self._lv_pending = self._lv_pending, []
+                self._lv_building = False
+                self._lv_last = time.monotonic()
+            view = self._lv_view
+            view.names = known_names()  # before folding: timeline sentences name other transactions
+            for e in events:
+                view.apply(e)
+            view.engine_state = getattr(self._lv_txn, "state", None)
+            view.dag.nodes[view.txn] = view.state
+            if self._lv_closed:
+                return
+            self._render(view)
+            if view.done:
+                self._detach()
+            elif self._lv_tick > 0 and view.state in ("waiting", "committing", "validating"):
+                self._schedule(self._lv_tick)
+
+    def close(self) -> None:
+        """Stop listening and close the widget and its parts."""
+        self._lv_closed = True
+        _LIVE.discard(self)
+        self._detach()
+        for w in [self._lv_style, *self._lv_parts.values()]:
+            w.close()
+        super().close()
+
+    def to_html(self) -> str:
+        """The current state as static HTML."""
+        with self._lv_render_lock:
+            return render_html(self._lv_view)
+
+    def to_text(self) -> str:
+        """The current state as plain text."""
+        with self._lv_render_lock:
+            return render_text(self._lv_view)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """The widget view plus static fallbacks (text/html for nbconvert, text/plain for terminals)."""
+        self.flush()
+        data = dict(super()._repr_mimebundle_(**kwargs) or {})
+        data["text/plain"] = self.to_text()
+        data["text/html"] = self.to_html()
+        return data
+
+    # ------------------------------------------------------------------ internals
+    def _on_event(self, event: ev.Event) -> None:
+        with self._lv_lock:
+            self._lv_pending.append(event)
+            if self._lv_building or self._lv_closed or self._lv_timer is not None:
+                return
+            delay = max(0.0, self._lv_last + self._lv_min_interval - time.monotonic())
+            self._start_timer(delay)
+
+    def _schedule(self, delay: float) -> None:
+        with self._lv_lock:
+            if self._lv_timer is None and not self._lv_closed:
+                self._start_timer(delay)
+
+    def _start_timer(self, delay: float) -> None:  # caller holds _lv_lock
+        timer = threading.Timer(delay, self._on_timer)
+        timer.daemon = True
+        timer.name = f"lv-widget-{self._lv_view.txn[-6:]}"
+        self._lv_timer = timer
+        timer.start()
+
+    def _on_timer(self) -> None:
+        with self._lv_lock:
+            self._lv_timer = None
+        try:
+            self.flush()
+        except Exception:  # never let a rendering bug kill the timer thread silently
+            log.exception("transaction widget update failed")
+
+    def _render(self, view: TxnView) -> None:
+        html = render_parts(view)
+        changed: list[str] = []
+        for name, value in html.items():
+            w = self._lv_parts[name]
+            if w.value != value:
+                with w.hold_sync():
+                    w.value = value
+                changed.append(name)
+        cls = f"lv-state-{view.state}"
+        if cls != self._lv_state_class:
+            with self.hold_sync():
+                if self._lv_state_class:
+                    self.remove_class(self._lv_state_class)
+                self.add_class(cls)
+            self._lv_state_class = cls
+            changed.append("_box")
+        if changed:
+            self.renders += 1
+            if threading.current_thread() is not threading.main_thread():
+                self._lv_bg_changed.update(changed)
+
+    def _resend_background_changes(self) -> None:
+        """Send again, from this thread, the parts a background thread changed (see flush_live_widgets)."""
+        with self._lv_render_lock:
+            names, self._lv_bg_changed = self._lv_bg_changed, set()
+            for name in names:
+                if name == "_box":
+                    self.send_state("_dom_classes")
+                elif not self._lv_closed:
+                    self._lv_parts[name].send_state("value")
+
+    def _detach(self) -> None:
+        unsub, self._lv_unsubscribe = self._lv_unsubscribe, None
+        if unsub is not None:
+            unsub()
+        with self._lv_lock:
+            timer, self._lv_timer = self._lv_timer, None
+        if timer is not None:
+            timer.cancel()
+
+
+__all__ = ["TransactionWidget", "flush_live_widgets", "known_names", "remember"]
