@@ -172,7 +172,7 @@ def cmd_recover(m: "LvMagics", rest: list[str]) -> None:
 def cmd_inspect(m: "LvMagics", rest: list[str]) -> None:
     lh = m.state.require()
     try:
-        from widgets import LakehouseInspector
+        from widgets import inspect_lakehouse
     except ImportError:
         raise LvError("the inspector widget is not available in this installation") from None
-    display(LakehouseInspector(lh))
+    display(inspect_lakehouse(lh))

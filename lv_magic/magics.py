@@ -70,11 +70,13 @@ class LvMagics(Magics, Configurable):
                 raise _usage(e) from None
 
     def _widget(self, txn: Any, quiet: bool) -> Any:
-        if quiet or not self.widgets:
-            return None
         try:
             from widgets import TransactionWidget
+            from widgets.txn_widget import remember
         except ImportError:
+            return None
+        remember(txn)  # other widgets show its name instead of its id
+        if quiet or not self.widgets:
             return None
         w = TransactionWidget(txn)
         display(w)
