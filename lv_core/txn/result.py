@@ -20,6 +20,7 @@ class CommitResult:
         elapsed_s: wall time from begin to the end of commit.
         gvl_version: global version log version (LV[I]; None without it).
         validation: per-table validation outcome (LV[I]; empty without it).
+        requests: object-store requests the transaction made, by kind.
     """
 
     txn: str
@@ -31,3 +32,4 @@ class CommitResult:
     elapsed_s: float = 0.0
     gvl_version: int | None = None
     validation: dict[str, Any] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=dict)

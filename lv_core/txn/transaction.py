@@ -44,6 +44,7 @@ from lv_core.protocol.markers import (MarkerInfo, encode_freed, encode_marker, l
 from lv_core.protocol.recovery import resolve_expired
 from lv_core.protocol.sublog import SublogEntry, write_entry
 from lv_core.storage.base import CREATE, OVERWRITE
+from lv_core.storage.instrumented import InstrumentedStore
 from lv_core.testing import crashpoint
 from lv_core.protocol.validation import Policy
 from lv_core.txn import isolation
@@ -104,7 +105,9 @@ class Transaction:
     def __init__(self, lh: "Lakehouse", *, preset: str, features: frozenset[str], slack: int,
                  timeout_s: float, name: str | None, retries: int, lease_s: float) -> None:
         self.lh = lh
-        self.store = lh.store
+        # A per-transaction counting view of the store: the widget and CommitResult report how many
+        # object-store requests of each kind this transaction made (whatever thread made them).
+        self.store = InstrumentedStore(lh.store)
         self.id = layout.new_txn_id()
         self.name = name
         self.preset = preset
@@ -164,6 +167,10 @@ class Transaction:
             for a in rec.result.adds.get(table, ()):
                 files[a.path] = a
         return files
+
+    def requests(self) -> dict[str, int]:
+        """Object-store requests this transaction made so far, by kind (GET, PUT, PUT-create, ...)."""
+        return {k: v for k, v in self.store.counts().items() if v}
 
     def tables(self) -> list[str]:
         return list(self._tables)
@@ -836,10 +843,12 @@ class Transaction:
             for t, v in versions.items():
                 self.lh._after_commit(t, v, self._tables[t].base, self._net_actions(t, [r.result for r in self._ops]))
         self.state = "committed"
+        self.events.emit(ev.Requests(self.id, counts=self.requests()))
         self.events.emit(ev.Committed(self.id, versions=dict(versions), redo_count=self.redo_count, elapsed_s=elapsed))
         return CommitResult(txn=self.id, versions=dict(versions), read_versions=read_versions, freed=dict(freed),
                             redo_count=self.redo_count, waits=self.waits, elapsed_s=elapsed,
-                            gvl_version=self.gvl_version, validation=dict(self.validation))
+                            gvl_version=self.gvl_version, validation=dict(self.validation),
+                            requests=self.requests())
 
     # ------------------------------------------------------------------ abort / rollback
     def _abort(self, reason: str, rule: str) -> None:
@@ -861,6 +870,7 @@ class Transaction:
         except LvError:
             pass
         self.state = "aborted"
+        self.events.emit(ev.Requests(self.id, counts=self.requests()))
         self.events.emit(ev.Aborted(self.id, reason=reason, rule=rule))
 
     def rollback(self) -> None:
