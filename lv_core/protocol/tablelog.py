@@ -34,19 +34,21 @@ class TableLogs:
             return
         self.latest_hint(table)
 
-    def latest_hint(self, table: str) -> int:
-        """A version known to exist, advanced by probing (HEADs) from the cached hint."""
+    def latest_hint(self, table: str, store: ObjectStore | None = None) -> int:
+        """A version known to exist, advanced by probing (HEADs) from the cached hint.
+
+        ``store``: the (counting) view to make the requests through (default: the shared store)."""
         with self._lock:
             hint = self._latest.get(table)
         try:
-            v = DeltaLog(self.store, table).latest_version_by_probe(hint)
+            v = DeltaLog(store or self.store, table).latest_version_by_probe(hint)
         except TableNotFound:
             raise TableNotFound(f"table {table!r} does not exist. Help: create it first, or check the name "
                                 "(`list_tables()` shows what exists).") from None
         self.note_latest(table, v)
         return v
 
-    def cached_hint(self, table: str) -> int:
+    def cached_hint(self, table: str, store: ObjectStore | None = None) -> int:
         """The latest version this process knows of (no request), probing only when it knows none.
 
         Marker placement starts from here: put-if-absent finds the next free version by itself, so
@@ -54,15 +56,17 @@ class TableLogs:
         """
         with self._lock:
             hint = self._latest.get(table)
-        return self.latest_hint(table) if hint is None else hint
+        return self.latest_hint(table, store) if hint is None else hint
 
     def note_latest(self, table: str, version: int) -> None:
         with self._lock:
             if version > self._latest.get(table, -1):
                 self._latest[table] = version
 
-    def resolved_view(self, table: str, upto: int) -> tuple[Snapshot, dict[int, str]]:
+    def resolved_view(self, table: str, upto: int,
+                      store: ObjectStore | None = None) -> tuple[Snapshot, dict[int, str]]:
         """The snapshot at ``upto`` with pending markers read as empty, and those markers (version -> txn)."""
+        store = store or self.store
         with self._lock:
             cached = self._resolved.get(table)
         pending: dict[int, str] = {}
@@ -71,7 +75,7 @@ class TableLogs:
             last_resolved = cached
             commits = []
             for v in range(cached.version + 1, upto + 1):
-                st = read_version(self.store, table, v)
+                st = read_version(store, table, v)
                 if st.pending:
                     pending[v] = st.txn or "?"
                     commits.append((v, []))
@@ -81,7 +85,7 @@ class TableLogs:
                     last_resolved = replay(last_resolved, commits[-1:])
             snap = replay(cached, commits) if commits else cached
         else:
-            snap = DeltaLog(self.store, table).snapshot(upto, method="probe")
+            snap = DeltaLog(store, table).snapshot(upto, method="probe")
             first = snap.checkpoint_version + 1 if snap.checkpoint_version is not None else 0
             for v in range(first, upto + 1):
                 ci = snap.commit_infos.get(v)
@@ -98,10 +102,10 @@ class TableLogs:
                 self._latest[table] = upto
         return snap, pending
 
-    def latest_snapshot(self, table: str) -> Snapshot:
+    def latest_snapshot(self, table: str, store: ObjectStore | None = None) -> Snapshot:
         """The latest snapshot (pending markers read as empty): what a plain Delta reader sees."""
-        latest = self.latest_hint(table)
-        return self.resolved_view(table, latest)[0]
+        latest = self.latest_hint(table, store)
+        return self.resolved_view(table, latest, store)[0]
 
     def note_committed(self, table: str, snapshot: Snapshot) -> None:
         """Remember a snapshot known to be resolved (e.g. right after our own commit)."""

@@ -189,16 +189,16 @@ class Transaction:
             r = isolation.read_version_of(self, name)
             # Pending markers at or below r (possible only for a table the global log does not know
             # yet) read as empty; they are predecessors a marker on this table must wait for.
-            base, pending = logs.resolved_view(name, r)
+            base, pending = logs.resolved_view(name, r, self.store)
             ts = TableState(name, base, read_version=r, pending={v: x for v, x in pending.items() if x != self.id})
             self._tables[name] = ts
         elif not self.markers:
-            ts = TableState(name, logs.latest_snapshot(name))
+            ts = TableState(name, logs.latest_snapshot(name, self.store))
             self._tables[name] = ts
         else:
-            v, etag, attempts = self._place(name, logs.cached_hint(name) + 1)
+            v, etag, attempts = self._place(name, logs.cached_hint(name, self.store) + 1)
             crashpoint("marker-placed")
-            base, pending = logs.resolved_view(name, v - 1)
+            base, pending = logs.resolved_view(name, v - 1, self.store)
             pending = {pv: x for pv, x in pending.items() if x != self.id}
             ts = TableState(name, base, v, etag, logical=bool(pending), pending=pending)
             self._tables[name] = ts
@@ -231,7 +231,7 @@ class Transaction:
         """LV[I] with markers: a table read at its global version gets its marker when first written.
 
         Versions between the read version and the marker are predecessors, checked at commit."""
-        v, etag, _ = self._place(ts.name, self.lh._logs.cached_hint(ts.name) + 1)
+        v, etag, _ = self._place(ts.name, self.lh._logs.cached_hint(ts.name, self.store) + 1)
         crashpoint("marker-placed")
         ts.marker_version, ts.marker_etag = v, etag
         for pv in range(ts.base.version + 1, v):
@@ -462,7 +462,7 @@ class Transaction:
     def _execute_autocommit(self, op: Operation) -> Any:
         """Preset ``delta``: the operation commits alone at the next free version (plain Delta OCC)."""
         logs = self.lh._logs
-        self._tables = {t: TableState(t, logs.latest_snapshot(t)) for t in op.tables}
+        self._tables = {t: TableState(t, logs.latest_snapshot(t, self.store)) for t in op.tables}
         self._ops = []
         self._stmt = getattr(self, "_stmt", -1) + 1
         result = self._run(op, self._stmt, 0)
