@@ -40,7 +40,9 @@ def cmd_connect(m: "LvMagics", rest: list[str]) -> None:
     m.state.shutdown()
     m.state.txns.clear()
     m.state.lh = lh
-    print(f"connected to {lh.url} (Spark starts on first data access)")
+    if m.shell is not None:
+        m.shell.user_ns["lh"] = lh
+    print(f"connected to {lh.url} as `lh` (Spark starts on first data access)")
 
 
 def cmd_tables(m: "LvMagics", rest: list[str]) -> None:

@@ -35,10 +35,13 @@ def write_html(nb: nbformat.NotebookNode, path: Path) -> None:
     """An HTML copy; widget views become the static HTML of their final state."""
     from nbconvert import HTMLExporter
 
+    import copy
+
+    nb = copy.deepcopy(nb)
     try:
         from widgets.nbstatic import make_static
 
-        nb = make_static(nb)
+        make_static(nb)  # in place
     except Exception:  # noqa: BLE001 - the HTML copy is a convenience
         pass
     body, _ = HTMLExporter().from_notebook_node(nb)
