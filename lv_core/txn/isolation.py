@@ -86,6 +86,40 @@ def _check_foreign(txn: "Transaction", outcome: ValidationOutcome) -> None:
                 details={"table": t, "version": c.version})
 
 
+def _catch_up_versions(outcome: ValidationOutcome) -> dict[str, int]:
+    """After an R1 failure caused by commits the global log does not know (writers without LV[I]:
+    plain Delta, or LakeVilla presets without I), the versions to publish so a retry reads them.
+
+    Only up to the last real commit below the first pending marker: a published version must never
+    gain content later."""
+    out: dict[str, int] = {}
+    for t, v in outcome.tables.items():
+        if v.rules["R1"].passed or not v.foreign or v.l is None:
+            continue
+        limit = min(v.pending) - 1 if v.pending else max(v.foreign)
+        target = max((f for f in v.foreign if f <= limit), default=None)
+        if target is not None and target > v.l:
+            out[t] = target
+    return out
+
+
+def _catch_up(txn: "Transaction", outcome: ValidationOutcome, deadline: float) -> None:
+    """Publish the foreign versions an R1 failure found (under the validation lock), best effort."""
+    import time
+
+    updates = _catch_up_versions(outcome)
+    if not updates:
+        return
+    try:
+        left = max(0.001, deadline - time.monotonic())
+        with txn.lh._vlock.acquire(txn.id, timeout_s=left) as held:
+            state = txn.lh._glog.head()
+            fresh = {t: v for t, v in updates.items() if (state.table_version(t) or -1) < v}
+            held.commit([], state, additions=fresh) if fresh else held.release()
+    except Exception:  # noqa: BLE001 - the abort below is what the caller needs; a retry catches up
+        pass
+
+
 def commit_isolated(txn: "Transaction", deadline: float) -> tuple[dict[str, int], dict[str, int], GvlState]:
     """Validate and commit under LV[I]; returns (versions written, markers freed, global state)."""
     import time
@@ -101,6 +135,7 @@ def commit_isolated(txn: "Transaction", deadline: float) -> tuple[dict[str, int]
         outcome = validate(collect(txn.store, state, accesses, txn.policy, own_txn=txn.id, parallel=1), txn.policy)
         _emit(txn, outcome, None)
         if not outcome.compatible:
+            _catch_up(txn, outcome, deadline)
             raise outcome.to_abort()
         return {}, {}, state
 
@@ -116,6 +151,9 @@ def commit_isolated(txn: "Transaction", deadline: float) -> tuple[dict[str, int]
             _check_foreign(txn, outcome)
         _emit(txn, outcome, None if not outcome.compatible else state.version + 1)
         if not outcome.compatible:
+            updates = _catch_up_versions(outcome)
+            if updates:
+                held.commit([], state, additions=updates)
             raise outcome.to_abort()
         commits = {}
         for t, actions in writes.items():

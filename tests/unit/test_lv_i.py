@@ -200,3 +200,19 @@ def test_read_only_transactions_make_no_list_and_no_writes(tmp_path):
     assert c["LIST"] == 0
     assert c["PUT"] + c["PUT-create"] + c["PUT-if-match"] + c["DELETE"] == 0
     assert res.versions == {} and res.validation["compatible"]
+
+
+def test_r1_from_commits_outside_the_log_catches_the_log_up(lh):
+    """A serializable reader after a repeatable_read (no LV[I]) commit fails R1 once; the global log
+    then includes that commit, so the retry reads it and passes."""
+    w = lh.begin("repeatable_read")
+    add_kv(w, "x", 1, 7)
+    w.commit()
+    r = lh.begin("serializable")
+    assert read_kv(r, "x", 1)[1] == 100.0  # the global log's (stale) version
+    with pytest.raises(TransactionAborted) as ei:
+        r.commit()
+    assert ei.value.rule == "R1"
+    r2 = lh.begin("serializable")
+    assert read_kv(r2, "x", 1)[1] == 107.0
+    assert r2.commit().validation["compatible"]
