@@ -97,7 +97,8 @@ COMMANDS = {
     "begin": "begin NAME [PRESET] [--features F] [--slack N] [--timeout S]: open a named transaction",
     "commit": "commit NAME: commit it (waits in the background when it must)",
     "rollback": "rollback NAME: roll it back",
-    "recover": "recover: free expired markers, roll decided commits forward, clean leftovers",
+    "recover": "recover [--grace S]: free expired markers, roll decided commits forward, clean leftovers of "
+               "transactions dead for more than S seconds (default: the lease)",
     "inspect": "inspect: the lakehouse inspector widget",
     "help": "help: this text",
 }
@@ -122,6 +123,22 @@ def begin_parser() -> _Parser:
     p.add_argument("--timeout", type=_positive_float, default=None)
     p.add_argument("--quiet", action="store_true")
     return p
+
+
+def recover_parser() -> _Parser:
+    p = _Parser(prog="%lv recover", add_help=False)
+    p.add_argument("--grace", type=lambda t: _non_negative_float(t), default=None)
+    return p
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return v
 
 
 def split_line(line: str) -> tuple[str, list[str]]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.display import HTML, display
 
 from lv_core.errors import LvError
-from lv_magic.args import begin_parser, connect_parser, help_text, split_line
+from lv_magic.args import begin_parser, connect_parser, help_text, recover_parser, split_line
 from lv_magic.state import commit_in_background
 
 if TYPE_CHECKING:
@@ -167,8 +167,12 @@ def cmd_rollback(m: "LvMagics", rest: list[str]) -> None:
 
 
 def cmd_recover(m: "LvMagics", rest: list[str]) -> None:
+    from lv_core.protocol.recovery import recover
+
     lh = m.state.require()
-    print(lh.recover().summary())
+    ns = recover_parser().parse_args(rest)
+    grace = lh.lease_s if ns.grace is None else ns.grace
+    print(recover(lh.store, lease_grace_s=grace).summary())
 
 
 def cmd_inspect(m: "LvMagics", rest: list[str]) -> None:
