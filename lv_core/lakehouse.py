@@ -116,6 +116,14 @@ class Lakehouse:
 
         return api.lakehouse_read(self, name, version)
 
+    def sql(self, statement: str) -> Any:
+        """Run SQL in autocommit: each statement of the (``;``-separated) script in its own ``serializable``
+        transaction; DDL, SHOW and DESCRIBE need none. Returns the last statement's result (see
+        :mod:`lv_core.engine.sql`)."""
+        from lv_core.engine.sql import lakehouse_sql
+
+        return lakehouse_sql(self, statement)
+
     # ------------------------------------------------------------------ transactions
     def begin(self, preset: str = "serializable", features: Any = None, slack: int | None = None,
               timeout_s: float = 60.0, name: str | None = None, *, retries: int = 5) -> Transaction:

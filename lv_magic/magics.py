@@ -120,14 +120,16 @@ class LvMagics(Magics, Configurable):
             ns["txn"] = txn
             exec(compile(cell, "<lvtxn>", "exec"), ns)  # noqa: S102 - the user's own cell
             return None
-        from lv_core.engine.sqlsplit import split_statements
+        from lv_core.engine.sql_parse import parse_script
 
-        statements = split_statements(cell)
-        if not statements:
+        # Parse the whole cell first: a syntax error anywhere runs nothing, and its line/column count
+        # from the top of the cell. Then run statement by statement, showing each result.
+        if not cell.strip():
             raise LvError("the cell has no SQL statement (use --python for Python)")
+        statements = parse_script(cell)
         last = None
-        for stmt in statements:
-            result = txn.sql(stmt)
+        for st in statements:
+            result = txn.sql(st.text)
             if result is not None:
                 last = result
                 self._show(result)

@@ -458,6 +458,14 @@ class Transaction:
 
         return api.txn_delete(self, name, where)
 
+    def sql(self, statement: str) -> Any:
+        """Run SQL (one statement or a ``;``-separated script) inside this transaction; returns the last
+        statement's result: SELECT -> DataFrame, INSERT/UPDATE/DELETE/MERGE -> one-row DataFrame of row
+        counts, SHOW/DESCRIBE -> DataFrame, CREATE TABLE -> None (see :mod:`lv_core.engine.sql`)."""
+        from lv_core.engine.sql import txn_sql
+
+        return txn_sql(self, statement)
+
     # ------------------------------------------------------------------ delta baseline
     def _execute_autocommit(self, op: Operation) -> Any:
         """Preset ``delta``: the operation commits alone at the next free version (plain Delta OCC)."""

@@ -1,0 +1,183 @@
+"""SQL on the lakehouse: ``txn.sql(statement)`` inside a transaction and ``lh.sql(statement)`` in
+autocommit, parsed with sqlglot (Spark dialect) and computed by Spark.
+
+``statement`` may be a script of several statements separated by ``;`` (``;`` inside quotes and
+comments does not split). Every statement is parsed before any runs, so a syntax error runs
+nothing; then they run in order and the result of the last one is returned:
+
+==========================  =========================================================================
+SELECT ...                  a Spark DataFrame (lazy; valid after later statements and the commit)
+INSERT INTO ...             one row: ``num_affected_rows``, ``num_inserted_rows``
+UPDATE ... / DELETE ...     one row: ``num_affected_rows``
+MERGE INTO ...              one row: ``num_affected_rows``, ``num_updated_rows``, ``num_deleted_rows``,
+                            ``num_inserted_rows`` (as Delta Lake on Spark returns them)
+SHOW TABLES [LIKE 'p*']     ``tableName`` rows
+DESCRIBE [TABLE] t          ``col_name``, ``data_type``, ``comment`` rows (+ partition information)
+CREATE TABLE ...            None
+==========================  =========================================================================
+
+Inside a transaction, SELECT/INSERT/UPDATE/DELETE/MERGE are operations of the transaction
+(:mod:`lv_core.engine.sql_run`, :mod:`lv_core.engine.sql_merge`): each table reference is bound to
+the transaction's snapshot of that table plus its own writes, recorded for conflict checks and R1,
+redone at commit when a predecessor invalidates it; a SELECT shown to the caller that a predecessor
+invalidates aborts the commit with rule ``exposed_read``. CREATE TABLE, SHOW TABLES and DESCRIBE
+are not transactional: CREATE TABLE takes effect at once (a rollback does not drop the table) and
+SHOW/DESCRIBE read the latest committed state.
+
+Errors (all :class:`~lv_core.errors.LvError`): syntax errors with line/column and the offending
+text (:class:`~lv_core.engine.sql_ast.SqlError`); unsupported statements listing what is supported
+(:class:`~lv_core.engine.sql_ast.UnsupportedStatement`); unknown tables listing the tables that
+exist (:class:`~lv_core.errors.TableNotFound`); unknown columns and type mismatches
+(:class:`~lv_core.errors.SchemaError`, naming the column). **A failed statement writes nothing and
+the transaction remains usable**: the statements before it stay in the transaction, the failed one
+left no trace (its staged files are deleted); the caller may go on, commit, or roll back (``%%lvtxn``
+rolls the cell's transaction back). In autocommit (``lh.sql``) each statement is its own transaction
+under the lakehouse's default preset ``serializable``: a failed statement is rolled back, the ones
+before it stay committed, the ones after it do not run; a statement whose commit aborts (R1-R3,
+conflict) is re-run in a new transaction up to ``retries`` times.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+from lv_core.engine.sql_ast import SUPPORTED, SqlError, Statement, UnsupportedStatement
+from lv_core.engine.sql_bind import Renderer
+from lv_core.engine.sql_parse import parse_script, show_matches
+from lv_core.errors import TableNotFound, TransactionAborted
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from lv_core.lakehouse import Lakehouse
+    from lv_core.txn.transaction import Transaction
+
+__all__ = ["SUPPORTED", "SqlError", "UnsupportedStatement", "lakehouse_sql", "resolve_tables", "txn_sql"]
+
+_NO_TXN = ("create", "show", "describe")
+
+
+def txn_sql(txn: "Transaction", statement: str) -> Optional["DataFrame"]:
+    """``Transaction.sql``: run the statement(s) inside ``txn``; returns the last one's result."""
+    txn._check_active()
+    statements = parse_script(statement)
+    result = None
+    for st in statements:
+        result = _run(txn.lh, txn, st)
+    return result
+
+
+def lakehouse_sql(lh: "Lakehouse", statement: str, *, retries: int = 3) -> Optional["DataFrame"]:
+    """``Lakehouse.sql``: each statement in its own transaction (preset ``serializable``), committed
+    before the next runs; DDL, SHOW and DESCRIBE need none. Returns the last statement's result."""
+    statements = parse_script(statement)
+    result = None
+    for st in statements:
+        if st.kind in _NO_TXN or (st.kind == "select" and not st.sources):
+            result = _run(lh, None, st)
+            continue
+        for attempt in range(retries + 1):
+            txn = lh.begin()
+            try:
+                result = _run(lh, txn, st)
+                txn.commit()
+                break
+            except TransactionAborted:
+                txn.rollback()  # no-op when the commit already aborted it
+                if attempt >= retries:
+                    raise
+            except BaseException:
+                txn.rollback()
+                raise
+    return result
+
+
+def resolve_tables(lh: "Lakehouse", written: tuple[str, ...]) -> dict[str, str]:
+    """Table names as written -> real names (exact, else a unique case-insensitive match).
+
+    Raises:
+        TableNotFound: naming the tables that do exist.
+    """
+    out: dict[str, str] = {}
+    listing: Optional[list[str]] = None
+    for w in written:
+        try:
+            lh._logs.require(w)
+            out[w] = w
+            continue
+        except TableNotFound:
+            pass
+        listing = lh.list_tables() if listing is None else listing
+        same = [t for t in listing if t.lower() == w.lower()]
+        if len(same) == 1:
+            out[w] = same[0]
+            continue
+        have = f"the lakehouse has: {', '.join(listing)}" if listing else "the lakehouse has no tables yet"
+        raise TableNotFound(f"table {w!r} does not exist; {have}. Help: CREATE TABLE {w} (...) first, or check "
+                            "the name.")
+    return out
+
+
+def _run(lh: "Lakehouse", txn: Optional["Transaction"], st: Statement) -> Optional["DataFrame"]:
+    from lv_core.engine import api
+
+    if st.kind == "create":
+        s = st.spec
+        lh.create_table(s.name, s.ddl, s.partition_by or None, if_not_exists=s.if_not_exists, description=s.description)
+        return None
+    if st.kind == "show":
+        names = [t for t in lh.list_tables() if show_matches(st.spec.pattern, t)]
+        return api.engine(lh).spark.createDataFrame([(n,) for n in names], "tableName string")
+    if st.kind == "describe":
+        return _describe(lh, resolve_tables(lh, (st.spec.name,))[st.spec.name])
+    if txn is not None:
+        txn._check_active()
+    engine = api.engine(lh)
+    if st.kind == "select" and not st.sources:
+        from lv_core.engine.sql_run import sql_errors
+
+        text = Renderer().expr(st.tree).replace("{{", "{").replace("}}", "}")
+        with sql_errors("SELECT"):
+            return engine.spark.sql(text)
+    assert txn is not None
+    names = resolve_tables(lh, st.tables)
+    if st.kind == "select":
+        from lv_core.engine.sql_run import select_op
+
+        return txn.execute(select_op(engine, st, names)).df
+    if st.kind == "insert":
+        from lv_core.engine.sql_run import insert_op
+
+        n = int(txn.execute(insert_op(engine, st, names)))
+        return _counts(engine.spark, {"num_affected_rows": n, "num_inserted_rows": n})
+    if st.kind in ("update", "delete"):
+        from lv_core.engine.sql_run import dml_op
+
+        return _counts(engine.spark, {"num_affected_rows": int(txn.execute(dml_op(engine, st, names)))})
+    if st.kind == "merge":
+        from lv_core.engine.sql_merge import merge_op
+
+        return _counts(engine.spark, txn.execute(merge_op(engine, st, names)))
+    raise UnsupportedStatement(f"{st.kind} is not supported; supported: {SUPPORTED}")  # pragma: no cover
+
+
+def _counts(spark: Any, values: Mapping[str, int]) -> "DataFrame":
+    schema = ", ".join(f"{k} bigint" for k in values)
+    return spark.createDataFrame([tuple(int(v) for v in values.values())], schema)
+
+
+def _describe(lh: "Lakehouse", name: str) -> "DataFrame":
+    from lv_core.engine import api
+    from lv_core.engine.spark_schema import spark_schema
+
+    snap = lh.snapshot(name)
+    fields = {f.name: f for f in snap.schema}
+    rows: list[tuple[str, str, Optional[str]]] = []
+    types = {f.name: f.dataType.simpleString() for f in spark_schema(snap.schema).fields}
+    for n, f in fields.items():
+        comment = f.metadata.get("comment") if isinstance(f.metadata, Mapping) else None
+        rows.append((n, types[n], None if comment is None else str(comment)))
+    if snap.partition_columns:
+        rows += [("# Partition Information", "", None), ("# col_name", "data_type", "comment")]
+        rows += [(p, types.get(p, ""), None) for p in snap.partition_columns]
+    return api.engine(lh).spark.createDataFrame(rows, "col_name string, data_type string, comment string")
