@@ -1,0 +1,468 @@
+"""RESULTS.md and PNG plots from the JSON results of a run (``run.py --report-only`` redoes it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _load(out: Path, name: str) -> dict[str, Any] | None:
+    p = out / f"{name}.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def _f(x: Any, nd: int = 1) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_f(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ plots
+def _plots(out: Path, ycsb: dict | None, mt: dict | None, req: dict | None) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    made = []
+    if ycsb:
+        runs = [r for r in ycsb["runs"] if r.get("grid") == "concurrency" and "error" not in r]
+        wls = sorted({r["workload"] for r in runs})
+        stores = sorted({r["store"] for r in runs})
+        if runs:
+            fig, axes = plt.subplots(len(stores), len(wls), figsize=(3.2 * len(wls), 3 * len(stores)), squeeze=False)
+            for si, store in enumerate(stores):
+                for wi, wl in enumerate(wls):
+                    ax = axes[si][wi]
+                    sel = [r for r in runs if r["workload"] == wl and r["store"] == store and r["per_file"] == 1]
+                    for key in sorted({(r["system"], r["mode"]) for r in sel}):
+                        pts = sorted((r["clients"], r["throughput_ops_s"] or 0) for r in sel
+                                     if (r["system"], r["mode"]) == key)
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{key[0]} {key[1]}")
+                    ax.set_title(f"YCSB {wl} ({store})", fontsize=9)
+                    ax.set_xlabel("clients", fontsize=8)
+                    ax.set_ylabel("ops/s", fontsize=8)
+                    ax.set_xscale("log", base=2)
+            axes[0][0].legend(fontsize=6)
+            fig.tight_layout()
+            fig.savefig(out / "ycsb_concurrency.png", dpi=90)
+            plt.close(fig)
+            made.append("ycsb_concurrency.png")
+        runs = [r for r in ycsb["runs"] if r.get("grid") == "presets" and "error" not in r]
+        if runs:
+            groups = sorted({(r["store"], r["workload"], r["per_file"]) for r in runs})
+            fig, axes = plt.subplots(1, len(groups), figsize=(3.4 * len(groups), 3.6), squeeze=False)
+            for gi, g in enumerate(groups):
+                ax = axes[0][gi]
+                sel = [r for r in runs if (r["store"], r["workload"], r["per_file"]) == g]
+                labels = [f"{r['system']}{' (B)' if r['mode'] == 'bundled' else ''}" for r in sel]
+                ax.barh(labels, [r["throughput_ops_s"] or 0 for r in sel],
+                        color=["tab:orange" if r["mode"] == "bundled" else "tab:blue" for r in sel])
+                ax.set_title(f"{g[0]} YCSB {g[1]}, {g[2]}/file", fontsize=8)
+                ax.set_xlabel("ops/s (8 clients)", fontsize=8)
+                ax.tick_params(labelsize=6)
+            fig.tight_layout()
+            fig.savefig(out / "ycsb_presets.png", dpi=90)
+            plt.close(fig)
+            made.append("ycsb_presets.png")
+    if mt and mt.get("runs"):
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+        for key in sorted({(r["system"], r["store"]) for r in mt["runs"] if "error" not in r}):
+            pts = sorted((r["k"], r["commit_latency_ms"]["p50"], r["txn_latency_ms"]["p50"]) for r in mt["runs"]
+                         if "error" not in r and (r["system"], r["store"]) == key and r.get("committed"))
+            axes[0].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{key[0]} {key[1]}")
+            axes[1].plot([p[0] for p in pts], [p[2] for p in pts], marker="o", label=f"{key[0]} {key[1]}")
+        for ax, t in zip(axes, ("commit latency p50 (ms)", "transaction latency p50 (ms)")):
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("tables per transaction")
+            ax.set_title(t, fontsize=9)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "multitable.png", dpi=90)
+        plt.close(fig)
+        made.append("multitable.png")
+    if req:
+        systems = list(req["systems"])
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        for ax, scen in zip(axes, ("read", "write")):
+            reads = [req["systems"][s][scen]["reads"] for s in systems]
+            writes = [req["systems"][s][scen]["writes"] for s in systems]
+            ax.barh(systems, reads, label="reads (GET/HEAD/LIST)")
+            ax.barh(systems, writes, left=reads, label="writes (PUT/DELETE)")
+            ax.set_title(f"requests per single-table {scen} transaction", fontsize=9)
+            ax.tick_params(labelsize=7)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "requests.png", dpi=90)
+        plt.close(fig)
+        made.append("requests.png")
+    return made
+
+
+# ----------------------------------------------------------------------------------------- report
+def _find(runs: list[dict], **kw: Any) -> dict | None:
+    for r in runs:
+        if "error" not in r and all(r.get(k) == v for k, v in kw.items()):
+            return r
+    return None
+
+
+def write_report(out: Path, report: Path) -> None:
+    meta = _load(out, "run") or {}
+    ycsb, mt, req, spark = (_load(out, n) for n in ("ycsb", "multitable", "requests", "spark"))
+    plots = _plots(out, ycsb, mt, req)
+    rel = Path(*[".."] * 0)
+    try:
+        rel = out.resolve().relative_to(report.parent.resolve())
+    except ValueError:
+        rel = out.resolve()
+    env = meta.get("environment", {})
+    L: list[str] = ["# Benchmark results", ""]
+    L.append(f"Generated by `python benchmarks/run.py` (profile `{meta.get('profile', '?')}`, seed {meta.get('seed')}), "
+             f"finished {meta.get('finished_utc', '?')}, total duration {_f(meta.get('duration_s'), 0)} s, on "
+             f"{env.get('cpus', '?')} CPUs (load average at start {env.get('load_avg_at_start')}), Python "
+             f"{env.get('python')}, pyarrow {env.get('pyarrow')}, deltalake (delta-rs) {env.get('deltalake')}. "
+             f"Raw numbers: `{rel}/*.json`. The machine was shared with other work: absolute numbers are noisy, "
+             "so every comparison below is between systems measured in the same run, interleaved.")
+    L.append("")
+    targets: list[list[Any]] = []
+
+    # -------------------------------------------------------------------------------- requests
+    if req:
+        s = req["systems"]
+        L += ["## Requests per transaction and per feature (paper Figure 14)", "",
+              "Exact counts from the instrumented store (warm client; tables of two rows, one per file). "
+              "`read`: one point read of one table; `write`: one update of one row. Reads = GET+HEAD+LIST, "
+              "writes = PUT (plain, create, if-match) + DELETE.", ""]
+        rows = []
+        for name, row in s.items():
+            rc, wc = row["read"]["requests"], row["write"]["requests"]
+            rows.append([name, row["read"]["reads"], row["read"]["writes"], rc["LIST"], row["write"]["reads"],
+                         row["write"]["writes"], row.get("write_k_per_extra_table", {}).get("total"),
+                         row.get("contended_write_k_per_extra_table", {}).get("total")])
+        L.append(_table(["system", "read txn: reads", "read txn: writes", "read txn: LIST", "write txn: reads",
+                         "write txn: writes", "per extra table (write)", "per extra table (contended inserts)"], rows))
+        L.append("")
+        lo = 2 if 2 in req["ks"] and req["ks"][-1] > 2 else 1
+        L.append("What each feature adds (difference of the rows above; per extra table = slope over k = "
+                 f"{lo}..{req['ks'][-1]} tables; from k = 2 on, because a multi-table LV[CT] commit pays its decision "
+                 "record, 1 PUT + 1 DELETE, once per transaction, not per table):")
+        L.append("")
+        rows = []
+        for name, f in req["features"].items():
+            rows.append([name, f"{f['read']['reads']}R + {f['read']['writes']}W", f"{f['write']['reads']}R + {f['write']['writes']}W",
+                         _rw(f.get("write_k_per_extra_table")), _rw(f.get("contended_write_k_per_extra_table")),
+                         _rw(f.get("contended_write_k_marginal_at_kmax"))])
+        L.append(_table(["feature", "read txn", "write txn", "per extra table, uncontended",
+                         "per extra table, contended (mean)", f"contended, marginal at k={req['ks'][-1]}"], rows))
+        L.append("")
+        ctk = s.get("R+CT", {}).get("contended_write_k", {})
+        if ctk:
+            kmax = str(max(int(k) for k in ctk))
+            c = ctk[kmax]["requests"]
+            L.append(f"Contended R+CT transaction on {kmax} tables (another transaction holds markers on all of "
+                     f"them): {c['GET']} GET, {c['PUT-create']} PUT-create, {c['PUT-if-match']} PUT-if-match, "
+                     f"{c['PUT']} PUT, {c['DELETE']} DELETE. The PUT-if-match count grows quadratically: each time the "
+                     "transaction learns a new edge (first access of a table whose marker lands behind another "
+                     "transaction's), it rewrites *all* markers it holds so they carry the new edge list (rule II), "
+                     "so the j-th table costs j rewrites (1+2+...+k in total), plus one rule-III GET of the other "
+                     "transaction's marker.")
+            L.append("")
+        from benchmarks.reqcount import targets as _req_targets
+
+        for name, t in _req_targets(req).items():
+            targets.append([name, t.get("target", "0 LIST"), json.dumps(t["measured"]), "met" if t["met"] else "MISSED"])
+        L.append(f"The paper's figure: {req.get('note')}.")
+        L.append("")
+
+    # ----------------------------------------------------------------------------- multitable
+    if mt:
+        L += ["## Multi-table transactions: commit latency vs tables (paper Figure 10)", "",
+              f"One-row inserts into each of k tables per transaction, {mt['params']['clients']} client processes, "
+              f"{mt['params']['txns']} transactions each, all on the same k tables. Commit = the `commit()` call; "
+              "transaction = begin to end of commit.", ""]
+        rows = []
+        for r in mt["runs"]:
+            if "error" in r:
+                rows.append([r["system"], r["store"], r["k"], "error", "", "", "", "", "", ""])
+                continue
+            rows.append([r["system"], r["store"], r["k"], r["committed"], r["aborts"], r["commit_latency_ms"]["p50"],
+                         r["commit_latency_ms"]["p99"], r["txn_latency_ms"]["p50"], r["txn_latency_ms"]["p99"],
+                         r["requests_per_txn"]])
+        L.append(_table(["system", "store", "k", "committed", "aborts", "commit p50 ms", "commit p99 ms",
+                         "txn p50 ms", "txn p99 ms", "requests/txn"], rows))
+        L.append("")
+        rat = mt.get("ratios", {})
+        if rat:
+            L.append(_table(["system @ store", "k max", "commit p50 ratio k_max/1", "commit mean ratio",
+                             "txn p50 ratio"], [[k, v["k_max"], v["commit_p50_ratio"], v["commit_mean_ratio"],
+                                                 v["txn_p50_ratio"]] for k, v in rat.items()]))
+            L.append("")
+        bad = [r for r in mt["runs"] if "error" in r or r.get("aborts")]
+        if bad:
+            L.append("Aborted or failed multi-table runs: " + "; ".join(
+                f"{r['system']} {r['store']} k={r['k']}: " + (r["error"][:160] if "error" in r else
+                                                             f"{r['aborts']} aborts {r['aborts_by_rule']}")
+                for r in bad) + ". Transactions that insert into the same k tables place their markers in "
+                "different orders in different tables, so they wait for each other in a cycle; LV[CT] must find "
+                "the cycle (rule III reads) and shift markers (rule IV). Where this shows up as `timeout`/"
+                "`deadlock` aborts (8 marker shifts used up) or `timeout` aborts, the shifts did not break the "
+                "cycles: several transactions shift at the same time and their new markers form new cycles. It "
+                "happens at 0 ms (everything interleaves tightly), not at 20 ms, where the same workload "
+                "committed everything. Reproduce with `python benchmarks/run.py --only multitable --stores "
+                "local-0ms`.")
+            L.append("")
+        rr = rat.get("R @ local-20ms")
+        if rr:
+            L.append(f"LV[R] alone commits table by table (each table waits for its predecessors and is "
+                     f"overwritten in turn; no decision record), so its commit latency grows linearly with k "
+                     f"(ratio {rr['commit_p50_ratio']} at k = {rr['k_max']}); LV[CT] does the per-table work on a "
+                     "pool of 8 threads.")
+            L.append("")
+        key = next((k for k in rat if k.startswith("R+CT @ local-20ms")), None)
+        if key and rat[key]["k_max"] >= 32:
+            v = rat[key]
+            met = v["commit_p50_ratio"] <= 2
+            targets.append(["commit latency at 32 tables / at 1 table, R+CT, 20 ms", "<= 2",
+                            f"{v['commit_p50_ratio']} (p50), {v['commit_mean_ratio']} (mean)", "met" if met else "MISSED"])
+            if not met:
+                L.append(f"**Target missed**: commit latency at 32 tables is {v['commit_p50_ratio']}x the latency at "
+                         f"1 table (p50; target <= 2, missed by {v['commit_p50_ratio'] / 2:.1f}x). Where the time goes "
+                         "at 20 ms per request (from the protocol code): the commit waits for predecessors and "
+                         "overwrites markers on a pool of 8 threads (32 tables = 4 rounds of GET `_last_checkpoint` + "
+                         "PUT-if-match, after the wait rounds), writes the decision record, and then cleans up "
+                         "*sequentially*: one DELETE per sublog entry (32) plus the lease and the decision, i.e. "
+                         "about 34 x 20 ms = 0.7 s alone. With k = 1 none of this multiplies. Making the clean-up "
+                         "asynchronous (after the commit point, off the caller's path) or parallel, and widening the "
+                         "pool to the table count, would bring the ratio toward the paper's flat curve; the "
+                         "whole-transaction latency grows much more (marker placement, data and sublog writes of "
+                         "each insert run one after another, and rule-II marker rewrites grow with k^2 under "
+                         "contention; see the request counts).")
+                L.append("")
+
+    # ----------------------------------------------------------------------------------- ycsb
+    if ycsb:
+        p = ycsb["params"]
+        L += ["## YCSB-LH (paper sections 6.2-6.3, Figures 8-9)", "",
+              f"{p['records']} records of ~1 KB (id + ten 100-character fields); {p['ops']} operations per run "
+              f"(split over the clients; the paper uses 1,000: `--profile full`), zipfian (theta 0.99; D: latest), "
+              f"retries up to {p['max_retries']} per aborted transaction, a run stops starting transactions after "
+              f"{p['max_seconds']} s. `single` = one transaction per YCSB operation; `bundled` = all of a client's "
+              "operations in one transaction. delta-rs and `delta` commit every operation on their own (no "
+              "bundling). Requests/op: client-side counts (LakeVilla, `delta`) and, on the S3 server, server-side "
+              "counts for every system (delta-rs included).", ""]
+        runs = ycsb["runs"]
+        conc = [r for r in runs if r.get("grid") == "concurrency"]
+        if conc:
+            L.append("### Throughput vs clients (ops/s; paper Figure 8)")
+            L.append("")
+            variants = sorted({(r["system"], r["mode"]) for r in conc})
+            clients = sorted({r["clients"] for r in conc})
+            for store in sorted({r["store"] for r in conc}):
+                for per_file in sorted({r["per_file"] for r in conc if r["store"] == store}):
+                    rows = []
+                    for wl in sorted({r["workload"] for r in conc}):
+                        for sysm in variants:
+                            row = [wl, f"{sysm[0]} {sysm[1]}"]
+                            for c in clients:
+                                r = _find(conc, store=store, per_file=per_file, workload=wl, clients=c,
+                                          system=sysm[0], mode=sysm[1])
+                                row.append("-" if r is None else f"{_f(r['throughput_ops_s'])} ({r['aborts']}a/{r['redos']}r)")
+                            rows.append(row)
+                    L.append(f"{store}, {per_file} record(s) per file; cell = ops/s (aborts a / redos r):")
+                    L.append("")
+                    L.append(_table(["workload", "system"] + [f"{c} clients" for c in clients], rows))
+                    L.append("")
+        pre_wls = set(ycsb.get("matrix", {}).get("presets", {}).get("workloads", ["A", "C"]))
+        pre_keys = {(r["store"], r["per_file"]) for r in runs if r.get("grid") == "presets"}
+        order = ["delta-rs", "delta", "LV[R]", "repeatable_read", "serializable", "snapshot", "write_serializable"]
+        pre = sorted([r for r in runs if r["clients"] == 8 and r["workload"] in pre_wls
+                      and (r["store"], r["per_file"]) in pre_keys],
+                     key=lambda r: (r["store"], r["per_file"], r["workload"],
+                                    order.index(r["system"]) if r["system"] in order else 99, r["mode"]))
+        if pre:
+            L.append("### Every system at 8 clients (paper Figure 9)")
+            L.append("")
+            L.append("delta-rs rows on a store with injected latency (`local-20ms`) ran without it (delta-rs's Rust "
+                     "object store cannot be slowed down on a local folder): they are marked `(0 ms!)` and not "
+                     "used for ratios.")
+            L.append("")
+            rows = []
+            for r in pre:
+                name = r["system"] + (" (0 ms!)" if r["system"] == "delta-rs" and _injected(r["store"]) else "")
+                if "error" in r:
+                    rows.append([r["store"], r["workload"], r["per_file"], name, r["mode"], "error"] + [""] * 7)
+                    continue
+                rows.append([r["store"], r["workload"], r["per_file"], name, r["mode"], r["throughput_ops_s"],
+                             r["txn_latency_ms"]["p50"], r["txn_latency_ms"]["p99"], r["aborts"],
+                             ",".join(f"{k}:{v}" for k, v in r["aborts_by_rule"].items()) or "-", r["redos"],
+                             r.get("client_requests_per_op"), r.get("server_requests_per_op")])
+            L.append(_table(["store", "wl", "rows/file", "system", "mode", "ops/s", "txn p50 ms", "txn p99 ms",
+                             "aborts", "by rule", "redos", "req/op (client)", "req/op (S3 server)"], rows))
+            L.append("")
+        # target: YCSB A, 8 clients, LV[R]
+        L.append("### Contended single table: YCSB A, 8 clients")
+        L.append("")
+        rows = []
+        for store in sorted({r["store"] for r in runs}):
+            for per_file in sorted({r["per_file"] for r in runs if r["store"] == store}):
+                lvr = _find(runs, store=store, per_file=per_file, workload="A", clients=8, system="LV[R]", mode="single")
+                lvb = _find(runs, store=store, per_file=per_file, workload="A", clients=8, system="LV[R]", mode="bundled")
+                drs = None if _injected(store) else _find(runs, store=store, per_file=per_file, workload="A",
+                                                          clients=8, system="delta-rs")
+                dl = _find(runs, store=store, per_file=per_file, workload="A", clients=8, system="delta")
+                if not lvr:
+                    continue
+                ratio = lambda a, b: round(a["throughput_ops_s"] / b["throughput_ops_s"], 2) if a and b and b["throughput_ops_s"] else None  # noqa: E731
+                rows.append([store, per_file, lvr["aborts"], lvr["ops_failed"], lvr["throughput_ops_s"],
+                             lvb and lvb["aborts"], lvb and lvb["throughput_ops_s"], drs and drs["throughput_ops_s"],
+                             drs and drs["aborts"], dl and dl["throughput_ops_s"], ratio(lvr, drs), ratio(lvb, drs)])
+                vs = (f"throughput vs delta-rs {ratio(lvr, drs)}x (bundled {ratio(lvb, drs)}x)" if drs else
+                      "delta-rs not comparable here (cannot be slowed down)")
+                targets.append([f"YCSB A, 8 clients, LV[R]: 0 aborts ({store}, {per_file}/file)", "0 aborts",
+                                f"{lvr['aborts']} aborts single-op, {lvb['aborts'] if lvb else '-'} bundled; {vs}",
+                                "met" if lvr["aborts"] == 0 and (not lvb or lvb["aborts"] == 0) else "MISSED"])
+        if rows:
+            L.append(_table(["store", "rows/file", "LV[R] aborts", "LV[R] failed ops", "LV[R] ops/s",
+                             "LV[R] bundled aborts", "LV[R] bundled ops/s", "delta-rs ops/s", "delta-rs aborts",
+                             "delta ops/s", "LV[R] / delta-rs", "LV[R] bundled / delta-rs"], rows))
+            L.append("")
+
+    if ycsb:
+        obs = _ycsb_observations(ycsb["runs"])
+        if obs:
+            L += ["### Observations (computed from the runs above)", ""] + [f"- {o}" for o in obs] + [""]
+
+    # ---------------------------------------------------------------------------------- spark
+    if spark:
+        L += ["## Spark end to end: bank transfers (two UPDATEs in two tables per transaction)", ""]
+        if spark.get("skipped"):
+            L.append(f"Skipped: {spark['skipped']}.")
+            targets.append(["Spark bank transfer: serializable vs delta", "<= 1.10", "not measured (skipped)", "-"])
+        else:
+            pr = spark["params"]
+            L.append(f"One client, {pr['rounds']} measured rounds after {pr['warmup']} warm-up rounds, presets "
+                     f"interleaved (rotating order); statements through `{spark.get('statement_api')}`, data path "
+                     f"`{spark.get('data_path')}`, local store; Spark start-up {spark.get('spark_startup_s')} s "
+                     "(not measured).")
+            L.append("")
+            L.append(_table(["preset", "n", "p50 ms", "mean ms", "p99 ms", "aborts", "requests/txn", "mean vs delta",
+                             "p50 vs delta"], [[k, v["n"], v["p50_ms"], v["mean_ms"], v["p99_ms"], v["aborts"],
+                                                v["requests_per_txn"], _f(v["mean_ratio_vs_delta"], 3),
+                                                _f(v["p50_ratio_vs_delta"], 3)] for k, v in spark["presets"].items()]))
+            L.append("")
+            t = spark.get("target")
+            if t:
+                targets.append(["Spark bank transfer: serializable vs delta (mean latency)", "<= 1.10",
+                                str(t["serializable_vs_delta_mean"]), "met" if t["met"] else "MISSED"])
+                if not t["met"]:
+                    d = spark["presets"].get("delta", {})
+                    s = spark["presets"].get("serializable", {})
+                    L.append(f"**Target missed** by {(t['serializable_vs_delta_mean'] - 1.10) * 100:.0f} percentage "
+                             f"points: serializable takes {s.get('mean_ms')} ms per transfer vs {d.get('mean_ms')} ms "
+                             "for `delta`. The `delta` baseline commits each UPDATE as soon as Spark finished it (two "
+                             "small commits), while a LakeVilla transaction adds per table a marker (placed before "
+                             "Spark reads), sublog entries, the predecessor check at commit, the validation key and "
+                             "the global version for LV[I], and the clean-up DELETEs - about "
+                             f"{s.get('requests_per_txn')} requests vs {d.get('requests_per_txn')}. Each is cheap "
+                             "on a local folder, but every object-store step is on the transaction's critical path "
+                             "(sequential, in the client) while Spark's own work per UPDATE is small here (tiny "
+                             "tables), so the fixed protocol cost is a large fraction. With larger tables (more "
+                             "Spark work per statement) the ratio shrinks. The spread between presets is also "
+                             f"noise-sized here: {s.get('n')} transfers per preset on a shared 2-core machine, "
+                             "and requests/txn include the checkpoint that whichever transaction lands on a "
+                             "version divisible by 10 writes (a warm serializable transfer makes 24 requests, the "
+                             "same as snapshot); `--profile full` measures 30 rounds.")
+                    L.append("")
+            if spark.get("errors"):
+                L.append("Errors: " + "; ".join(spark["errors"]))
+                L.append("")
+
+    # ------------------------------------------------------------------------------- targets
+    if targets:
+        L = L[:4] + ["## Targets", "", _table(["target", "goal", "measured", "status"], targets), ""] + L[3:]
+    if plots:
+        L += ["## Plots", ""] + [f"![{p}]({rel}/{p})" for p in plots] + [""]
+    L += ["## Sizes and reductions", "",
+          "The default profile is reduced for a 2-core machine shared with other work: "
+          "fewer operations per YCSB run (see above) and the full workload x client grid only for LV[R], `delta` and "
+          "delta-rs on the local store with one record per file (as the paper's Figure 8); every preset and mode at 8 "
+          "clients on workloads A and C on each store (both layouts on the 0 ms store). `--profile full` runs the "
+          "paper's sizes (1,000 operations, every combination on every store, 5 transactions per client and k in "
+          "the multi-table benchmark, 30 Spark rounds). Injected latency applies to LakeVilla and `delta` "
+          "(InstrumentedStore); delta-rs cannot be slowed down on a local folder, so it is compared at 0 ms and on "
+          "the S3 test server. The S3 test server is moto, serialised behind a lock (its conditional puts are not "
+          "atomic otherwise), in its own process on the same 2 cores: S3 numbers measure request counts faithfully "
+          "but throughput is bounded by moto's CPU. The local store is durable: every PUT and DELETE fsyncs "
+          "(`lv_core/storage/local.py`), which costs milliseconds per write on this shared disk, so `local-0ms` "
+          "is not free storage: systems that write more objects per operation (LakeVilla's markers, sublogs, "
+          "leases) pay for it there, and delta-rs's local writes are not made durable the same way.", ""]
+    report.write_text("\n".join(L) + "\n")
+
+
+def _rw(d: dict | None) -> str:
+    if not d:
+        return "-"
+    return f"{d['reads']}R + {d['writes']}W"
+
+
+def _ycsb_observations(runs: list[dict]) -> list[str]:
+    out = []
+    ok = [r for r in runs if "error" not in r]
+    for store in sorted({r["store"] for r in ok}):
+        for wl in ("A", "B", "C", "D", "F"):
+            lvr = _find(ok, store=store, workload=wl, clients=8, system="LV[R]", mode="single", per_file=1)
+            lvb = _find(ok, store=store, workload=wl, clients=8, system="LV[R]", mode="bundled", per_file=1)
+            drs = None if _injected(store) else _find(ok, store=store, workload=wl, clients=8, system="delta-rs",
+                                                      per_file=1)
+            dl = _find(ok, store=store, workload=wl, clients=8, system="delta", per_file=1)
+            if lvr and drs and drs["throughput_ops_s"]:
+                out.append(f"{store}, YCSB {wl}, 8 clients: LV[R] {lvr['throughput_ops_s']} ops/s single-op"
+                           + (f", {lvb['throughput_ops_s']} bundled" if lvb else "")
+                           + f" vs delta-rs {drs['throughput_ops_s']} ops/s ({drs['aborts']} aborts)"
+                           + (f" and `delta` {dl['throughput_ops_s']} ops/s ({dl['aborts']} aborts)" if dl else "")
+                           + f"; LV[R] aborts: {lvr['aborts']}" + (f" / {lvb['aborts']} bundled" if lvb else "")
+                           + f", redos {lvr['redos']}" + (f" / {lvb['redos']}" if lvb else "") + ".")
+    d1 = _find(ok, store="local-0ms", workload="C", clients=8, system="delta-rs", per_file=1)
+    d100 = _find(ok, store="local-0ms", workload="C", clients=8, system="delta-rs", per_file=100)
+    if d1 and d100:
+        out.append(f"delta-rs's cost grows with the number of data files in the snapshot: YCSB C at 8 clients runs at "
+                   f"{d1['throughput_ops_s']} ops/s with one record per file (1,000 files) and "
+                   f"{d100['throughput_ops_s']} ops/s with 100 per file (10 files). Each operation refreshes the "
+                   "table and builds a pyarrow dataset over all files (file skipping happens inside it), while "
+                   "LakeVilla's client prunes by the cached statistics and opens only the file holding the key. "
+                   "So ratios against delta-rs with one record per file mostly measure that client overhead; the "
+                   "100-per-file layout is the fairer comparison of the two protocols.")
+    ab = [r for r in ok if r["aborts"] and r["system"] not in ("delta", "delta-rs")]
+    if ab:
+        rules: dict[str, int] = {}
+        for r in ab:
+            for k, v in r["aborts_by_rule"].items():
+                rules[f"{r['system']}:{k}"] = rules.get(f"{r['system']}:{k}", 0) + v
+        out.append("LakeVilla aborts by system and rule over all runs: " + ", ".join(f"{k} {v}" for k, v in
+                   sorted(rules.items())) + ". LV[I] presets abort by validation (R1 when a read is outdated: "
+                   "`serializable` also for read-only transactions; `write_serializable` skips R1 for them; "
+                   "`snapshot` checks only R2/R3); marker presets redo instead of aborting.")
+    tr = [r for r in ok if r.get("truncated")]
+    if tr:
+        out.append(f"{len(tr)} run(s) hit the time limit before finishing their operations (throughput counts "
+                   "completed operations): " + ", ".join(f"{r['store']} {r['workload']} {r['system']}/{r['mode']} "
+                                                         f"c={r['clients']}" for r in tr[:8]) + ".")
+    return out
+
+
+def _injected(store: str) -> bool:
+    """True for a local store with injected latency (delta-rs runs there without it)."""
+    return store.startswith("local-") and store not in ("local-0ms",)

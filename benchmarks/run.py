@@ -1,0 +1,291 @@
+"""Run the benchmarks and write benchmarks/results/*.json, PNG plots and benchmarks/RESULTS.md.
+
+    python benchmarks/run.py                 # the reduced default (about 35 min on 2 cores)
+    python benchmarks/run.py --profile full  # the paper's sizes (hours on 2 cores)
+    python benchmarks/run.py --profile smoke --out /tmp/x   # tiny sizes (the smoke test)
+    python benchmarks/run.py --only requests,multitable --stores local-0ms,local-20ms
+
+Benchmarks: ``ycsb`` (YCSB-LH workloads), ``multitable`` (commit latency vs tables), ``requests``
+(exact requests per feature), ``spark`` (bank transfers through Spark; skipped when unavailable).
+Every parameter of a run is recorded in its JSON; seeds are fixed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import RESULTS, ClientPool, S3Server, environment, log, store_spec, write_json  # noqa: E402
+
+BENCHMARKS = ("requests", "ycsb", "multitable", "spark")
+
+PROFILES: dict[str, dict[str, Any]] = {
+    # Reduced for a 2-core machine shared with other work (see RESULTS.md).
+    "default": {
+        "stores": ["local-0ms", "local-20ms", "s3"],
+        "ycsb": {
+            "records": 1000, "ops": 120, "bundle": 0, "max_retries": 10, "timeout_s": 60, "max_seconds": 25,
+            # grid 1 (paper Figure 8): every workload and client count, LV[R] vs delta vs delta-rs
+            "concurrency": {"stores": ["local-0ms"], "workloads": ["A", "B", "C", "D", "F"], "clients": [1, 4, 8, 16],
+                            "variants": [["delta-rs", "single"], ["delta", "single"], ["LV[R]", "single"],
+                                         ["LV[R]", "bundled"]], "per_file": [1]},
+            # grid 2 (paper Figure 9 and the presets): every system and mode, 8 clients
+            "presets": {"workloads": ["A", "C"], "clients": [8], "per_file_by_store": {"local-0ms": [1, 100]},
+                        "per_file": [1]},
+        },
+        "multitable": {"ks": [1, 2, 4, 8, 16, 32], "clients": 8, "txns": 2, "timeout_s": 30.0, "max_retries": 1,
+                       "runs": [["R+CT", "local-20ms"], ["R+CT", "local-0ms"], ["R", "local-20ms"]]},
+        "requests": {"ks": [1, 2, 4, 8]},
+        "spark": {"rounds": 10, "warmup": 2},
+    },
+    # The paper's sizes: 1,000 operations per run, every combination.
+    "full": {
+        "stores": ["local-0ms", "local-20ms", "s3"],
+        "ycsb": {
+            "records": 1000, "ops": 1000, "bundle": 0, "max_retries": 10, "timeout_s": 120, "max_seconds": 600,
+            "concurrency": {"stores": ["local-0ms", "local-20ms", "s3"], "workloads": ["A", "B", "C", "D", "F"],
+                            "clients": [1, 4, 8, 16],
+                            "variants": [["delta-rs", "single"], ["delta", "single"], ["LV[R]", "single"],
+                                         ["LV[R]", "bundled"]], "per_file": [1, 100]},
+            "presets": {"workloads": ["A", "B", "C", "D", "F"], "clients": [1, 4, 8, 16], "per_file": [1, 100]},
+        },
+        "multitable": {"ks": [1, 2, 4, 8, 16, 32], "clients": 8, "txns": 5,
+                       "runs": [["R+CT", "local-20ms"], ["R+CT", "local-0ms"], ["R", "local-20ms"],
+                                ["R+CT+I", "local-20ms"], ["delta", "local-20ms"], ["R+CT", "s3"]]},
+        "requests": {"ks": [1, 2, 4, 8, 16, 32]},
+        "spark": {"rounds": 30, "warmup": 3},
+    },
+    # Tiny sizes: every code path once (tests/integration/test_bench_smoke.py).
+    "smoke": {
+        "stores": ["local-0ms", "s3"],
+        "ycsb": {
+            "records": 40, "ops": 6, "bundle": 0, "max_retries": 10, "timeout_s": 30, "max_seconds": 20,
+            "concurrency": {"stores": ["local-0ms"], "workloads": ["A", "D", "F"], "clients": [1, 2],
+                            "variants": [["delta-rs", "single"], ["LV[R]", "single"], ["LV[R]", "bundled"]],
+                            "per_file": [1]},
+            "presets": {"workloads": ["A"], "clients": [2], "per_file_by_store": {"local-0ms": [1, 10]},
+                        "per_file": [1]},
+        },
+        "multitable": {"ks": [1, 2], "clients": 2, "txns": 1, "timeout_s": 20.0, "max_retries": 3,
+                       "runs": [["R+CT", "local-0ms"], ["R+CT", "s3"]]},
+        "requests": {"ks": [1, 2]},
+        "spark": {"rounds": 1, "warmup": 0},
+    },
+}
+
+
+def ycsb_matrix(cfg: dict[str, Any], stores: list[str]) -> list[dict[str, Any]]:
+    """The list of YCSB runs (deduplicated): grid 1 then grid 2."""
+    from benchmarks.ycsb import SINGLE_ONLY, SYSTEMS
+
+    runs: list[dict[str, Any]] = []
+    seen: set[tuple] = set()
+
+    def add(**r: Any) -> None:
+        key = tuple(sorted((k, v) for k, v in r.items() if k != "grid"))
+        if key not in seen and r["store"] in stores:
+            seen.add(key)
+            runs.append(r)
+
+    c = cfg["concurrency"]
+    for store in c["stores"]:
+        for per_file in c["per_file"]:
+            for wl in c["workloads"]:
+                for clients in c["clients"]:
+                    for system, mode in c["variants"]:
+                        if system == "delta-rs" and store.startswith("local-") and store != "local-0ms":
+                            continue  # delta-rs cannot be slowed down on a local folder: same as local-0ms
+                        add(grid="concurrency", store=store, per_file=per_file, workload=wl, clients=clients,
+                            system=system, mode=mode)
+    p = cfg["presets"]
+    for store in stores:
+        for per_file in p.get("per_file_by_store", {}).get(store, p["per_file"]):
+            for wl in p["workloads"]:
+                for clients in p["clients"]:
+                    for system in SYSTEMS:
+                        if system == "delta-rs" and store.startswith("local-") and store != "local-0ms":
+                            continue  # delta-rs cannot be slowed down on a local folder: same as local-0ms
+                        for mode in (["single"] if system in SINGLE_ONLY else ["single", "bundled"]):
+                            add(grid="presets", store=store, per_file=per_file, workload=wl, clients=clients,
+                                system=system, mode=mode)
+    return runs
+
+
+def run_ycsb(cfg: dict[str, Any], stores: list[str], s3: S3Server | None, seed: int, workdir: str,
+             out: Path) -> dict[str, Any]:
+    from benchmarks.ycsb import YcsbRunner
+
+    runs = ycsb_matrix(cfg, stores)
+    params = {k: v for k, v in cfg.items() if k not in ("concurrency", "presets")} | {"seed": seed}
+    pool = ClientPool(2)
+    rows: list[dict[str, Any]] = []
+    runners: dict[str, YcsbRunner] = {}
+    t0 = time.monotonic()
+    try:
+        for i, r in enumerate(runs):
+            if r["store"] not in runners:
+                spec = store_spec(r["store"], s3)
+                runners[r["store"]] = YcsbRunner(pool, spec, f"{workdir}/ycsb-{r['store']}", params,
+                                                 s3 if spec.kind == "s3" else None)
+            res = runners[r["store"]].run(system=r["system"], workload=r["workload"], clients=r["clients"],
+                                          mode=r["mode"], per_file=r["per_file"])
+            res["grid"] = r["grid"]
+            rows.append(res)
+            if "error" in res:
+                log(f"ycsb {i + 1}/{len(runs)} {r}: ERROR {res['error'][:300]}")
+                pool.close()
+                pool = ClientPool(2)
+                for rn in runners.values():
+                    rn.pool = pool
+            else:
+                log(f"ycsb {i + 1}/{len(runs)} {r['store']} {r['workload']} c={r['clients']} "
+                    f"{r['system']}/{r['mode']} per_file={r['per_file']}: {res['throughput_ops_s']} ops/s, "
+                    f"aborts={res['aborts']} redos={res['redos']}")
+            if (i + 1) % 10 == 0:  # partial results survive an interrupted run
+                write_json(out / "ycsb.json", {"params": params, "matrix": cfg, "runs": rows, "partial": True})
+    finally:
+        for rn in runners.values():
+            rn.close()
+        pool.close()
+    data = {"params": params, "matrix": {k: cfg[k] for k in ("concurrency", "presets")}, "runs": rows,
+            "duration_s": round(time.monotonic() - t0, 1)}
+    write_json(out / "ycsb.json", data)
+    return data
+
+
+def run_multitable(cfg: dict[str, Any], stores: list[str], s3: S3Server | None, workdir: str, out: Path) -> dict[str, Any]:
+    from benchmarks import multitable
+
+    pool = ClientPool(cfg["clients"])
+    rows = []
+    t0 = time.monotonic()
+    try:
+        n = 0
+        for system, store in cfg["runs"]:
+            if store not in stores:
+                continue
+            spec = store_spec(store, s3)
+            for k in cfg["ks"]:
+                n += 1
+                loc = f"{workdir}/mt-{n:03d}" if spec.kind == "local" else f"{Path(workdir).name}-mt-{n:03d}"
+                r = multitable.run_one(pool, spec, loc, system=system, k=k, clients=cfg["clients"], txns=cfg["txns"],
+                                       timeout_s=cfg.get("timeout_s", 120.0), max_retries=cfg.get("max_retries", 3))
+                rows.append(r)
+                if "error" in r:
+                    log(f"multitable {system} {store} k={k}: ERROR {r['error'][:300]}")
+                    pool.close()
+                    pool = ClientPool(cfg["clients"])
+                else:
+                    log(f"multitable {system} {store} k={k}: commit p50 {r['commit_latency_ms']['p50']} ms, "
+                        f"txn p50 {r['txn_latency_ms']['p50']} ms, {r['requests_per_txn']} requests/txn")
+    finally:
+        pool.close()
+    data = {"params": cfg, "runs": rows, "ratios": multitable.ratios(rows), "duration_s": round(time.monotonic() - t0, 1)}
+    write_json(out / "multitable.json", data)
+    return data
+
+
+def run_requests(cfg: dict[str, Any], out: Path) -> dict[str, Any]:
+    from benchmarks import reqcount
+
+    t0 = time.monotonic()
+    data = reqcount.run(tuple(cfg["ks"]))
+    data["targets"] = reqcount.targets(data)
+    data["duration_s"] = round(time.monotonic() - t0, 1)
+    write_json(out / "requests.json", data)
+    log(f"requests: {len(data['systems'])} systems counted")
+    return data
+
+
+def run_spark(cfg: dict[str, Any], out: Path) -> dict[str, Any]:
+    from benchmarks import spark_e2e
+
+    t0 = time.monotonic()
+    try:
+        data = spark_e2e.run(rounds=cfg["rounds"], warmup=cfg["warmup"])
+    except Exception as e:  # noqa: BLE001
+        data = {"skipped": f"failed: {type(e).__name__}: {str(e)[:500]}"}
+    data["duration_s"] = round(time.monotonic() - t0, 1)
+    write_json(out / "spark.json", data)
+    log(f"spark: {data.get('skipped') or data.get('target')}")
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", choices=sorted(PROFILES), default="default")
+    ap.add_argument("--only", default=",".join(BENCHMARKS), help=f"comma-separated subset of {','.join(BENCHMARKS)}")
+    ap.add_argument("--no-spark", action="store_true", help="skip the Spark end-to-end benchmark")
+    ap.add_argument("--stores", default=None, help="comma-separated: local-0ms, local-20ms, s3 (default: the profile's)")
+    ap.add_argument("--out", default=str(RESULTS), help="results folder (JSON + PNG)")
+    ap.add_argument("--report", default=None, help="RESULTS.md to write (default: benchmarks/RESULTS.md when --out is "
+                                                   "the default folder, else <out>/RESULTS.md)")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--workdir", default=None, help="scratch folder for warehouses (default: a temporary folder)")
+    ap.add_argument("--report-only", action="store_true", help="regenerate RESULTS.md and plots from existing JSON")
+    args = ap.parse_args(argv)
+
+    prof = PROFILES[args.profile]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = Path(args.report) if args.report else (
+        ROOT / "benchmarks" / "RESULTS.md" if out.resolve() == RESULTS.resolve() else out / "RESULTS.md")
+    only = [b.strip() for b in args.only.split(",") if b.strip()]
+    bad = set(only) - set(BENCHMARKS)
+    if bad:
+        ap.error(f"unknown benchmark(s) {', '.join(sorted(bad))}")
+    if args.no_spark and "spark" in only:
+        only.remove("spark")
+    stores = args.stores.split(",") if args.stores else list(prof["stores"])
+
+    from benchmarks import report as rep
+
+    if args.report_only:
+        rep.write_report(out, report)
+        return 0
+    t0 = time.monotonic()
+    meta = {"profile": args.profile, "benchmarks": only, "stores": stores, "seed": args.seed,
+            "environment": environment(), "argv": sys.argv[1:] if argv is None else argv}
+    s3 = None
+    needs_s3 = "s3" in stores and ({"ycsb", "multitable"} & set(only))
+    workdir = args.workdir or tempfile.mkdtemp(prefix="lv-bench-")
+    try:
+        if needs_s3:
+            s3 = S3Server()
+            log(f"S3 test server (moto, serialised) at {s3.endpoint}, bucket {s3.bucket}")
+        if "requests" in only:
+            run_requests(prof["requests"], out)
+        if "multitable" in only:
+            run_multitable(prof["multitable"], stores, s3, workdir, out)
+        if "ycsb" in only:
+            run_ycsb(prof["ycsb"], stores, s3, args.seed, workdir, out)
+        if "spark" in only:
+            run_spark(prof["spark"], out)
+    finally:
+        if s3 is not None:
+            s3.stop()
+        if not args.workdir:
+            import shutil
+
+            shutil.rmtree(workdir, ignore_errors=True)
+    meta["duration_s"] = round(time.monotonic() - t0, 1)
+    meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    write_json(out / "run.json", meta)
+    rep.write_report(out, report)
+    log(f"done in {meta['duration_s']} s: {out} and {report}")
+    return 0
+
+
+if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up the S3 server and clients
+    sys.exit(main())
