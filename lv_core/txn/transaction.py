@@ -698,6 +698,7 @@ class Transaction:
         return self._published, self._freed
 
     def _settle_group(self, group: list[str], deadline: float, *, publish: bool) -> None:
+        redos = 0  # the retry bound counts redo rounds of this group (LV[R] alone settles table by table)
         while True:
             try:
                 preds = self._resolve_all(group, deadline)
@@ -713,13 +714,14 @@ class Transaction:
             if conflict is not None:
                 self.events.emit(ev.ConflictFound(self.id, table=conflict.table, version=conflict.version,
                                                   step=conflict.step, files=conflict.files))
-                if self.redo_count >= self.retries:
+                if redos >= self.retries:
                     raise TransactionAborted(
                         f"gave up after {self.redo_count} redo(s): {conflict.table}@{conflict.version} by "
                         f"{conflict.txn} keeps invalidating step {conflict.step} ({conflict.why}). "
                         "Help: retry the transaction, or raise its retry bound.", "conflict",
                         details={"table": conflict.table, "version": conflict.version})
                 self._redo_from(conflict)
+                redos += 1
                 continue  # everything below the markers is resolved now: the next round finds nothing
             if not publish or not self._publish(group):
                 break

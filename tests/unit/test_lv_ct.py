@@ -179,3 +179,21 @@ def test_waiting_too_long_triggers_a_preemptive_shift(tmp_path):
     assert any(isinstance(e, ev.Shifted) and e.reason == "waited too long" for e in t1.events.history)
     assert committed_kv(lh, "a") == {1: 2.0} and committed_kv(lh, "b") == {1: 2.0}
     assert r1.versions["a"] > lazy.marker_versions()["a"]
+
+
+def test_r_alone_redo_bound_counts_per_table_not_per_transaction(tmp_path):
+    """LV[R] alone settles table by table; one final redo per conflicting table must not exhaust the bound."""
+    lh = lv_core.connect(str(tmp_path))
+    tables = [f"kv{i}" for i in range(7)]
+    for t in tables:
+        make_kv(lh, t, {1: 1.0, 2: 2.0})
+    t1 = lh.begin("repeatable_read", features={"R"})
+    for t in tables:
+        add_kv(t1, t, 1, 1)
+    t2 = lh.begin("repeatable_read", features={"R"})
+    for t in tables:
+        add_kv(t2, t, 1, 1)  # every table conflicts with t1
+    t1.commit()
+    res = t2.commit()  # 7 tables, 7 redos: more than retries=5 in total, one per table
+    assert res.redo_count == 7
+    assert all(committed_kv(lh, t) == {1: 3.0, 2: 2.0} for t in tables)
