@@ -665,8 +665,19 @@ class Transaction:
         finally:
             self._shift_lock.release()
 
+    def _blind_only(self, table: str) -> bool:
+        """Every operation touching ``table`` is a blind append (no read, no remove there), and ops exist."""
+        touching = [rec for rec in self._ops if table in rec.op.tables]
+        return bool(touching) and all(rec.op.blind for rec in touching)
+
     def _resolve_all(self, group: list[str], deadline: float) -> list[PredecessorCommit]:
-        """Wait for the predecessors of every table in ``group``, tables in parallel."""
+        """Wait for the predecessors of every table in ``group``, tables in parallel.
+
+        Without LV[I], a table this transaction only blind-appended to cannot conflict with anything
+        before it, so it does not wait there (no wait edge: fewer cycles across many tables). With
+        LV[I] it must: a published global version may never gain content later."""
+        if not self.iso:
+            group = [t for t in group if not self._blind_only(t)]
         if len(group) == 1 or not self.ct:
             return [p for t in group for p in self._resolve_predecessors(self._tables[t], deadline)]
         futures = [_POOL.submit(self._resolve_predecessors, self._tables[t], deadline) for t in group]
