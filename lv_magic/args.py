@@ -21,14 +21,18 @@ class _Parser(argparse.ArgumentParser):
         raise ArgError(message or f"{self.prog}: invalid arguments")
 
 
-def _positive_float(text: str) -> float:
+def _seconds(text: str, *, allow_zero: bool = False) -> float:
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError("must be > 0")
+    if v < 0 or (v == 0 and not allow_zero):
+        raise argparse.ArgumentTypeError("must be >= 0" if allow_zero else "must be > 0")
     return v
+
+
+def _positive_float(text: str) -> float:
+    return _seconds(text)
 
 
 def _non_negative_int(text: str) -> int:
@@ -127,18 +131,8 @@ def begin_parser() -> _Parser:
 
 def recover_parser() -> _Parser:
     p = _Parser(prog="%lv recover", add_help=False)
-    p.add_argument("--grace", type=lambda t: _non_negative_float(t), default=None)
+    p.add_argument("--grace", type=lambda t: _seconds(t, allow_zero=True), default=None)
     return p
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
-    return v
 
 
 def split_line(line: str) -> tuple[str, list[str]]:
