@@ -836,24 +836,26 @@ class Transaction:
         self.events.emit(ev.MarkerPlaced(self.id, table=ts.name, version=v, attempts=attempts))
 
     def _cleanup(self, *, delete_added: bool) -> None:
+        """Delete what the transaction no longer needs: staged files nobody references, the sublog, the
+        decision; the lease last. Runs after every marker was replaced, so a crash here leaves only
+        leftovers that `lv recover` removes. Deletes run in parallel (bounded pool)."""
         keeper().unregister(self.id)
+        keys: list[str] = []
         if delete_added:
-            for rec in self._ops:
-                for t, adds in rec.result.adds.items():
-                    for a in adds:
-                        self.store.delete(f"{t}/{a.path}")
+            keys += [f"{t}/{a.path}" for rec in self._ops for t, adds in rec.result.adds.items() for a in adds]
         else:
-            for t, path in self._internal_orphans():
-                self.store.delete(f"{t}/{path}")
+            keys += [f"{t}/{path}" for t, path in self._internal_orphans()]
             for t, published in self._published_paths.items():  # LV[R] alone: redone after publishing
-                for rec in self._ops:
-                    for a in rec.result.adds.get(t, ()):
-                        if a.path not in published:
-                            self.store.delete(f"{t}/{a.path}")
-        for step in sorted(self._sublog_steps):
-            self.store.delete(layout.sublog_key(self.id, step))
+                keys += [f"{t}/{a.path}" for rec in self._ops for a in rec.result.adds.get(t, ())
+                         if a.path not in published]
+        keys += [layout.sublog_key(self.id, step) for step in sorted(self._sublog_steps)]
         if self._decided:
-            self.store.delete(layout.decision_key(self.id))
+            keys.append(layout.decision_key(self.id))
+        if len(keys) > 1:
+            list(_POOL.map(self.store.delete, keys))
+        else:
+            for k in keys:
+                self.store.delete(k)
         if self._lease_expires:
             self.store.delete(layout.lease_key(self.id))
 
