@@ -1,0 +1,38 @@
+"""Fixtures of the reliability tests."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def ipshell() -> Iterator[Any]:
+    """IPython's global test shell with the magics loaded (widgets off).
+
+    ``IPython.testing.globalipapp.start_ipython`` hands the shell out once per process; afterwards it
+    returns None. Other test modules (tests/unit/test_magic.py) call it themselves, so this fixture
+    gives the shell back: it clears the "already called" flag again when the module is done.
+    """
+    from IPython import get_ipython
+    from IPython.testing import globalipapp
+
+    fresh = globalipapp.start_ipython()
+    shell = fresh or get_ipython()
+    shell.run_line_magic("load_ext", "lv_magic")
+    shell.run_line_magic("config", "LvMagics.widgets = False")
+    yield shell
+    shell.run_line_magic("config", "LvMagics.widgets = False")
+    if fresh is not None and hasattr(globalipapp.start_ipython, "already_called"):
+        del globalipapp.start_ipython.already_called
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The whole reliability suite is in the `slow` tier for now (`make test-all` runs it): it holds
+    strict-xfail tests of known bugs that the next session fixes, after which its short versions move
+    back into `make test`."""
+    here = __file__.rsplit("/", 1)[0]
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.slow)

@@ -1,0 +1,415 @@
+"""Storage faults during a concurrent workload: a transaction commits fully or not at all.
+
+The store wrapper (lv_core/storage/instrumented.py) fails a fraction of all requests, some of them
+after the request landed (a lost response), and delays some responses. Client threads, each with its
+own Lakehouse, run transfers between balance rows of three tables (random LakeVilla presets) and
+serializable read-only audits. A transaction's outcome is one of:
+
+- committed: its transfer is in the tables;
+- aborted (TransactionAborted, or StorageError/LvError while it was still undecided; state "aborted"):
+  nothing of it may ever become visible;
+- unknown (the commit was decided and then a request failed: state "unknown", or CommitPending):
+  it becomes visible completely or not at all (roll forward by whoever finds it).
+
+Afterwards the faults stop, leases expire, `lv recover` runs, and the tables must be explained:
+every balance = initial + committed transfers + a subset of the unknown ones, each transfer whole
+(the total is conserved), no audit ever saw a broken total, no pending marker or debris is left,
+every version loads with delta-rs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+import lv_core
+from lv_core.errors import LvError, StorageError, TransactionAborted
+from lv_core.protocol import layout
+from lv_core.protocol.lease import keeper
+from lv_core.protocol.markers import read_version
+from lv_core.protocol.vlock import LOCK_KEY, CommitPending
+from lv_core.storage.instrumented import InstrumentedStore
+from tests.helpers import oracle as O
+from tests.reliability.anomalies import setup_tables
+
+TABLES = ["f0", "f1", "f2"]
+ACCOUNTS = 3
+#: repeatable_read (R+CT without I) is left out until the bugs shown by
+#: test_lost_response_to_a_single_table_commit_keeps_its_data and
+#: test_lost_response_to_the_decision_never_half_commits are fixed: there a lost response deletes
+#: committed data files.
+PRESETS = [("serializable", None), ("snapshot", None), ("write_serializable", None)]
+
+
+class FlakyStore(InstrumentedStore):
+    """InstrumentedStore that also answers some requests slowly (seeded)."""
+
+    def __init__(self, inner, *, slow_rate: float, slow_s: float, seed: int, **kw) -> None:
+        super().__init__(inner, seed=seed, **kw)
+        self._slow_rng = random.Random(seed + 1)
+        self._slow_lock = threading.Lock()
+        self.slow_rate, self.slow_s = slow_rate, slow_s
+
+    def _request(self, kind, key, call):  # noqa: ANN001 - the base class's signature
+        with self._slow_lock:
+            slow = self.slow_rate and self._slow_rng.random() < self.slow_rate
+        if slow:
+            time.sleep(self.slow_s)
+        return super()._request(kind, key, call)
+
+
+@dataclass
+class Outcomes:
+    transfers: list[tuple[tuple[str, int], tuple[str, int], float, str, str]] = field(default_factory=list)
+    audits: list[float] = field(default_factory=list)
+    audit_outcomes: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for *_, cat, _detail in self.transfers:
+            out[cat] = out.get(cat, 0) + 1
+        return out
+
+
+def _client(store, seed: int, stop: threading.Event, out: Outcomes, presets) -> None:
+    rng = random.Random(seed)
+    lh = lv_core.Lakehouse(store, lease_s=2.0, cycle_check_s=0.1, shift_after_s=1.0)
+    while not stop.is_set():
+        if rng.random() < 0.25:
+            _audit(lh, out)
+            continue
+        a = (rng.choice(TABLES), rng.randrange(ACCOUNTS))
+        b = a
+        while b == a:
+            b = (rng.choice(TABLES), rng.randrange(ACCOUNTS))
+        amount = float(rng.randrange(1, 20))
+        preset, features = rng.choice(presets)
+        cat, detail = "aborted", ""
+        txn = None
+        try:
+            txn = lh.begin(preset, features=features, timeout_s=20)
+            O.run_op(txn, O.add(a[0], a[1], -amount))
+            O.run_op(txn, O.add(b[0], b[1], amount))
+            txn.commit()
+            cat = "committed"
+        except CommitPending as e:
+            cat, detail = "unknown", f"CommitPending: {e}"
+            keeper().unregister(txn.id)  # the client gives up: see test_decided_commit_..._blocks_nobody
+        except TransactionAborted as e:
+            cat, detail = "aborted", e.rule
+        except LvError as e:
+            detail = f"{type(e).__name__}: {e}"
+            cat = "unknown" if txn is not None and txn.state == "unknown" else "aborted"
+            if cat == "unknown":  # as if its process ended: see test_decided_commit_..._blocks_nobody
+                keeper().unregister(txn.id)
+            if txn is not None and txn.state not in ("aborted", "unknown", "committed"):
+                try:
+                    txn.rollback()
+                except LvError:
+                    pass  # left to its lease and to `lv recover`
+        except Exception as e:  # noqa: BLE001 - not an LvError: a bug
+            with out.lock:
+                out.errors.append(f"{type(e).__name__}: {e}")
+            cat, detail = "unknown", f"{type(e).__name__}"
+        with out.lock:
+            out.transfers.append((a, b, amount, cat, detail))
+
+
+def _audit(lh, out: Outcomes) -> None:
+    try:
+        txn = lh.begin("serializable", timeout_s=20)
+        total = sum(v for t in TABLES for _, v in O.run_op(txn, O.scan(t)))
+        txn.commit()
+    except (TransactionAborted, StorageError, LvError) as e:
+        key = getattr(e, "rule", type(e).__name__)
+        with out.lock:
+            out.audit_outcomes[key] = out.audit_outcomes.get(key, 0) + 1
+        return
+    with out.lock:
+        out.audits.append(total)
+        out.audit_outcomes["committed"] = out.audit_outcomes.get("committed", 0) + 1
+
+
+def _explain_balances(initial: dict, final: dict, out: Outcomes) -> str | None:
+    """None if final = initial + committed + some subset of the unknown transfers; else why not."""
+    base = dict(initial)
+    for a, b, amount, cat, _ in out.transfers:
+        if cat == "committed":
+            base[a] -= amount
+            base[b] += amount
+    unknown = [(a, b, amount) for a, b, amount, cat, _ in out.transfers if cat == "unknown"]
+    if len(unknown) > 16:
+        return None if sum(final.values()) == sum(initial.values()) else "total not conserved"
+    for n in range(len(unknown) + 1):
+        for subset in itertools.combinations(unknown, n):
+            got = dict(base)
+            for a, b, amount in subset:
+                got[a] -= amount
+                got[b] += amount
+            if all(round(got[k] - final.get(k, float("nan")), 6) == 0 for k in got):
+                return None
+    diff = {k: (base[k], final.get(k)) for k in base if round(base[k] - final.get(k, 0), 6) != 0}
+    return f"no subset of the {len(unknown)} unknown transfers explains the balances: {diff}"
+
+
+#: Request kinds the workload's faults hit. DELETE is left out until the bugs shown by
+#: test_cleanup_failure_after_a_commit_keeps_its_data and test_recover_keeps_files_committed_before_a_checkpoint
+#: are fixed (a failed clean-up after a commit deletes its data, at once or in `lv recover`).
+FAULT_KINDS = ["GET", "HEAD", "LIST", "PUT", "PUT-create", "PUT-if-match"]
+
+
+def run_faults(tmp_path, *, seed: int, threads: int, seconds: float, fault_rate: float, capsys=None,
+               kinds: list[str] = FAULT_KINDS, presets=None) -> None:
+    wh = str(tmp_path / "wh")
+    plain = lv_core.connect(wh, lease_s=2.0)
+    setup_tables(plain, {t: [(k, 100.0) for k in range(ACCOUNTS)] for t in TABLES})
+    store = FlakyStore(plain.store, seed=seed, slow_rate=0.01, slow_s=0.15, fault_rate=fault_rate,
+                       fault_after_rate=0.4, fault_kinds=kinds)
+    out = Outcomes()
+    stop = threading.Event()
+    ts = [threading.Thread(target=_client, args=(store, seed * 100 + i, stop, out, presets or PRESETS), daemon=True)
+          for i in range(threads)]
+    for t in ts:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in ts:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in ts), "a client hung"
+    store.clear_faults()
+    injected = len(store.injected)
+
+    # Faults are over: leases expire, recovery runs, one more transaction resolves what waits.
+    time.sleep(2.5)
+    lh = lv_core.connect(wh, lease_s=2.0)
+    for _ in range(3):
+        lh.recover()
+    fin = lh.begin("repeatable_read", timeout_s=30)
+    for t in TABLES:
+        O.run_op(fin, O.add_where(t, O.ALL, 0))
+    fin.commit()
+    time.sleep(2.5)
+    rep = lh.recover()
+
+    initial = {(t, k): 100.0 for t in TABLES for k in range(ACCOUNTS)}
+    final = {(t, k): v for t in TABLES for k, v in O.table_rows(lh.store.url(t))}
+    counts = out.count()
+    why_aborted: dict[str, int] = {}
+    for *_, cat, detail in out.transfers:
+        if cat != "committed":
+            k = f"{cat}:{detail.split(':')[0]}"
+            why_aborted[k] = why_aborted.get(k, 0) + 1
+    msg = (f"seed {seed}: {injected} faults injected; transfers {counts} ({why_aborted}); audits "
+           f"{out.audit_outcomes}; recover: {rep.summary()}")
+    if capsys is not None:
+        with capsys.disabled():
+            print("\n" + msg)
+    assert not out.errors, f"{msg}\nnon-LvError exceptions reached the caller: {out.errors[:5]}"
+    assert injected > 0 and counts.get("committed", 0) > 0, msg
+    assert len(final) == len(initial), f"{msg}\nrows lost or duplicated: {sorted(final)}"
+    assert sum(final.values()) == sum(initial.values()), f"{msg}\na transfer is half visible: {final}"
+    why = _explain_balances(initial, final, out)
+    assert why is None, f"{msg}\n{why}"
+    broken = [t for t in out.audits if t != sum(initial.values())]
+    assert not broken, f"{msg}\nserializable audits saw broken totals: {broken}"
+    for t in TABLES:
+        for v in range(lh.version(t) + 1):
+            assert not read_version(lh.store, t, v).pending, f"{msg}\n{t}@{v} still pending"
+            O.table_rows(lh.store.url(t), v)
+    left = sorted(m.key for m in lh.store.list(layout.TXNS))
+    assert not left, f"{msg}\nleftovers: {left[:10]}"
+    assert not any(m.key == LOCK_KEY for m in lh.store.list(layout.LV_ROOT + "/")), msg
+
+
+def test_faults_short(tmp_path, capsys):
+    run_faults(tmp_path, seed=1, threads=4, seconds=6, fault_rate=0.02, capsys=capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed,rate", [(2, 0.005), (3, 0.01), (4, 0.02)])
+def test_faults_long(tmp_path, capsys, seed, rate):
+    run_faults(tmp_path, seed=seed, threads=6, seconds=40, fault_rate=rate, capsys=capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason="every fault kind and every preset: fails while the bugs of the "
+                   "deterministic xfail tests below are open (expected to pass once they are fixed)")
+def test_faults_every_kind_and_preset(tmp_path, capsys):
+    run_faults(tmp_path, seed=5, threads=6, seconds=40, fault_rate=0.01, capsys=capsys,
+               kinds=["*"], presets=[*PRESETS, ("repeatable_read", None)])
+
+
+# ----------------------------------------------------------------------------------- deterministic faults
+
+
+def _two_tables(tmp_path, lease_s: float = 1.0):
+    from lv_core.lakehouse import Lakehouse
+
+    plain = lv_core.connect(str(tmp_path / "wh"), lease_s=lease_s)
+    setup_tables(plain, {"kv": [(1, 100.0)], "kv2": [(1, 100.0)]})
+    store = InstrumentedStore(plain.store)
+    return plain, store, Lakehouse(store, lease_s=lease_s)
+
+
+def _loads(plain, table: str):
+    try:
+        return O.table_rows(plain.store.url(table))
+    except Exception as e:  # noqa: BLE001 - what a reader gets
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+
+
+def test_lost_response_in_lv_i_commit_is_retried(tmp_path):
+    """serializable: the table commit lands but its response is lost: the plan is retried, it commits."""
+    plain, store, lh = _two_tables(tmp_path)
+    txn = lh.begin("serializable")
+    O.run_op(txn, O.add("kv", 1, 5))
+    store.fail("PUT-if-match", key_contains="kv/_delta_log/", after=True)
+    txn.commit()
+    assert _loads(plain, "kv") == [(1, 105.0)]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "repeatable_read (LV[R]/LV[CT] publish): the marker overwrite that commits a table lands but its "
+    "response is lost (StorageError); Transaction.commit treats the undecided single-table commit as "
+    "failed, _abort's if-match free fails silently and _cleanup(delete_added=True) deletes the data "
+    "files the landed commit references: the caller is told 'aborted' and the table can no longer be "
+    "read (FileNotFoundError). It must GET the version to learn whether the commit landed first"))
+def test_lost_response_to_a_single_table_commit_keeps_its_data(tmp_path):
+    plain, store, lh = _two_tables(tmp_path)
+    txn = lh.begin("repeatable_read")
+    O.run_op(txn, O.add("kv", 1, 5))
+    store.fail("PUT-if-match", key_contains="kv/_delta_log/", after=True)
+    try:
+        txn.commit()
+    except LvError:
+        pass
+    got = _loads(plain, "kv")
+    assert got in ([(1, 100.0)], [(1, 105.0)]), got
+    assert (got == [(1, 105.0)]) == (txn.state in ("committed", "unknown")), (got, txn.state)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "repeatable_read with two tables: the PUT of decision.json lands but its response is lost; the "
+    "client aborts (frees kv's marker, deletes the staged data files) but cannot free kv2's marker (a "
+    "second fault) and leaves decision.json behind; once the lease expired, the next transaction on kv2 "
+    "finds the decision and rolls kv2 forward: half of an aborted transfer becomes visible and kv2's "
+    "latest version references deleted files (readers fail with FileNotFoundError/NotFound)"))
+def test_lost_response_to_the_decision_never_half_commits(tmp_path):
+    plain, store, lh = _two_tables(tmp_path)
+    txn = lh.begin("repeatable_read")
+    O.run_op(txn, O.add("kv", 1, -5))
+    O.run_op(txn, O.add("kv2", 1, 5))
+    store.fail("PUT", key_contains="decision.json", after=True)
+    store.fail("PUT-if-match", key_contains="kv2/_delta_log/", times=1)
+    with pytest.raises(LvError):
+        txn.commit()
+    time.sleep(1.5)  # the owner's lease ran out
+    other = lv_core.connect(str(tmp_path / "wh"), lease_s=1.0)
+    t = other.begin("repeatable_read", timeout_s=20)
+    try:
+        O.run_op(t, O.add("kv2", 1, 1))
+        t.commit()
+    except LvError:
+        pass
+    kv, kv2 = _loads(plain, "kv"), _loads(plain, "kv2")
+    assert isinstance(kv, list) and isinstance(kv2, list), (kv, kv2)
+    assert kv[0][1] + kv2[0][1] in (200.0, 201.0), (kv, kv2)  # all or nothing of the transfer
+
+
+@pytest.mark.parametrize("preset", [
+    pytest.param("repeatable_read", marks=pytest.mark.xfail(strict=True, reason=(
+        "a multi-table commit decided (decision.json written) whose second marker overwrite fails ends "
+        "in state 'unknown', but the process's lease keeper keeps renewing the transaction's lease (no "
+        "_cleanup/unregister on that path): its pending marker is never rolled forward while the client "
+        "process lives (a notebook kernel: hours); every other writer of the table times out, and plain "
+        "readers see one table committed and the other not"))),
+    pytest.param("serializable", marks=pytest.mark.xfail(strict=True, reason=(
+        "serializable: the plan is recorded but every write of kv2's commit fails (CommitPending); the "
+        "validation key is abandoned for a roll forward, but the markers' lease is still renewed by the "
+        "lease keeper, and the next writer waits for the pending kv2 marker before it ever reaches the "
+        "validation key: it times out; the roll forward never happens while the client process lives"))),
+])
+def test_decided_commit_whose_publish_failed_blocks_nobody(tmp_path, preset):
+    plain, store, lh = _two_tables(tmp_path)
+    txn = lh.begin(preset)
+    O.run_op(txn, O.add("kv", 1, -5))
+    O.run_op(txn, O.add("kv2", 1, 5))
+    store.fail("PUT-if-match", key_contains="kv2/_delta_log/", times=3)
+    with pytest.raises(LvError):
+        txn.commit()
+    assert txn.state == "unknown"
+    t0 = time.monotonic()
+    other = lv_core.connect(str(tmp_path / "wh"), lease_s=1.0)
+    t = other.begin(preset, timeout_s=5)
+    O.run_op(t, O.add("kv2", 1, 1))
+    t.commit()  # today: TransactionAborted (timeout), after 5 s
+    assert time.monotonic() - t0 < 1.0 + BOUND
+    assert _loads(plain, "kv") == [(1, 95.0)] and _loads(plain, "kv2") == [(1, 106.0)]  # rolled forward
+
+
+BOUND = 5.0
+
+
+@pytest.mark.parametrize("preset", [
+    pytest.param("repeatable_read", marks=pytest.mark.xfail(strict=True, reason=(
+        "repeatable_read: the commit is published, then _finish's clean-up (deleting the sublog) fails; "
+        "commit() treats the exception like a failure before publishing: the transaction is not decided "
+        "(one table), so _abort runs and _cleanup(delete_added=True) deletes the data files of the "
+        "published commit: the caller gets StorageError, state 'aborted', and the table is unreadable"))),
+    pytest.param("serializable", marks=pytest.mark.xfail(strict=True, reason=(
+        "serializable: the commit is published (global version too), then the clean-up fails; commit() "
+        "raises StorageError and leaves state 'unknown' although the transaction committed: a failed "
+        "best-effort clean-up should not turn a commit into an error"))),
+])
+def test_cleanup_failure_after_a_commit_keeps_its_data(tmp_path, preset):
+    plain, store, lh = _two_tables(tmp_path)
+    txn = lh.begin(preset)
+    O.run_op(txn, O.add("kv", 1, 5))
+    store.fail("DELETE", key_contains="/sublog/")
+    try:
+        txn.commit()
+    except LvError:
+        pass
+    assert _loads(plain, "kv") == [(1, 105.0)]
+    assert txn.state == "committed"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "`lv recover` decides which transactions committed from the table versions after the last checkpoint "
+    "only (recovery.recover: range(checkpoint_version + 1, ...)); the sublog of a committed transaction "
+    "left behind by a failed clean-up is then taken for a dead transaction's, and its data files, which "
+    "the committed version references, are deleted: that version can no longer be read"))
+def test_recover_keeps_files_committed_before_a_checkpoint(tmp_path):
+    plain, store, lh = _two_tables(tmp_path)
+    txn = lh.begin("serializable")
+    O.run_op(txn, O.add("kv", 1, 5))
+    store.fail("DELETE", key_contains="/sublog/")  # the clean-up after the commit fails: the sublog stays
+    try:
+        txn.commit()
+    except LvError:
+        pass
+    assert _loads(plain, "kv") == [(1, 105.0)]
+    for _ in range(12):  # later commits; a checkpoint is written past the transaction's version
+        t = plain.begin("serializable")
+        O.run_op(t, O.add("kv", 1, 0))
+        t.commit()
+    time.sleep(1.2)  # its lease ran out
+    from lv_core.protocol.recovery import recover
+
+    recover(plain.store, lease_grace_s=0.0)
+    for v in range(plain.version("kv") + 1):
+        assert isinstance(_loads_at(plain, "kv", v), list), (v, _loads_at(plain, "kv", v))
+
+
+def _loads_at(plain, table: str, version: int):
+    try:
+        return O.table_rows(plain.store.url(table), version)
+    except Exception as e:  # noqa: BLE001
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
