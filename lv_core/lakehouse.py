@@ -33,6 +33,13 @@ class Lakehouse:
     def __init__(self, store: ObjectStore, *, spark: Any = None, lease_s: float = 30.0,
                  poll_min_s: float = 0.005, poll_max_s: float = 0.2, cycle_check_s: float = 0.25,
                  shift_after_s: float = 5.0) -> None:
+        for opt, value, allow_zero in (("lease_s", lease_s, False), ("poll_min_s", poll_min_s, False),
+                                       ("poll_max_s", poll_max_s, False), ("cycle_check_s", cycle_check_s, False),
+                                       ("shift_after_s", shift_after_s, False)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not allow_zero):
+                raise ConfigError(f"{opt} must be a positive number of seconds, not {value!r}")
+        if poll_max_s < poll_min_s:
+            raise ConfigError(f"poll_max_s ({poll_max_s}) must not be smaller than poll_min_s ({poll_min_s})")
         self.store = store
         self._spark_arg = spark
         self.lease_s = lease_s

@@ -31,6 +31,8 @@ PRESETS: dict[str, Preset] = {
 
 def resolve(preset: str | None, features: object = None, slack: int | None = None) -> tuple[Preset, frozenset[str], int]:
     """Validate a preset name and optional overrides; return (preset, features, slack)."""
+    if preset is not None and not isinstance(preset, str):
+        raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
     name = (preset or "serializable").strip().lower()
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")

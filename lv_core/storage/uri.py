@@ -18,6 +18,8 @@ def open_store(warehouse: str | os.PathLike[str] | None, storage_options: Mappin
     uri = os.fspath(warehouse)
     if not uri:
         raise ConfigError("empty warehouse location")
+    if "\x00" in uri or any(ord(c) < 32 for c in uri):
+        raise ConfigError(f"warehouse {uri!r}: control characters are not allowed in a location")
     parsed = urlparse(uri)
     scheme = parsed.scheme.lower()
     if scheme in ("s3", "s3a"):
