@@ -716,7 +716,8 @@ class Transaction:
             except _Restart:
                 continue
             conflict = first_conflict(self._footprints(), preds) if not self._decided else None
-            for t in group:
+            waited = group if self.iso else [t for t in group if not self._blind_only(t)]
+            for t in waited:  # blind-only tables not waited on keep their pending set: never cached as resolved
                 ts = self._tables[t]
                 ts.base = _rebase(ts.base, [p for p in preds if p.table == t])
                 ts.pending = {}
@@ -864,6 +865,8 @@ class Transaction:
         if self.markers or self.iso:
             self._cleanup(delete_added=False)
             for t, v in versions.items():
+                if self._tables[t].pending:
+                    continue  # published past unresolved markers (blind append): its snapshot is not final yet
                 self.lh._after_commit(t, v, self._tables[t].base, self._net_actions(t, [r.result for r in self._ops]))
         self.state = "committed"
         self.events.emit(ev.Requests(self.id, counts=self.requests()))

