@@ -23,7 +23,7 @@ from typing import Any, Optional, Sequence
 from lv_core.engine.sql_ast import (SUPPORTED, CreateSpec, DeleteSpec, DescribeSpec, InsertSpec, MergeClause,
                                     MergeSpec, ShowSpec, SqlError, Statement, UnsupportedStatement, UpdateSpec,
                                     _check_plain, _exp, _names, _plain_table, _unsupported, source_refs)
-from lv_core.engine.sqlsplit import split_statements
+from lv_core.engine.sqlsplit import quoted_end, split_statements
 
 __all__ = ["parse_script", "parse_statement", "show_matches"]
 
@@ -66,20 +66,10 @@ def _unterminated(text: str) -> Optional[int]:
     while i < n:
         c = text[i]
         if c in ("'", '"', "`"):
-            j = i + 1
-            while j < n:
-                if text[j] == "\\" and c != "`":
-                    j += 2
-                    continue
-                if text[j] == c:
-                    if j + 1 < n and text[j + 1] == c:
-                        j += 2
-                        continue
-                    break
-                j += 1
-            if j >= n:
+            end = quoted_end(text, i)
+            if end is None:
                 return i
-            i = j + 1
+            i = end + 1
         elif text.startswith("--", i):
             nl = text.find("\n", i)
             i = n if nl < 0 else nl

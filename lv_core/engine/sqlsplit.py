@@ -3,6 +3,23 @@
 from __future__ import annotations
 
 
+def quoted_end(text: str, i: int) -> int | None:
+    """Index of the quote closing the quoted run that starts at ``text[i]`` ('...', "...", `...`),
+    honouring backslash escapes (not in backticks) and doubled quotes; None when it is unterminated."""
+    c, j, n = text[i], i + 1, len(text)
+    while j < n:
+        if text[j] == "\\" and c != "`":
+            j += 2
+            continue
+        if text[j] == c:
+            if j + 1 < n and text[j + 1] == c:  # doubled quote
+                j += 2
+                continue
+            return j
+        j += 1
+    return None
+
+
 def split_statements(script: str) -> list[str]:
     """Statements of ``script`` in order, stripped, empty ones dropped.
 
@@ -14,17 +31,8 @@ def split_statements(script: str) -> list[str]:
     while i < n:
         c = script[i]
         if c in ("'", '"', "`"):
-            j = i + 1
-            while j < n:
-                if script[j] == "\\" and c != "`":
-                    j += 2
-                    continue
-                if script[j] == c:
-                    if j + 1 < n and script[j + 1] == c:  # doubled quote
-                        j += 2
-                        continue
-                    break
-                j += 1
+            end = quoted_end(script, i)
+            j = n if end is None else end
             buf.append(script[i:j + 1])
             i = j + 1
         elif script.startswith("--", i):
