@@ -14,7 +14,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from lv_core.delta.actions import AddFile, decode_commit
+from lv_core.delta.actions import AddFile, CommitInfo, decode_commit
 from lv_core.delta.log import DeltaLog
 from lv_core.errors import LvError, NotFound, PreconditionFailed
 from lv_core.protocol import layout
@@ -59,6 +59,46 @@ def _decision(store: ObjectStore, txn: str) -> dict | None:
         return None
 
 
+def _decided_commit(store: ObjectStore, txn: str, table: str, version: int) -> bytes | None:
+    """The commit ``txn``'s decision names for ``table@version``, if the decision stands.
+
+    It stands only when it is well formed (valid table names and versions, each commit valid Delta
+    JSON written by ``txn``) and none of the versions it names was freed: an owner that aborts frees
+    its markers (possibly after its decision landed without it knowing), and a decision whose other
+    half can no longer commit must not be rolled forward half way."""
+    from lv_core.delta.table import validate_table_name
+
+    decision = _decision(store, txn)
+    tables = (decision or {}).get("tables")
+    if not isinstance(tables, dict) or table not in tables:
+        return None
+    try:
+        plans: dict[str, tuple[int, bytes]] = {}
+        for t, p in tables.items():
+            validate_table_name(t)
+            v, data = p["version"], str(p["commit"]).encode()
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                return None
+            actions = decode_commit(data, version=v, table=t)
+            if not any(isinstance(a, CommitInfo) and (a.payload.get(KEY) or {}).get("txn") == txn for a in actions):
+                return None  # not a commit of this transaction
+            plans[t] = (v, data)
+    except (LvError, KeyError, TypeError, AttributeError):
+        return None
+    if plans[table][0] != version:
+        return None
+    for t, (v, _data) in plans.items():
+        if t == table:
+            continue
+        try:
+            other = read_version(store, t, v)
+        except NotFound:
+            return None
+        if other.kind == "freed" and other.txn == txn:
+            return None  # that half was given up: free this one too
+    return plans[table][1]
+
+
 def resolve_expired(store: ObjectStore, table: str, st: VersionState, by: str) -> str:
     """Resolve the expired marker ``st``: roll its table's part of a decided commit forward, else free it.
 
@@ -66,10 +106,9 @@ def resolve_expired(store: ObjectStore, table: str, st: VersionState, by: str) -
     (the owner or another recoverer acted first: re-read and decide again).
     """
     assert st.txn is not None
-    decision = _decision(store, st.txn)
-    planned = (decision or {}).get("tables", {}).get(table)
-    if planned is not None and int(planned.get("version", -1)) == st.version:
-        overwrite(store, table, st.version, st.etag, str(planned["commit"]).encode())
+    planned = _decided_commit(store, st.txn, table, st.version)
+    if planned is not None:
+        overwrite(store, table, st.version, st.etag, planned)
         return "rolled-forward"
     data = _lock_plan(store, st.txn, table, st.version)
     if data is not None:  # LV[I]: its plan is recorded in the validation lock: it is committed
@@ -95,11 +134,49 @@ def _lock_plan(store: ObjectStore, txn: str, table: str, version: int) -> bytes 
     return None
 
 
+def _safe_data_path(path: object) -> bool:
+    """A path a sublog may name as a staged data file: relative, inside the table, not its log."""
+    if not isinstance(path, str) or not path or path.startswith("/") or "\\" in path:
+        return False
+    parts = path.split("/")
+    if any(p in ("", ".", "..") for p in parts) or parts[0].startswith(("_", ".")):
+        return False  # _delta_log, _lakevilla, hidden files: never data
+    return not any(ord(c) < 32 for c in path)
+
+
+class _References:
+    """Which data files some version of a table still references (live adds and remove tombstones
+    of its latest snapshot; a tombstone past its retention is what VACUUM may delete anyway)."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._known: dict[str, frozenset[str] | None] = {}
+
+    def forget(self, table: str) -> None:
+        self._known.pop(table, None)
+
+    def of(self, table: str) -> frozenset[str] | None:
+        """Referenced paths, or None when the table cannot be read (then nothing of it is deleted)."""
+        if table not in self._known:
+            try:
+                snap = DeltaLog(self.store, table).snapshot(method="probe", check=False)
+                self._known[table] = frozenset(snap.files) | frozenset(snap.tombstones)
+            except LvError:
+                self._known[table] = None
+        return self._known[table]
+
+
 def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | None = None) -> RecoveryReport:
-    """Run one recovery pass over the whole warehouse."""
+    """Run one recovery pass over the whole warehouse.
+
+    Never deletes a file that a version of its table references: a staged file named by a dead
+    transaction's sublog is deleted only when it is a plain data path of an existing table that
+    the table's latest snapshot neither lists nor tombstones (sublogs may be foreign or stale)."""
+    from lv_core.delta.table import validate_table_name
+
     now = time.time() if now is None else now
     rep = RecoveryReport()
-    committed_by: dict[str, set[str]] = {}  # txn -> tables it committed to (versions since checkpoint)
+    refs = _References(store)
     pending_of: set[str] = set()
     for table in _tables(store):
         try:
@@ -110,12 +187,7 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
         for v in range(first, snap.version + 1):
             ci = snap.commit_infos.get(v)
             lv = ci.get(KEY) if ci is not None else None
-            if not isinstance(lv, dict):
-                continue
-            txn = lv.get("txn")
-            if lv.get("kind") == "commit" and isinstance(txn, str):
-                committed_by.setdefault(txn, set()).add(table)
-            if lv.get("kind") != "marker":
+            if not isinstance(lv, dict) or lv.get("kind") != "marker":
                 continue
             try:
                 st = read_version(store, table, v)
@@ -130,11 +202,11 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
             try:
                 if resolve_expired(store, table, st, "recover") == "rolled-forward":
                     rep.rolled_forward.append((table, v, st.txn))
-                    committed_by.setdefault(st.txn, set()).add(table)
+                    refs.forget(table)
                 else:
                     rep.freed.append((table, v, st.txn))
-            except PreconditionFailed:
-                continue  # changed under us: the owner or another recoverer acted
+            except (PreconditionFailed, LvError):
+                continue  # changed under us (the owner or another recoverer acted), or not writable
     # Leftovers of finished or dead transactions.
     txns: set[str] = set()
     for meta in store.list(layout.TXNS):
@@ -146,18 +218,26 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
             rep.kept_txns.append(txn)
             continue
         lease = read_lease(store, txn)
-        expires = float(lease.get("expires", 0.0)) if lease else 0.0
+        try:
+            expires = float(lease.get("expires", 0.0)) if isinstance(lease, dict) else 0.0
+        except (TypeError, ValueError):
+            expires = 0.0
         if lease is not None and expires + lease_grace_s > now:
             rep.kept_txns.append(txn)  # alive, or recently dead: the owner may come back
             continue
-        committed = committed_by.get(txn, set()) | set((_decision(store, txn) or {}).get("tables", {}))
         for entry in read_sublog(store, txn):
             for table, paths in entry.adds.items():
-                if table in committed:
+                try:
+                    validate_table_name(table)
+                except LvError:
+                    continue
+                referenced = refs.of(table)
+                if referenced is None:
                     continue
                 for p in paths:
-                    store.delete(f"{table}/{p}")
-                    rep.deleted_files.append(f"{table}/{p}")
+                    if _safe_data_path(p) and p not in referenced:
+                        store.delete(f"{table}/{p}")
+                        rep.deleted_files.append(f"{table}/{p}")
         for meta in list(store.list(layout.txn_prefix(txn))):
             store.delete(meta.key)
         rep.cleaned_txns.append(txn)

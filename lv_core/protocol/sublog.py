@@ -80,7 +80,7 @@ def read_sublog(store: ObjectStore, txn: str) -> list[SublogEntry]:
     for meta in store.list(sublog_prefix(txn)):
         try:
             out.append(SublogEntry.from_json(json.loads(store.get(meta.key).data)))
-        except (NotFound, ValueError, KeyError, TypeError, LvError):
+        except (NotFound, ValueError, KeyError, TypeError, AttributeError, LvError):
             continue
     return sorted(out, key=lambda e: e.step)
 

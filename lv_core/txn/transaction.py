@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,7 +30,7 @@ import pyarrow as pa
 
 from lv_core import events as ev
 from lv_core.delta.actions import Action, AddFile, CommitInfo, RemoveFile, decode_commit, encode_commit
-from lv_core.delta.features import check_writable
+from lv_core.delta.features import check_readable, check_writable
 from lv_core.delta.log import DeltaLog
 from lv_core.delta.table import validate_table_name
 from lv_core.delta.snapshot import Snapshot, apply_actions, replay
@@ -40,7 +41,7 @@ from lv_core.protocol.conflicts import Conflict, OpFootprint, PredecessorCommit,
 from lv_core.protocol.lease import keeper, lease_expired, write_lease
 from lv_core.protocol.dag import DagView, Edge, closes_cycle, edges_from_json, shift_tables
 from lv_core.protocol.markers import (MarkerInfo, encode_freed, encode_marker, lakevilla_commit_info, overwrite,
-                                      place_marker, read_version)
+                                      VersionState, place_marker, read_version)
 from lv_core.protocol.recovery import resolve_expired
 from lv_core.protocol.sublog import SublogEntry, write_entry
 from lv_core.storage.base import CREATE, OVERWRITE
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 
 
 _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-table")
+_log = logging.getLogger("lv_core.txn")
 
 
 class _Restart(Exception):
@@ -130,6 +132,9 @@ class Transaction:
         self._published: dict[str, int] = {}
         self._freed: dict[str, int] = {}
         self._published_paths: dict[str, set[str]] = {}
+        self._attempted: set[str] = set()  # tables whose commit write was sent (its outcome may be unknown)
+        self._decision_at: dict[str, int | None] = {}  # table -> version the written decision names
+        self._decision_tried = False
         self._lease_expires = 0.0
         self._created = time.time()
         self.markers = bool({"R", "CT"} & features)
@@ -190,15 +195,22 @@ class Transaction:
             # Pending markers at or below r (possible only for a table the global log does not know
             # yet) read as empty; they are predecessors a marker on this table must wait for.
             base, pending = logs.resolved_view(name, r, self.store)
+            check_readable(base.protocol, base.metadata, table=name)
             ts = TableState(name, base, read_version=r, pending={v: x for v, x in pending.items() if x != self.id})
             self._tables[name] = ts
         elif not self.markers:
             ts = TableState(name, logs.latest_snapshot(name, self.store))
+            check_readable(ts.base.protocol, ts.base.metadata, table=name)
             self._tables[name] = ts
         else:
             v, etag, attempts = self._place(name, logs.cached_hint(name, self.store) + 1)
             crashpoint("marker-placed")
-            base, pending = logs.resolved_view(name, v - 1, self.store)
+            try:
+                base, pending = logs.resolved_view(name, v - 1, self.store)
+                check_readable(base.protocol, base.metadata, table=name)
+            except BaseException:
+                self._free_quietly(name, v, etag, "error")
+                raise
             pending = {pv: x for pv, x in pending.items() if x != self.id}
             ts = TableState(name, base, v, etag, logical=bool(pending), pending=pending)
             self._tables[name] = ts
@@ -214,6 +226,14 @@ class Transaction:
         self.lh._logs.note_latest(name, v)
         self.events.emit(ev.MarkerPlaced(self.id, table=name, version=v, attempts=attempts))
         return v, etag, attempts
+
+    def _free_quietly(self, table: str, version: int, etag: str, reason: str) -> None:
+        """Free a marker not recorded in the transaction yet (an error right after placing it)."""
+        try:
+            overwrite(self.store, table, version, etag, encode_freed(self.id, reason))
+            self.events.emit(ev.MarkerFreed(self.id, table=table, version=version, reason=reason))
+        except LvError:
+            pass  # expires by lease; any reader frees it then
 
     def _add_edges(self, ts: TableState) -> None:
         """LV[CT]: the pending markers before ours are new outgoing edges (rules II and IV)."""
@@ -361,14 +381,14 @@ class Transaction:
         ctx = OpContext(self, step, attempt)
         try:
             result = op.run(ctx)
+            for t in set(result.adds) | set(result.removes):
+                if t not in op.tables:
+                    raise TransactionError(f"operation {op.name} changed table {t!r} it did not declare")
+                if result.adds.get(t) or result.removes.get(t):
+                    check_writable(self._tables[t].base.protocol, self._tables[t].base.metadata, table=t)
         except BaseException:
             self._delete_paths(op.tables, ctx)
             raise
-        for t in set(result.adds) | set(result.removes):
-            if t not in op.tables:
-                raise TransactionError(f"operation {op.name} changed table {t!r} it did not declare")
-            if result.adds.get(t) or result.removes.get(t):
-                check_writable(self._tables[t].base.protocol, self._tables[t].base.metadata)
         return result
 
     def _delete_paths(self, tables: tuple[str, ...], ctx: OpContext) -> None:
@@ -389,9 +409,15 @@ class Transaction:
             step = len(self._ops)
             result = self._run(op, step, 0)
             if self.iso and self.markers:
-                for t in op.tables:
-                    if (result.adds.get(t) or result.removes.get(t)) and self._tables[t].marker_version is None:
-                        self._claim_write_marker(self._tables[t])
+                try:
+                    for t in op.tables:
+                        if (result.adds.get(t) or result.removes.get(t)) and self._tables[t].marker_version is None:
+                            self._claim_write_marker(self._tables[t])
+                except BaseException:
+                    for t, adds in result.adds.items():  # not recorded anywhere: nobody else would delete them
+                        for a in adds:
+                            self.store.delete(f"{t}/{a.path}")
+                    raise
             logical = any(self._tables[t].logical for t in op.tables)
             mode = "logical" if logical and not op.blind else "physical"
             rec = _OpRecord(op, step, result, mode, 0)
@@ -470,7 +496,11 @@ class Transaction:
     def _execute_autocommit(self, op: Operation) -> Any:
         """Preset ``delta``: the operation commits alone at the next free version (plain Delta OCC)."""
         logs = self.lh._logs
+        for t in op.tables:
+            validate_table_name(t)
         self._tables = {t: TableState(t, logs.latest_snapshot(t, self.store)) for t in op.tables}
+        for t, ts in self._tables.items():
+            check_readable(ts.base.protocol, ts.base.metadata, table=t)
         self._ops = []
         self._stmt = getattr(self, "_stmt", -1) + 1
         result = self._run(op, self._stmt, 0)
@@ -584,7 +614,8 @@ class Transaction:
         for rec in reversed(undone):  # undo: compensations newest to oldest
             for t, adds in rec.result.adds.items():
                 for a in adds:
-                    self.store.delete(f"{t}/{a.path}")
+                    if a.path not in self._published_paths.get(t, ()):  # LV[R] alone: published stays
+                        self.store.delete(f"{t}/{a.path}")
         self._ops = self._ops[:step]
         self.redo_count += 1
         self.events.emit(ev.Redo(self.id, from_step=step, attempt=self.redo_count))
@@ -610,23 +641,32 @@ class Transaction:
                 if self.iso:
                     versions, freed, state = isolation.commit_isolated(self, time.monotonic() + self.timeout_s)
                     self.gvl_version = state.version
-                    crashpoint("committed")
-                    return self._finish(versions, freed, {t: s.base.version for t, s in self._tables.items()})
-                if not self.markers:
-                    return self._finish(dict(self._autocommitted), {}, {})
-                versions, freed = self._commit_markers(time.monotonic() + self.timeout_s)
+                elif not self.markers:
+                    versions, freed = dict(self._autocommitted), {}
+                else:
+                    versions, freed = self._commit_markers(time.monotonic() + self.timeout_s)
                 crashpoint("committed")
-                return self._finish(versions, freed, {t: s.base.version for t, s in self._tables.items()})
             except TransactionAborted as e:
                 self._abort(e.reason, e.rule)
                 raise
             except BaseException as e:
                 reason = f"commit failed: {e}" if isinstance(e, LvError) else f"commit failed: {type(e).__name__}: {e}"
                 if self._decided:
-                    self.state = "unknown"
+                    self._end_undecidable(reason)
                     raise
                 self._abort(reason, "crashed" if not isinstance(e, LvError) else "conflict")
                 raise
+            reads = {t: s.base.version for t, s in self._tables.items()} if (self.iso or self.markers) else {}
+            return self._finish(versions, freed, reads)
+
+    def _end_undecidable(self, reason: str) -> None:
+        """The commit is decided (recorded) but could not be completed here: stop renewing the lease so
+        that, once it runs out, the next transaction on these tables (or `lv recover`) rolls it forward.
+        Nothing is deleted: the decided files are needed."""
+        keeper().unregister(self.id)
+        self.state = "unknown"
+        self.events.emit(ev.Aborted(self.id, reason=f"{reason} (decided: completed by roll forward once the "
+                                    "lease runs out)", rule="unknown"))
 
     def commit_async(self) -> "Future[CommitResult]":
         """Commit in a background thread; the future resolves to the CommitResult or the abort."""
@@ -749,21 +789,18 @@ class Transaction:
             actions = self._net_actions(t, results)
             if actions:
                 writes[t] = actions
+        commits = {t: encode_commit([*actions, CommitInfo(lakevilla_commit_info(self.id, "LAKEVILLA COMMIT", {
+            "preset": self.preset, "tables": sorted(writes), "redo": self.redo_count}))]) for t, actions in writes.items()}
         for t in group:
-            ts = self._tables[t]
             if t in self._published or t in self._freed:
                 continue
-            if t in writes:
-                ci = CommitInfo(lakevilla_commit_info(self.id, "LAKEVILLA COMMIT", {
-                    "preset": self.preset, "tables": sorted(writes), "redo": self.redo_count}))
-                plan[t] = encode_commit([*writes[t], ci])
-            else:
-                plan[t] = encode_freed(self.id, "read-only")
-        if len(writes) > 1 and not self._decided:
+            plan[t] = commits[t] if t in writes else encode_freed(self.id, "read-only")
+        at = {t: self._published.get(t, self._tables[t].marker_version) for t in writes}
+        if len(writes) > 1 and at != self._decision_at:  # first decision, or markers moved since (lost, re-claimed)
             decision = {"txn": self.id, "decided": time.time(), "tables": {
-                t: {"version": self._tables[t].marker_version,
-                    "commit": plan[t].decode()} for t in writes}}
-            self.store.put(layout.decision_key(self.id), json.dumps(decision).encode(), mode=OVERWRITE)
+                t: {"version": at[t], "commit": commits[t].decode()} for t in writes}}
+            self._write_decision(json.dumps(decision).encode())
+            self._decision_at = at
             self._decided = True
             crashpoint("decision-written")
         lost: list[str] = []
@@ -782,13 +819,13 @@ class Transaction:
                 with guard:
                     lost.append(t)
                 return
-            try:
-                ts.marker_etag = overwrite(self.store, t, ts.marker_version, ts.marker_etag, data)
-            except PreconditionFailed:
-                st = read_version(self.store, t, ts.marker_version)
+            if t in writes:
+                self._attempted.add(t)
+            st = self._overwrite_marker(ts, data)
+            if st is not None:
                 if st.kind == "commit" and st.txn == self.id:  # rolled forward by a recoverer
                     with guard:
-                        self._published[t] = ts.marker_version
+                        self._mark_published(t, ts.marker_version, writes.get(t, []))
                     return
                 self.events.emit(ev.MarkerLost(self.id, table=t, version=ts.marker_version))
                 self._replace_marker(ts)
@@ -797,8 +834,7 @@ class Transaction:
                 return
             if t in writes:
                 with guard:
-                    self._published[t] = ts.marker_version
-                    self._published_paths[t] = {a.path for a in writes[t] if isinstance(a, AddFile)}
+                    self._mark_published(t, ts.marker_version, writes[t])
                     first = len(self._published) == 1
                 if len(writes) > 1 and first:
                     crashpoint("between-markers")
@@ -825,6 +861,53 @@ class Transaction:
         except (TypeError, ValueError):
             return False
 
+    def _write_decision(self, data: bytes) -> None:
+        """PUT the commit decision; after an error whose outcome is unknown (a lost response), GET it
+        back: if our bytes are there the decision stands, otherwise the error is raised (not decided;
+        an abort then frees markers, and recovery never rolls a decision forward past a freed marker)."""
+        key = layout.decision_key(self.id)
+        self._decision_tried = True
+        try:
+            self.store.put(key, data, mode=OVERWRITE)
+        except LvError as e:
+            try:
+                landed = self.store.get(key).data == data
+            except LvError:
+                raise e from None
+            if not landed:
+                raise
+
+    def _overwrite_marker(self, ts: TableState, data: bytes) -> VersionState | None:
+        """Overwrite our marker at ``ts.marker_version`` with ``data`` (if-match on the etag we hold).
+
+        Returns None once written. When the store refuses (the version changed), returns what the
+        version is now. After an error whose outcome is unknown (the write may have landed and only
+        the response got lost) the version is read back: our bytes there mean written; our marker
+        unchanged means it did not land, so it is written once more. Raises when nothing can be learnt.
+        """
+        assert ts.marker_version is not None and ts.marker_etag is not None
+        try:
+            ts.marker_etag = overwrite(self.store, ts.name, ts.marker_version, ts.marker_etag, data)
+            return None
+        except PreconditionFailed:
+            return read_version(self.store, ts.name, ts.marker_version)
+        except LvError as e:
+            try:
+                st = read_version(self.store, ts.name, ts.marker_version)
+            except LvError:
+                raise e from None
+        if st.raw == data:
+            ts.marker_etag = st.etag
+            return None
+        if not (st.pending and st.txn == self.id):
+            return st
+        ts.marker_etag = overwrite(self.store, ts.name, ts.marker_version, st.etag, data)
+        return None
+
+    def _mark_published(self, table: str, version: int, actions: list[Action]) -> None:
+        self._published[table] = version
+        self._published_paths[table] = {a.path for a in actions if isinstance(a, AddFile)}
+
     def _replace_marker(self, ts: TableState) -> None:
         """Claim a new marker after losing one; the versions in between become predecessors."""
         self._lease_expires = write_lease(self.store, self.id, self.lease_s)
@@ -836,21 +919,20 @@ class Transaction:
         self.lh._logs.note_latest(ts.name, v)
         self.events.emit(ev.MarkerPlaced(self.id, table=ts.name, version=v, attempts=attempts))
 
-    def _cleanup(self, *, delete_added: bool) -> None:
-        """Delete what the transaction no longer needs: staged files nobody references, the sublog, the
-        decision; the lease last. Runs after every marker was replaced, so a crash here leaves only
-        leftovers that `lv recover` removes. Deletes run in parallel (bounded pool)."""
+    def _unpublished_adds(self) -> list[str]:
+        """Keys of every data file this transaction staged that no published commit of it references."""
+        keep = {(t, p) for t, paths in self._published_paths.items() for p in paths}
+        return [f"{t}/{a.path}" for rec in self._ops for t, adds in rec.result.adds.items() for a in adds
+                if (t, a.path) not in keep]
+
+    def _cleanup(self) -> None:
+        """Delete what the transaction no longer needs: staged files no published commit references,
+        the sublog, the decision; the lease last. Runs after every marker was replaced, so a crash here
+        leaves only leftovers that `lv recover` removes. Deletes run in parallel (bounded pool)."""
         keeper().unregister(self.id)
-        keys: list[str] = []
-        if delete_added:
-            keys += [f"{t}/{a.path}" for rec in self._ops for t, adds in rec.result.adds.items() for a in adds]
-        else:
-            keys += [f"{t}/{path}" for t, path in self._internal_orphans()]
-            for t, published in self._published_paths.items():  # LV[R] alone: redone after publishing
-                keys += [f"{t}/{a.path}" for rec in self._ops for a in rec.result.adds.get(t, ())
-                         if a.path not in published]
+        keys = self._unpublished_adds()
         keys += [layout.sublog_key(self.id, step) for step in sorted(self._sublog_steps)]
-        if self._decided:
+        if self._decision_tried:
             keys.append(layout.decision_key(self.id))
         if len(keys) > 1:
             list(_POOL.map(self.store.delete, keys))
@@ -861,13 +943,22 @@ class Transaction:
             self.store.delete(layout.lease_key(self.id))
 
     def _finish(self, versions: dict[str, int], freed: dict[str, int], read_versions: dict[str, int]) -> CommitResult:
+        """Everything is published: the transaction is committed whatever happens below. A failed
+        clean-up leaves leftovers for `lv recover`, it does not turn the commit into an error."""
         elapsed = time.monotonic() - self._t0
         if self.markers or self.iso:
-            self._cleanup(delete_added=False)
+            try:
+                self._cleanup()
+            except LvError as e:
+                keeper().unregister(self.id)
+                _log.warning("transaction %s committed; its clean-up failed (lv recover removes the "
+                             "leftovers): %s", self.id, e)
             for t, v in versions.items():
                 if self._tables[t].pending:
                     continue  # published past unresolved markers (blind append): its snapshot is not final yet
-                self.lh._after_commit(t, v, self._tables[t].base, self._net_actions(t, [r.result for r in self._ops]))
+                with contextlib.suppress(Exception):  # a cache: the next read refreshes it
+                    self.lh._after_commit(t, v, self._tables[t].base,
+                                          self._net_actions(t, [r.result for r in self._ops]))
         self.state = "committed"
         self.events.emit(ev.Requests(self.id, counts=self.requests()))
         self.events.emit(ev.Committed(self.id, versions=dict(versions), redo_count=self.redo_count, elapsed_s=elapsed))
@@ -878,26 +969,42 @@ class Transaction:
 
     # ------------------------------------------------------------------ abort / rollback
     def _abort(self, reason: str, rule: str) -> None:
-        published = self._published
+        """Free every marker not published and delete what no published commit references.
+
+        A marker write whose outcome cannot be learnt leaves its table "unknown": then nothing is
+        deleted and the lease is left to run out (the next transaction there resolves the marker,
+        `lv recover` the files). A commit found to have landed (a lost response) is kept: the
+        transaction then ends "unknown", never with its committed files deleted."""
+        unknown: list[str] = []
+        landed: list[str] = []
         for t, ts in self._tables.items():
-            if ts.marker_version is None or ts.marker_etag is None or t in published:
-                continue
-            if t in self._freed:
+            if ts.marker_version is None or ts.marker_etag is None or t in self._published or t in self._freed:
                 continue
             try:
-                overwrite(self.store, t, ts.marker_version, ts.marker_etag, encode_freed(self.id, rule))
-                self.events.emit(ev.MarkerFreed(self.id, table=t, version=ts.marker_version, reason=rule))
-            except (PreconditionFailed, NotFound):
-                pass  # freed by someone else already
+                st = self._overwrite_marker(ts, encode_freed(self.id, rule))
             except LvError:
-                pass  # left to expire by lease; `lv recover` frees it
-        try:
-            self._cleanup(delete_added=True)
-        except LvError:
-            pass
-        self.state = "aborted"
+                unknown.append(t)
+                continue
+            if st is None:
+                self._freed[t] = ts.marker_version
+                self.events.emit(ev.MarkerFreed(self.id, table=t, version=ts.marker_version, reason=rule))
+            elif st.kind == "commit" and st.txn == self.id:  # our commit landed after all
+                self._mark_published(t, ts.marker_version, decode_commit(st.raw, version=st.version, table=t))
+                landed.append(t)
+        if unknown:
+            keeper().unregister(self.id)
+        else:
+            try:
+                self._cleanup()
+            except LvError:
+                keeper().unregister(self.id)  # leftovers: `lv recover` removes them
+        undecided = landed or any(t in self._attempted for t in unknown)
+        self.state = "unknown" if undecided else "aborted"
+        if self._published and not landed:
+            reason += f" (committed before the abort, as LV[R] alone commits table by table: " \
+                      f"{', '.join(f'{t}@{v}' for t, v in sorted(self._published.items()))})"
         self.events.emit(ev.Requests(self.id, counts=self.requests()))
-        self.events.emit(ev.Aborted(self.id, reason=reason, rule=rule))
+        self.events.emit(ev.Aborted(self.id, reason=reason, rule=rule if not undecided else "unknown"))
 
     def rollback(self) -> None:
         """Undo everything: free markers, delete staged files and the sublog."""
