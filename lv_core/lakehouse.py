@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
 
 from lv_core.delta.checkpoint import checkpoint_interval, should_checkpoint, write_checkpoint
+from lv_core.delta.errors import VersionNotFound
+from lv_core.delta.features import check_readable
 from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.snapshot import Snapshot, replay
 from lv_core.delta.table import create_table as _create_table
 from lv_core.delta.table import validate_table_name
-from lv_core.errors import ConfigError, LvError, NotFound
+from lv_core.errors import ConfigError, DeltaLogError, LvError, NotFound
 from lv_core.presets import resolve
 from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.vlock import ValidationLock
@@ -85,13 +88,28 @@ class Lakehouse:
         return sorted(names)
 
     def version(self, name: str) -> int:
-        """The latest version of a table (markers of running transactions count: they hold versions)."""
+        """The latest version of a table (markers of running transactions count: they hold versions).
+
+        Raises:
+            InvalidTableName: ``name`` cannot name a table.
+            TableNotFound: the table does not exist.
+        """
+        validate_table_name(name)
         return self._logs.latest_hint(name)
 
     def snapshot(self, name: str, version: int | None = None, *, as_of: int | None = None) -> Snapshot:
         """The table's Delta snapshot: latest (pending markers read as empty), at ``version``, or as of
-        global version ``as_of`` of the global version log (whole-lakehouse time travel)."""
+        global version ``as_of`` of the global version log (whole-lakehouse time travel).
+
+        Raises:
+            InvalidTableName, TableNotFound: a bad name, or no such table.
+            ConfigError: ``version`` or ``as_of`` is not an integer, or both are given.
+            VersionNotFound: the table has no such ``version``.
+            UnsupportedFeature: reading the table (at that version) needs a reader feature LakeVilla lacks.
+        """
         validate_table_name(name)
+        if version is not None:
+            version = _version_number("version", version)
         if as_of is not None:
             if version is not None:
                 raise ConfigError("give either version or as_of, not both")
@@ -102,12 +120,40 @@ class Lakehouse:
                 raise TableNotFound(f"table {name!r} is not in global version {as_of} of the lakehouse")
             version = v
         if version is None:
-            return self._logs.latest_snapshot(name)
-        return self._logs.resolved_view(name, version)[0]
+            snap = self._logs.latest_snapshot(name)
+        else:
+            snap = self._snapshot_at(name, version)
+        # The cached path replays new commits without checking them: check the protocol (no request).
+        check_readable(snap.protocol, snap.metadata, table=name)
+        return snap
+
+    def _snapshot_at(self, name: str, version: int) -> Snapshot:
+        """The snapshot at ``version``, with a missing version named as such (whatever the cache held)."""
+        if version < 0:
+            raise VersionNotFound(name, version, "versions start at 0")
+        try:
+            return self._logs.resolved_view(name, version)[0]
+        except NotFound as e:
+            if isinstance(e, VersionNotFound) and e.table == name and e.version == version:
+                raise
+            # A warm cache reads the versions after it one by one: the first missing one surfaces
+            # as a bare NotFound. Tell "no such version" from "a commit in between is missing".
+            latest = self._logs.latest_hint(name)
+            if version > latest:
+                raise VersionNotFound(name, version, f"the latest version is {latest}") from None
+            raise DeltaLogError(f"table {name!r}: cannot read version {version}: a commit file before it "
+                                f"is missing ({e})") from e
 
     def global_state(self, as_of: int | None = None) -> GvlState:
-        """The global version log: its head, or global version ``as_of`` (table -> validated version)."""
-        return self._glog.head() if as_of is None else self._glog.at(as_of)
+        """The global version log: its head, or global version ``as_of`` (table -> validated version).
+
+        Raises:
+            ConfigError: ``as_of`` is not an integer.
+            GlobalVersionNotFound: global version ``as_of`` was never published.
+        """
+        if as_of is None:
+            return self._glog.head()
+        return self._glog.at(_version_number("as_of (a global version)", as_of))
 
     # ------------------------------------------------------------------ data (engine: lv_core.engine.api)
     @property
@@ -177,6 +223,16 @@ class Lakehouse:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _version_number(what: str, value: Any) -> int:
+    """``value`` as a version number (an integer, not a bool), else ConfigError naming ``what``."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{what} must be an integer version number, not {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ConfigError(f"{what} must be an integer version number, not {value!r}") from None
 
 
 def connect(warehouse: str | os.PathLike[str] | None = None, *, spark: Any = None,

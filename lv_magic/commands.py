@@ -52,12 +52,14 @@ def cmd_tables(m: "LvMagics", rest: list[str]) -> None:
 
 def _markers(lh: Any, tables: list[str]) -> list[list[Any]]:
     from lv_core.delta.log import DeltaLog
+    from lv_core.delta.table import validate_table_name
     from lv_core.protocol.lease import read_lease
     from lv_core.protocol.markers import read_version
 
     rows = []
     now = time.time()
     for t in tables:
+        validate_table_name(t)
         snap = DeltaLog(lh.store, t).snapshot(method="probe", check=False)
         first = snap.checkpoint_version + 1 if snap.checkpoint_version is not None else 0
         for v in range(first, snap.version + 1):

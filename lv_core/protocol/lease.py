@@ -9,6 +9,7 @@ all of its open transactions (one PUT per transaction per ``lease_s / 3``, not o
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 import weakref
@@ -29,15 +30,32 @@ def write_lease(store: ObjectStore, txn: str, lease_s: float, state: str = "acti
     return expires
 
 
+def _expiry(value: Any) -> float:
+    """A heartbeat's ``expires`` as a float; missing or malformed (text, null, NaN) reads as 0 (expired)."""
+    if isinstance(value, bool):
+        return 0.0
+    try:
+        expires = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return 0.0 if math.isnan(expires) else expires
+
+
 def read_lease(store: ObjectStore, txn: str) -> dict[str, Any] | None:
-    """The heartbeat of ``txn`` or None if it has none (finished, or never wrote one)."""
+    """The heartbeat of ``txn`` or None if it has none (finished, or never wrote one).
+
+    ``expires`` is always a float in the result: an unreadable heartbeat, or one whose ``expires``
+    is missing or not a number, reads as expired (0.0).
+    """
     try:
         body = json.loads(store.get(lease_key(txn)).data)
     except NotFound:
         return None
     except ValueError:
         return {"expires": 0.0}  # unreadable heartbeat: treat as expired
-    return body if isinstance(body, dict) else {"expires": 0.0}
+    if not isinstance(body, dict):
+        return {"expires": 0.0}
+    return {**body, "expires": _expiry(body.get("expires"))}
 
 
 def lease_expired(store: ObjectStore, txn: str, marker: MarkerInfo | None, now: float | None = None) -> bool:
@@ -45,10 +63,7 @@ def lease_expired(store: ObjectStore, txn: str, marker: MarkerInfo | None, now: 
     now = time.time() if now is None else now
     lease = read_lease(store, txn)
     if lease is not None:
-        try:
-            return float(lease.get("expires", 0.0)) < now
-        except (TypeError, ValueError):
-            return True
+        return _expiry(lease.get("expires")) < now
     return marker is None or marker.lease_expires < now
 
 

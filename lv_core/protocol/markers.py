@@ -11,6 +11,7 @@ Encoding and classification here are pure; placement and freeing do I/O through 
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,6 +101,21 @@ def lakevilla_commit_info(txn: str, operation: str, extra: dict[str, Any] | None
     }
 
 
+def _seconds(lv: dict[str, Any], name: str, version: int, txn: str) -> float:
+    """A marker's time field (seconds since the epoch; missing or null reads as 0).
+
+    Raises:
+        DeltaLogError: the field is not a finite number (e.g. text written by another client).
+    """
+    value = lv.get(name)
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise DeltaLogError(f"version {version}: marker of transaction {txn!r} has a malformed {name} "
+                            f"field {value!r} (expected seconds since the epoch, a number)")
+    return float(value)
+
+
 def classify(version: int, raw: bytes, etag: str) -> VersionState:
     """Classify a commit's bytes as marker, freed marker or real commit (pure)."""
     lv: dict[str, Any] | None = None
@@ -123,11 +139,14 @@ def classify(version: int, raw: bytes, etag: str) -> VersionState:
     txn = lv.get("txn") if isinstance(lv.get("txn"), str) else None
     if kind == "marker" and n_actions == 1 and txn:
         preds = lv.get("predecessors") or []
+        if not isinstance(preds, list):
+            raise DeltaLogError(f"version {version}: marker of transaction {txn!r} has a malformed "
+                                f"predecessors field {preds!r} (expected a list)")
         info = MarkerInfo(
             txn=txn,
             predecessors=tuple(p for p in preds if isinstance(p, dict)),
-            created=float(lv.get("created") or 0.0),
-            lease_expires=float(lv.get("leaseExpires") or 0.0),
+            created=_seconds(lv, "created", version, txn),
+            lease_expires=_seconds(lv, "leaseExpires", version, txn),
             client=str(lv.get("client") or ""),
         )
         return VersionState(version, "marker", etag, txn=txn, marker=info, raw=raw)

@@ -19,9 +19,12 @@ but writing identical bytes again yields the same etag (S3 etags are content has
 
 from __future__ import annotations
 
+import logging
 import random
+import re
+import threading
 import time
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import urlparse
 
 import boto3
@@ -52,6 +55,76 @@ _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 #: A 409 ConditionalRequestConflict means another write to the key was in flight: retry a few times.
 _CONFLICT_RETRIES = 3
 _CONFLICT_BACKOFF_S = 0.05
+
+
+#: Libraries whose DEBUG logs show request headers (botocore logs each canonical request and the
+#: prepared request, ``x-amz-security-token`` included).
+_LIBRARY_LOGGERS = ("botocore", "boto3", "urllib3", "s3transfer")
+#: A session-token header value in a log line, whatever token it is (e.g. one the AWS chain refreshed).
+_TOKEN_HEADER = re.compile(r"(x-amz-security-token['\"]?\s*[:=]\s*b?['\"]?)[^\s'\"\\,}&]+", re.IGNORECASE)
+_REDACTED = "***"
+#: Shorter "secrets" are not replaced (it would garble unrelated log text).
+_MIN_SECRET_LEN = 4
+
+
+class _RedactCredentials(logging.Filter):
+    """Blanks out credentials in log records of the AWS libraries (it redacts, never drops a record).
+
+    Redacts the registered secret keys and session tokens wherever they appear, and any
+    ``x-amz-security-token`` header value. Installed on every library logger by :func:`_install_redaction`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._secrets: frozenset[str] = frozenset()
+
+    def add(self, secrets: Iterable[str | None]) -> None:
+        """Also redact ``secrets`` (empty and very short values are ignored)."""
+        new = {s for s in secrets if isinstance(s, str) and len(s) >= _MIN_SECRET_LEN}
+        with self._lock:
+            self._secrets = self._secrets | new
+
+    def redact(self, text: str) -> str:
+        """``text`` with the known secrets and session-token header values replaced by ``***``."""
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, _REDACTED)
+        if "security-token" in text.lower():
+            text = _TOKEN_HEADER.sub(lambda m: m.group(1) + _REDACTED, text)
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format string: leave the record to the handler
+            return True
+        clean = self.redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        return True
+
+
+_REDACTION = _RedactCredentials()
+_REDACTION_LOCK = threading.Lock()
+
+
+def _install_redaction(secrets: Iterable[str | None] = ()) -> None:
+    """Register ``secrets`` and add the redacting filter to every existing AWS-library logger.
+
+    A logger's filters only see records logged to that very logger (not to its children), so the
+    filter goes on each one; called after creating a client, when botocore has created its loggers.
+    """
+    _REDACTION.add(secrets)
+    with _REDACTION_LOCK:
+        names = [n for n, lg in list(logging.Logger.manager.loggerDict.items())
+                 if isinstance(lg, logging.Logger) and n.split(".")[0] in _LIBRARY_LOGGERS]
+        for name in {*names, *_LIBRARY_LOGGERS}:
+            logger = logging.getLogger(name)
+            if _REDACTION not in logger.filters:
+                logger.addFilter(_REDACTION)
 
 
 def _check_key(key: str) -> None:
@@ -124,6 +197,7 @@ class S3Store(ObjectStore):
             raise ConfigError(f"bad S3 tuning option: {e}") from e
         self._session = session
         self._client = session.client("s3", region_name=self.region, endpoint_url=self.endpoint_url, config=config)
+        _install_redaction(self._secrets())
 
     def __repr__(self) -> str:
         endpoint = f", endpoint_url={self.endpoint_url!r}" if self.endpoint_url else ""
@@ -138,13 +212,22 @@ class S3Store(ObjectStore):
     def _rel(self, full_key: str) -> str:
         return full_key[len(self.prefix) + 1 :] if self.prefix else full_key
 
-    def _scrub(self, text: str) -> str:
-        """Blank out the credentials in use, should a server or library echo them."""
+    def _frozen_credentials(self) -> Any:
+        """The session's current credentials (None when there are none or they cannot be resolved)."""
         try:
             creds = self._session.get_credentials()
-            frozen = creds.get_frozen_credentials() if creds is not None else None
+            return creds.get_frozen_credentials() if creds is not None else None
         except botocore.exceptions.BotoCoreError:
-            frozen = None
+            return None
+
+    def _secrets(self) -> tuple[str | None, ...]:
+        """The secret key and session token in use (what the log filter redacts)."""
+        frozen = self._frozen_credentials()
+        return (frozen.secret_key, frozen.token) if frozen is not None else ()
+
+    def _scrub(self, text: str) -> str:
+        """Blank out the credentials in use, should a server or library echo them."""
+        frozen = self._frozen_credentials()
         if frozen is not None:
             for secret in (frozen.access_key, frozen.secret_key, frozen.token):
                 if secret:
