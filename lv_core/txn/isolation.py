@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from lv_core import events as ev
@@ -131,8 +132,13 @@ def commit_isolated(txn: "Transaction", deadline: float) -> tuple[dict[str, int]
     accesses = _accesses(txn, writes)
     glog = txn.lh._glog
     if not writes:  # read-only: validate without the lock, write nothing
+        policy = txn.policy
+        if any(ts.marker_version is not None for ts in txn._tables.values()):
+            # It wrote, but a redo left nothing to write: its reads may no longer be one snapshot,
+            # so it is not a read-only transaction that write_serializable may let pass without R1.
+            policy = dataclasses.replace(policy, r1_read_only=True)
         state = glog.head()
-        outcome = validate(collect(txn.store, state, accesses, txn.policy, own_txn=txn.id, parallel=1), txn.policy)
+        outcome = validate(collect(txn.store, state, accesses, policy, own_txn=txn.id, parallel=1), policy)
         _emit(txn, outcome, None)
         if not outcome.compatible:
             _catch_up(txn, outcome, deadline)

@@ -408,15 +408,23 @@ class Transaction:
                 self._access(t)
             step = len(self._ops)
             result = self._run(op, step, 0)
-            if self.iso and self.markers:
+            claim = [t for t in op.tables if self.iso and self.markers and self._tables[t].marker_version is None
+                     and (result.adds.get(t) or result.removes.get(t))]
+            named = False
+            if claim:
                 try:
-                    for t in op.tables:
-                        if (result.adds.get(t) or result.removes.get(t)) and self._tables[t].marker_version is None:
-                            self._claim_write_marker(self._tables[t])
+                    if any(result.adds.values()):  # name the staged files before claiming: a crash in between
+                        self._write_sublog(_OpRecord(op, step, result, "physical", 0))  # leaves them to `lv recover`
+                        named = True
+                    for t in claim:
+                        self._claim_write_marker(self._tables[t])
                 except BaseException:
-                    for t, adds in result.adds.items():  # not recorded anywhere: nobody else would delete them
+                    for t, adds in result.adds.items():  # not recorded in the transaction: delete them here
                         for a in adds:
                             self.store.delete(f"{t}/{a.path}")
+                    if named:
+                        self.store.delete(layout.sublog_key(self.id, step))
+                        self._sublog_steps.discard(step)
                     raise
             logical = any(self._tables[t].logical for t in op.tables)
             mode = "logical" if logical and not op.blind else "physical"
@@ -425,7 +433,7 @@ class Transaction:
             for t in op.tables:
                 if self._tables[t].first_step is None:
                     self._tables[t].first_step = step
-            if any(self._tables[t].marker_version is not None for t in op.tables):
+            if any(self._tables[t].marker_version is not None for t in op.tables) and not (named and mode == "physical"):
                 self._write_sublog(rec)  # module #2 serves marker tables (LV[I] reads need none)
             crashpoint("data-staged")
             self.events.emit(ev.OperationDone(
@@ -766,6 +774,13 @@ class Transaction:
             if conflict is not None:
                 self.events.emit(ev.ConflictFound(self.id, table=conflict.table, version=conflict.version,
                                                   step=conflict.step, files=conflict.files))
+                if self.iso and not self.policy.check_r1:
+                    # Snapshot isolation: a redo would mix the snapshot with newer state (first committer wins).
+                    raise TransactionAborted(
+                        f"{conflict.table}@{conflict.version} by {conflict.txn} changed what step {conflict.step} "
+                        f"read before writing ({conflict.why}); under snapshot isolation the first committer wins "
+                        "(R3: lost update). Help: retry the transaction.", "R3",
+                        details={"table": conflict.table, "version": conflict.version})
                 if redos >= self.retries:
                     raise TransactionAborted(
                         f"gave up after {self.redo_count} redo(s): {conflict.table}@{conflict.version} by "

@@ -51,19 +51,7 @@ G2-two-edges      ..            .w        ..                  ..               .
 HEADER, EXPECTED = parse_matrix(EXPECTED_TEXT)
 
 #: (anomaly, config) -> (what is observed today, why it is a bug)
-KNOWN_BUGS: dict[tuple[str, str], tuple[str, str]] = {
-    ("G-single-write-1", "snapshot"): (
-        ".X",
-        "snapshot: T1 reads a.x at its snapshot, T2 commits x and y (table b), then T1's write in b "
-        "(DELETE WHERE val = 20, or UPDATE b SET val = val + 1) claims a marker after T2's commit; at commit "
-        "LV[R] redoes it on T2's newer state instead of aborting (first committer wins), so T1 commits "
-        "having read x before T2 and y after T2: G-single, which snapshot isolation forbids"),
-    ("G-single-write-1", "write_serializable"): (
-        ".X",
-        "write_serializable: same schedule; the redone DELETE matches nothing, so T1 has no writes left and "
-        "is validated as read-only, which skips R1, although its reads are no longer one snapshot (a at "
-        "the global version it started at, b after T2)"),
-}
+KNOWN_BUGS: dict[tuple[str, str], tuple[str, str]] = {}
 
 assert set(HEADER) == set(CONFIGS) and set(EXPECTED) == {a.name for a in ANOMALIES}
 
@@ -194,7 +182,6 @@ def _g_single_write(tmp_path, preset: str, write) -> tuple[float, str, list, lis
     return x, outcome, O.table_rows(lh.store.url("a")), O.table_rows(lh.store.url("b"))
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[("G-single-write-1", "snapshot")][1])
 def test_snapshot_never_redoes_a_write_onto_a_newer_state(tmp_path):
     from tests.helpers import oracle as O
 
@@ -205,7 +192,6 @@ def test_snapshot_never_redoes_a_write_onto_a_newer_state(tmp_path):
     assert outcome != "committed", (outcome, a, b)
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[("G-single-write-1", "write_serializable")][1])
 def test_write_serializable_checks_r1_when_a_redo_emptied_the_writes(tmp_path):
     from tests.helpers import oracle as O
 

@@ -43,11 +43,7 @@ BOUND = 10.0
 CASES = [
     ("repeatable_read", "repeatable_read", "", "waiting", 0),
     ("repeatable_read", "repeatable_read", "", "committed", 1),
-    pytest.param("serializable", "serializable", "", "marker-placed", 0, marks=pytest.mark.xfail(strict=True, reason=(
-        "LV[I] with markers writes an operation's data files before it claims the table's marker and "
-        "before the sublog entry that names them (Transaction.execute: _run, then _claim_write_marker "
-        "[crash point marker-placed], then _write_sublog): a client killed in between leaves staged "
-        "files that no sublog names, so `lv recover` cannot find them (they stay orphaned)"))),
+    ("serializable", "serializable", "", "marker-placed", 0),
     ("serializable", "serializable", "", "data-staged", 0),
     ("serializable", "serializable", "", "waiting", 0),
     ("serializable", "serializable", "", "validation-key-held", 0),

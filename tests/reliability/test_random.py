@@ -84,11 +84,6 @@ def test_random_transactions_long(tmp_path, capsys, ntables):
     _go(tmp_path, capsys, seed=seed, procs=5, seconds=45, ntables=ntables)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "features={'R'} alone: a transaction that published one table and then aborts in another (here "
-    "exposed_read after a redo) deletes the data files of the table it already published "
-    "(Transaction._abort -> _cleanup(delete_added=True) deletes every added file, published or not): "
-    "the published version references missing files and no reader can load the table any more"))
 def test_r_alone_abort_after_publishing_keeps_published_files(tmp_path):
     from lv_core.errors import TransactionAborted
     from tests.helpers import oracle as O
