@@ -68,6 +68,16 @@ def _check_foreign(txn: "Transaction", outcome: ValidationOutcome) -> None:
     """Written tables without a marker move past commits the global log does not know (plain Delta
     writers) or pending markers: refuse when those touch what the transaction read or rewrote."""
     for t, v in outcome.tables.items():
+        if v.written and v.w is not None and any(p < v.w for p in v.pending) and (
+                v.moved_from is not None or txn._tables[t].marker_version is None):
+            # A write placed above a pending marker: when that marker commits, the global version
+            # published now would gain content later. Refuse; the retry finds it resolved.
+            first = min(p for p in v.pending if p < v.w)
+            raise TransactionAborted(
+                f"{t}@{first} is held by a running LakeVilla transaction whose changes are not known yet "
+                f"(R2: the version this write needs, {v.moved_from if v.moved_from is not None else v.w}, was "
+                "taken and the next free one lies above that transaction). Help: retry once it finished.", "R2",
+                details={"table": t, "pending": list(v.pending)})
         if not v.written or txn._tables[t].marker_version is not None:
             continue
         if v.pending and not v.blind:

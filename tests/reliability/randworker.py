@@ -24,13 +24,8 @@ from tests.reliability.anomalies import CONFIGS
 
 ACCOUNTS = 4
 
-#: Presets that run inserts (blind appends). Restricted while these bugs are open (strict xfail tests in
-#: tests/reliability/test_random.py show them); add the presets back when they are fixed:
-#: - repeatable_read: a blind-append-only commit caches a snapshot in which an earlier pending marker
-#:   reads as empty (test_blind_append_commit_does_not_poison_the_cache);
-#: - serializable / snapshot / write_serializable: a blind append moved past pending markers publishes a
-#:   global version whose content changes when they commit (test_moved_blind_append_keeps_global_versions_fixed).
-INSERT_CONFIGS = {"delta"}
+#: Presets that run inserts (blind appends): all of them.
+INSERT_CONFIGS = set(CONFIGS)
 KINDS = ["transfer", "read", "audit", "insert", "delete"]
 WEIGHTS = [45, 15, 10, 15, 15]
 

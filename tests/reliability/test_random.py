@@ -23,8 +23,9 @@ from tests.reliability.procs import spawn, wait_all
 from tests.reliability.randworker import ACCOUNTS
 
 
-#: Presets the workload draws from. ``R`` (features={"R"} alone) is left out until the bug shown by
-#: test_r_alone_abort_after_publishing_keeps_published_files is fixed: it corrupts tables.
+#: Presets the workload draws from. ``R`` (features={"R"} alone) is left out: it commits table by table
+#: (no multi-table atomicity, paper Table 3), so a transfer across tables may commit half and the
+#: conserved-total invariant does not hold for it by design (the anomaly suite shows what it allows).
 RANDOM_CONFIGS = sorted(c for c in CONFIGS if c != "R")
 
 
@@ -170,13 +171,8 @@ def test_the_checker_is_not_vacuous(tmp_path):
         assert problems(mutate), mutate.__name__
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "LV[I]: a blind append whose marker version was taken by a writer outside the global log (R2) moves "
-    "to the next free version (validation/commit plan, 'create' at top + 1) without waiting for the "
-    "pending markers it jumps over; the global version then names a table version above still-pending "
-    "markers, and when those commit the content of that published global version changes: two snapshot "
-    "readers at the same global version see row 1 = 100 and 105 (found by LV_SEED=615323, 3 tables)"))
 def test_moved_blind_append_keeps_global_versions_fixed(tmp_path):
+    from lv_core.errors import TransactionAborted
     from tests.helpers import oracle as O
 
     wh = str(tmp_path / "wh")
@@ -189,11 +185,19 @@ def test_moved_blind_append_keeps_global_versions_fixed(tmp_path):
     d.commit()
     b = lh.begin("repeatable_read")
     O.run_op(b, O.add("t0", 1, 5))         # marker at v + 2, pending
-    g = a.commit().gvl_version              # R2 -> moved to v + 3, global version g published
+    try:
+        g = a.commit().gvl_version          # R2 -> a move to v + 3 would jump over b's pending marker
+    except TransactionAborted as e:
+        assert e.rule == "R2", e            # refused: the retry after b finished commits
+        b.commit()
+        again = lh.begin("serializable")
+        O.run_op(again, O.insert("t0", 99, 1.0))
+        g = again.commit().gvl_version
     r1 = lv_core.connect(wh).begin("snapshot")
     first = O.run_op(r1, O.read("t0", 1))
     r1.commit()
-    b.commit()                              # commits at v + 2, below the version g names
+    if b.state == "active":
+        b.commit()                          # commits at v + 2, below the version g names
     r2 = lv_core.connect(wh).begin("snapshot")
     second = O.run_op(r2, O.read("t0", 1))
     r2.commit()
