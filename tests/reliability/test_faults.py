@@ -313,6 +313,30 @@ def test_lost_response_to_the_decision_never_half_commits(tmp_path):
     assert kv[0][1] + kv2[0][1] in (200.0, 201.0), (kv, kv2)  # all or nothing of the transfer
 
 
+def test_unknown_decision_then_abort_is_never_rolled_forward_half_way(tmp_path):
+    """The decision lands but neither its PUT response nor a GET of it comes back: the client cannot
+    know it decided, so it aborts: it frees kv, cannot free kv2 (another fault) and lets its lease run
+    out. The next transaction on kv2 finds the decision, sees that kv's half was freed and frees kv2
+    instead of rolling it forward: nothing of the transfer becomes visible."""
+    plain, store, lh = _two_tables(tmp_path)
+    txn = lh.begin("repeatable_read")
+    O.run_op(txn, O.add("kv", 1, -5))
+    O.run_op(txn, O.add("kv2", 1, 5))
+    store.fail("PUT", key_contains="decision.json", after=True)
+    store.fail("GET", key_contains="decision.json")
+    store.fail("PUT-if-match", key_contains="kv2/_delta_log/", times=2)  # the free and its one retry
+    with pytest.raises(LvError):
+        txn.commit()
+    assert txn.state == "aborted"
+    assert plain.store.head(f"_lakevilla/txns/{txn.id}/decision.json") is not None  # it did land
+    time.sleep(1.2)  # the owner's lease ran out
+    other = lv_core.connect(str(tmp_path / "wh"), lease_s=1.0)
+    t = other.begin("repeatable_read", timeout_s=10)
+    O.run_op(t, O.add("kv2", 1, 1))
+    t.commit()
+    assert _loads(plain, "kv") == [(1, 100.0)] and _loads(plain, "kv2") == [(1, 101.0)]
+
+
 @pytest.mark.parametrize("preset", ["repeatable_read", "serializable"])
 def test_decided_commit_whose_publish_failed_blocks_nobody(tmp_path, preset):
     plain, store, lh = _two_tables(tmp_path)
