@@ -20,6 +20,11 @@ A broken plan is rolled back: every version it already wrote is overwritten (if-
 freed (empty) commit, and nothing is published, so no LV[I] reader ever sees part of it. Entries
 are written in the order: non-blind creates, blind creates, marker overwrites, so a lost create
 race (the only likely break) usually happens before anything was written.
+
+A plan read back from the store (:func:`parse_plan`) is checked before anyone may execute it:
+valid table names, non-negative integer versions, a known mode, commit bytes that decode as a
+Delta commit, at most one entry per table, and valid additions. A plan failing the check
+(written by a buggy or foreign client) raises :class:`InvalidPlan` and is never executed.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from lv_core.errors import AlreadyExists, NotFound, PreconditionFailed
+from lv_core.delta.actions import decode_commit
+from lv_core.delta.table import validate_table_name
+from lv_core.errors import AlreadyExists, LvError, NotFound, PreconditionFailed
 from lv_core.testing import crashpoint
 from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.layout import commit_key
@@ -38,6 +45,24 @@ from lv_core.storage.base import CREATE, IfMatch, ObjectStore
 CREATE_MODE = "create"
 OVERWRITE_MARKER = "overwrite-marker"
 MODES = (CREATE_MODE, OVERWRITE_MARKER)
+
+
+class InvalidPlan(ValueError):
+    """A recorded plan (or one of its entries) is malformed: it must never be executed."""
+
+
+def _version(value: Any, what: str) -> int:
+    """``value`` if it is a non-negative int (not a bool), else raise InvalidPlan."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidPlan(f"{what} must be a non-negative integer, not {value!r}")
+    return value
+
+
+def _table(value: Any, what: str) -> str:
+    try:
+        return validate_table_name(value)
+    except LvError as e:
+        raise InvalidPlan(f"{what}: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -72,8 +97,97 @@ class PlannedCommit:
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> "PlannedCommit":
-        return cls(str(body["table"]), int(body["version"]), str(body["commit"]).encode(), str(body["mode"]),
-                   body.get("etag"), bool(body.get("blind", False)))
+        """Parse and check one recorded entry (see :func:`check_entry`).
+
+        Raises:
+            InvalidPlan: a field is missing or has a bad type or value.
+        """
+        if not isinstance(body, Mapping):
+            raise InvalidPlan(f"a plan entry must be a JSON object, not {type(body).__name__}")
+        for k in ("table", "version", "mode", "commit"):
+            if k not in body:
+                raise InvalidPlan(f"a plan entry misses {k!r}")
+        table = _table(body["table"], "plan entry")
+        version = _version(body["version"], f"the version of plan entry {table!r}")
+        mode, etag, blind, commit = body["mode"], body.get("etag"), body.get("blind", False), body["commit"]
+        if mode not in MODES:
+            raise InvalidPlan(f"plan entry {table}@{version}: mode must be one of {MODES}, not {mode!r}")
+        if etag is not None and not isinstance(etag, str):
+            raise InvalidPlan(f"plan entry {table}@{version}: etag must be a string, not {etag!r}")
+        if not isinstance(blind, bool):
+            raise InvalidPlan(f"plan entry {table}@{version}: blind must be true or false, not {blind!r}")
+        if not isinstance(commit, str):
+            raise InvalidPlan(f"plan entry {table}@{version}: commit must be a string, not {type(commit).__name__}")
+        try:
+            data = commit.encode("utf-8")
+        except UnicodeError as e:
+            raise InvalidPlan(f"plan entry {table}@{version}: commit is not valid text ({e})") from None
+        try:
+            entry = cls(table, version, data, mode, etag, blind)
+        except ValueError as e:
+            raise InvalidPlan(f"plan entry {table}@{version}: {e}") from None
+        return check_entry(entry)
+
+
+def check_entry(e: PlannedCommit) -> PlannedCommit:
+    """Return ``e`` if it may be executed, else raise :class:`InvalidPlan` (pure; no I/O).
+
+    Checks: the table name is valid (:func:`~lv_core.delta.table.validate_table_name`), the version
+    a non-negative int, the mode known (an ``overwrite-marker`` has an etag), and the commit bytes
+    a Delta commit (:func:`~lv_core.delta.actions.decode_commit`) with at least one action.
+    """
+    _table(e.table, "plan entry")
+    _version(e.version, f"the version of plan entry {e.table!r}")
+    if e.mode not in MODES:
+        raise InvalidPlan(f"plan entry {e.table}@{e.version}: mode must be one of {MODES}, not {e.mode!r}")
+    if e.mode == OVERWRITE_MARKER and not (isinstance(e.etag, str) and e.etag):
+        raise InvalidPlan(f"plan entry {e.table}@{e.version}: overwrite-marker needs the marker's etag")
+    if not isinstance(e.data, bytes):
+        raise InvalidPlan(f"plan entry {e.table}@{e.version}: the commit must be bytes")
+    try:
+        actions = decode_commit(e.data, version=e.version, table=e.table)
+    except LvError as err:
+        raise InvalidPlan(f"plan entry {e.table}@{e.version}: {err}") from None
+    if not actions:
+        raise InvalidPlan(f"plan entry {e.table}@{e.version}: the commit has no action")
+    return e
+
+
+def check_plan(plan: Sequence[PlannedCommit], additions: Mapping[str, int] | None = None) -> None:
+    """Raise :class:`InvalidPlan` unless every entry passes :func:`check_entry`, no table has two
+    entries, and every addition maps a valid table name to a non-negative int (pure; no I/O)."""
+    seen: set[str] = set()
+    for e in plan:
+        if not isinstance(e, PlannedCommit):
+            raise InvalidPlan(f"a plan entry must be a PlannedCommit, not {type(e).__name__}")
+        check_entry(e)
+        if e.table in seen:
+            raise InvalidPlan(f"the plan names table {e.table!r} twice")
+        seen.add(e.table)
+    for t, v in (additions or {}).items():
+        _version(v, f"the version of addition {_table(t, 'addition')!r}")
+
+
+def parse_plan(plan: Any, additions: Any = None) -> tuple[tuple[PlannedCommit, ...], dict[str, int]]:
+    """Parse and check a recorded plan (the JSON ``plan`` list and ``additions`` object).
+
+    Missing (None) means empty. Returns (entries, additions).
+
+    Raises:
+        InvalidPlan: anything malformed (see :func:`check_plan`): such a plan must never be executed.
+    """
+    if plan is None:
+        plan = []
+    if additions is None:
+        additions = {}
+    if not isinstance(plan, list):
+        raise InvalidPlan(f"a plan must be a JSON list, not {type(plan).__name__}")
+    if not isinstance(additions, Mapping):
+        raise InvalidPlan(f"additions must be a JSON object, not {type(additions).__name__}")
+    entries = tuple(PlannedCommit.from_json(e) for e in plan)
+    adds = dict(additions)
+    check_plan(entries, adds)
+    return entries, adds
 
 
 @dataclass
@@ -229,4 +343,5 @@ def execute_plan(
     return PlanResult(True, versions, published)
 
 
-__all__ = ["CREATE_MODE", "OVERWRITE_MARKER", "PlanResult", "PlannedCommit", "build_plan", "execute_plan", "ordered"]
+__all__ = ["CREATE_MODE", "OVERWRITE_MARKER", "InvalidPlan", "PlanResult", "PlannedCommit", "build_plan", "check_entry",
+           "check_plan", "execute_plan", "ordered", "parse_plan"]

@@ -24,6 +24,13 @@ PUT-if-match on the etag it read:
 So no LV[I] reader ever sees part of a multi-table commit, and a crashed validator blocks others
 at most ``lease_s`` plus one poll interval.
 
+A record is checked when read (:meth:`LockRecord.decode`): an unreadable one reads as an expired
+"validating" lock (taken over at once); a "committing" one whose plan is malformed (written by a
+buggy or foreign client: an invalid table name, a bad version or mode, commit bytes that are not
+a Delta commit, see :func:`~lv_core.protocol.commitplan.parse_plan`) reads with ``invalid=True``
+and an empty plan: after its lease it is taken over and rolled back (its plan is never executed,
+by a taker nor by :func:`~lv_core.protocol.recovery.recover`), so it cannot block the warehouse.
+
 Release deletes the key (DELETE is unconditional on object stores): the holder deletes only
 while its own lease has at least ``lease_s / 4`` left by its own clock (nobody can have taken it
 over before it expires); otherwise it first GETs the record and deletes only if the etag is still
@@ -33,16 +40,19 @@ the check and the DELETE.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import math
 import random
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
 from lv_core.errors import AlreadyExists, NotFound, PreconditionFailed, StorageError, TransactionAborted, TransactionError
-from lv_core.protocol.commitplan import PlannedCommit, PlanResult, execute_plan
+from lv_core.protocol.commitplan import InvalidPlan, PlannedCommit, PlanResult, execute_plan, parse_plan
 from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.layout import LV_ROOT, client_label
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
@@ -93,6 +103,10 @@ class LockRecord:
         plan_txn: whose commit the plan is (differs from ``txn`` while a taker rolls it forward).
         additions: read-only tables the global log did not know -> version to add them at.
         recovering: the crashed holder whose plan a taker is rolling forward.
+        invalid: the record was "committing" but its plan (or additions, gvl base, plan txn) is
+            malformed: ``plan`` and ``additions`` are then empty and it must never be rolled forward
+            (only taken over after its lease, and rolled back). Never encoded.
+        invalid_reason: why (for logs).
     """
 
     txn: str
@@ -106,8 +120,12 @@ class LockRecord:
     plan_txn: str | None = None
     additions: Mapping[str, int] = field(default_factory=dict)
     recovering: str | None = None
+    invalid: bool = False
+    invalid_reason: str = ""
 
     def encode(self) -> bytes:
+        if self.invalid:
+            raise ValueError("an invalid lock record (malformed plan) must not be written back")
         body: dict[str, Any] = {
             "txn": self.txn, "state": self.state, "lease_s": self.lease_s, "lease_expires": self.lease_expires,
             "client": self.client, "acquired": self.acquired, "gvl_base": self.gvl_base,
@@ -121,23 +139,58 @@ class LockRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> "LockRecord":
-        """Parse a lock object; an unreadable one reads as an expired "validating" lock (safe to take)."""
+        """Parse a lock object.
+
+        An unreadable one reads as an expired "validating" lock (safe to take). A "committing" one
+        whose plan fails :func:`~lv_core.protocol.commitplan.parse_plan` (or whose ``gvl_base`` /
+        ``plan_txn`` is malformed) reads with its lease, ``invalid=True``, an empty plan and no
+        additions: nobody may roll it forward; it is taken over (rolled back) once its lease expired.
+
+        Checking a plan decodes every commit it holds, so results are memoised by content (a waiter
+        polls the same record many times; records are immutable).
+        """
+        if cls is LockRecord:
+            return _decode_cached(bytes(data))
+        return cls._parse(data)
+
+    @classmethod
+    def _parse(cls, data: bytes) -> "LockRecord":
         try:
             b = json.loads(data)
             state = str(b["state"])
             if state not in (VALIDATING, COMMITTING):
                 raise ValueError(state)
-            return cls(
+            head = cls(
                 txn=str(b["txn"]), state=state, lease_s=float(b["lease_s"]), lease_expires=float(b["lease_expires"]),
                 client=str(b.get("client") or ""), acquired=float(b.get("acquired") or 0.0),
-                gvl_base=None if b.get("gvl_base") is None else int(b["gvl_base"]),
-                plan=tuple(PlannedCommit.from_json(e) for e in b.get("plan") or ()),
-                plan_txn=b.get("plan_txn"), additions={str(k): int(v) for k, v in dict(b.get("additions") or {}).items()},
-                recovering=b.get("recovering"),
+                recovering=None if b.get("recovering") is None else str(b["recovering"]),
             )
+            if not (math.isfinite(head.lease_s) and math.isfinite(head.lease_expires)):
+                raise ValueError("lease is not a finite number")  # NaN would never expire
+            if state == VALIDATING:  # the gvl base is informational only: never executed
+                return replace(head, gvl_base=None if b.get("gvl_base") is None else int(b["gvl_base"]))
         except (ValueError, TypeError, KeyError, AttributeError):
             log.warning("unreadable %s: treating it as expired", LOCK_KEY)
             return cls(txn="?", state=VALIDATING, lease_s=0.0, lease_expires=0.0)
+        gvl_base, plan_txn = b.get("gvl_base"), b.get("plan_txn")
+        try:
+            if gvl_base is not None and (isinstance(gvl_base, bool) or not isinstance(gvl_base, int) or gvl_base < -1):
+                raise InvalidPlan(f"gvl_base must be an integer >= -1, not {gvl_base!r}")
+            if plan_txn is not None and not (isinstance(plan_txn, str) and plan_txn):
+                raise InvalidPlan(f"plan_txn must be a transaction id, not {plan_txn!r}")
+            plan, additions = parse_plan(b.get("plan"), b.get("additions"))
+        except InvalidPlan as e:
+            log.debug("%s of %s holds an invalid plan: %s", LOCK_KEY, head.txn, e)
+            return replace(head, gvl_base=gvl_base if isinstance(gvl_base, int) and not isinstance(gvl_base, bool)
+                           else None, plan_txn=plan_txn if isinstance(plan_txn, str) else None,
+                           invalid=True, invalid_reason=str(e))
+        # read-only view: decoded records are shared (memoised)
+        return replace(head, gvl_base=gvl_base, plan=plan, plan_txn=plan_txn, additions=MappingProxyType(additions))
+
+
+@functools.lru_cache(maxsize=8)
+def _decode_cached(data: bytes) -> LockRecord:
+    return LockRecord._parse(data)
 
 
 @dataclass(frozen=True)
@@ -147,8 +200,9 @@ class Takeover:
     Attributes:
         previous_txn, previous_state: the record found expired.
         action: "rolled-back" (was validating: nothing to do), "rolled-forward" (its plan is now
-            committed and published), "plan-rolled-back" (its plan broke, see ``result``).
-        result: the roll forward's outcome (None for "rolled-back").
+            committed and published), "plan-rolled-back" (its plan broke, see ``result``),
+            "invalid-plan-rolled-back" (was committing a malformed plan: it was not executed).
+        result: the roll forward's outcome (None for "rolled-back" and "invalid-plan-rolled-back").
     """
 
     previous_txn: str
@@ -252,7 +306,8 @@ class ValidationLock:
                    takeovers: list[Takeover]) -> "HeldLock | None":
         now = time.time()
         mine = LockRecord(txn, VALIDATING, self.lease_s, now + self.lease_s, client_label(), now, gvl_base)
-        if old.state == COMMITTING:
+        roll_forward = old.state == COMMITTING and not old.invalid
+        if roll_forward:
             rec = replace(old, txn=txn, lease_s=self.lease_s, lease_expires=now + self.lease_s, client=client_label(),
                           acquired=now, plan_txn=old.plan_txn or old.txn, recovering=old.plan_txn or old.txn)
         else:
@@ -262,7 +317,12 @@ class ValidationLock:
         except PreconditionFailed:
             return None
         held = HeldLock(self, rec, new_etag, takeovers)
-        if old.state != COMMITTING:
+        if old.invalid:
+            log.warning("validation lock of %s (committing) expired and holds an invalid plan (%s): taken over "
+                        "by %s, the plan is not executed", old.plan_txn or old.txn, old.invalid_reason, txn)
+            takeovers.append(Takeover(old.txn, old.state, "invalid-plan-rolled-back"))
+            return held
+        if not roll_forward:
             log.info("validation lock of %s (validating) expired: taken over by %s", old.txn, txn)
             takeovers.append(Takeover(old.txn, old.state, "rolled-back"))
             return held
