@@ -26,13 +26,3 @@ def ipshell() -> Iterator[Any]:
     shell.run_line_magic("config", "LvMagics.widgets = False")
     if fresh is not None and hasattr(globalipapp.start_ipython, "already_called"):
         del globalipapp.start_ipython.already_called
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The whole reliability suite is in the `slow` tier for now (`make test-all` runs it): it holds
-    strict-xfail tests of known bugs that the next session fixes, after which its short versions move
-    back into `make test`."""
-    here = __file__.rsplit("/", 1)[0]
-    for item in items:
-        if str(item.fspath).startswith(here):
-            item.add_marker(pytest.mark.slow)

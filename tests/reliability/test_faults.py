@@ -159,10 +159,8 @@ def _explain_balances(initial: dict, final: dict, out: Outcomes) -> str | None:
     return f"no subset of the {len(unknown)} unknown transfers explains the balances: {diff}"
 
 
-#: Request kinds the workload's faults hit. DELETE is left out until the bugs shown by
-#: test_cleanup_failure_after_a_commit_keeps_its_data and test_recover_keeps_files_committed_before_a_checkpoint
-#: are fixed (a failed clean-up after a commit deletes its data, at once or in `lv recover`).
-FAULT_KINDS = ["GET", "HEAD", "LIST", "PUT", "PUT-create", "PUT-if-match"]
+#: Request kinds the workload's faults hit (every kind the store has).
+FAULT_KINDS = ["GET", "HEAD", "LIST", "PUT", "PUT-create", "PUT-if-match", "DELETE"]
 
 
 def run_faults(tmp_path, *, seed: int, threads: int, seconds: float, fault_rate: float, capsys=None,
@@ -239,8 +237,6 @@ def test_faults_long(tmp_path, capsys, seed, rate):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="every fault kind and every preset: fails while the bugs of the "
-                   "deterministic xfail tests below are open (expected to pass once they are fixed)")
 def test_faults_every_kind_and_preset(tmp_path, capsys):
     run_faults(tmp_path, seed=5, threads=6, seconds=40, fault_rate=0.01, capsys=capsys,
                kinds=["*"], presets=[*PRESETS, ("repeatable_read", None)])
@@ -373,11 +369,6 @@ def test_cleanup_failure_after_a_commit_keeps_its_data(tmp_path, preset):
     assert txn.state == "committed"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "`lv recover` decides which transactions committed from the table versions after the last checkpoint "
-    "only (recovery.recover: range(checkpoint_version + 1, ...)); the sublog of a committed transaction "
-    "left behind by a failed clean-up is then taken for a dead transaction's, and its data files, which "
-    "the committed version references, are deleted: that version can no longer be read"))
 def test_recover_keeps_files_committed_before_a_checkpoint(tmp_path):
     plain, store, lh = _two_tables(tmp_path)
     txn = lh.begin("serializable")
