@@ -20,13 +20,14 @@ from typing import Iterable
 from lv_core.delta.log import DeltaLog
 from lv_core.errors import NotFound
 from lv_core.protocol.gvl import GvlState
-from lv_core.protocol.markers import read_version
+from lv_core.protocol.markers import read_version, unfinished_part
 from lv_core.protocol.validation import LogTail, Policy, TableAccess, TableInputs, derive
 from lv_core.storage.base import ObjectStore
 
 
 def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | None = None) -> LogTail:
-    """GET and classify every version above ``start`` until one is missing.
+    """GET and classify every version above ``start`` until one is missing (a part of an unfinished
+    multi-table commit outside the global log counts as a pending marker).
 
     Cost: ``d + 1`` GETs where ``d`` is the number of versions above ``start``.
     A version written by ``own_txn`` is classified "own" (neither hidden nor foreign).
@@ -42,7 +43,12 @@ def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | Non
             st = read_version(store, table, v)
         except NotFound:
             return LogTail(start, tuple(kinds))
-        kinds.append("own" if own_txn is not None and st.txn == own_txn else st.kind)
+        if own_txn is not None and st.txn == own_txn:
+            kinds.append("own")
+        elif st.parts and unfinished_part(store, table, st) is not None:
+            kinds.append("marker")  # part of a multi-table commit not finished elsewhere: still pending
+        else:
+            kinds.append(st.kind)
         v += 1
 
 

@@ -57,6 +57,8 @@ class VersionState:
     txn: str | None = None  # owner / committer when written by LakeVilla
     marker: MarkerInfo | None = None
     raw: bytes = field(default=b"", repr=False)
+    #: a LakeVilla multi-table commit outside the global log: every (table, version) it commits at
+    parts: tuple[tuple[str, int], ...] = ()
 
     @property
     def pending(self) -> bool:
@@ -153,7 +155,35 @@ def classify(version: int, raw: bytes, etag: str) -> VersionState:
     if kind == "freed" and n_actions == 1:
         return VersionState(version, "freed", etag, txn=txn, raw=raw)
     # A real commit (LakeVilla's own, or a malformed/foreign marker, which we treat as a commit).
-    return VersionState(version, "commit", etag, txn=txn, raw=raw)
+    return VersionState(version, "commit", etag, txn=txn, raw=raw, parts=_parts(lv, txn) if kind == "commit" else ())
+
+
+def _parts(lv: dict[str, Any], txn: str | None) -> tuple[tuple[str, int], ...]:
+    """The (table, version) parts of a multi-table commit outside the global log (LV[CT] without
+    LV[I]), from its commitInfo ``at`` map; () for anything else (ignored when malformed)."""
+    at = lv.get("at")
+    if not txn or "gvl" in lv or not isinstance(at, dict) or len(at) < 2:
+        return ()
+    return tuple(sorted((t, v) for t, v in at.items()
+                        if isinstance(t, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0))
+
+
+def unfinished_part(store: ObjectStore, table: str, st: VersionState) -> tuple[str, VersionState] | None:
+    """For a part of a multi-table commit outside the global log (``st.parts``), another part that is
+    still the same transaction's pending marker: (table, its state), else None (1 GET per other part).
+
+    LV[I] treats such a commit as pending: publishing it in a global version before its other parts
+    would show half of a multi-table commit to readers at that global version."""
+    for t, v in st.parts:
+        if t == table:
+            continue
+        try:
+            other = read_version(store, t, v)
+        except NotFound:
+            continue
+        if other.pending and other.txn == st.txn:
+            return t, other
+    return None
 
 
 def read_version(store: ObjectStore, table: str, version: int) -> VersionState:
@@ -196,6 +226,7 @@ __all__ = [
     "VersionState",
     "classify",
     "encode_freed",
+    "unfinished_part",
     "encode_marker",
     "free_marker",
     "lakevilla_commit_info",

@@ -41,7 +41,7 @@ from lv_core.protocol.conflicts import Conflict, OpFootprint, PredecessorCommit,
 from lv_core.protocol.lease import keeper, lease_expired, write_lease
 from lv_core.protocol.dag import DagView, Edge, closes_cycle, edges_from_json, shift_tables
 from lv_core.protocol.markers import (MarkerInfo, encode_freed, encode_marker, lakevilla_commit_info, overwrite,
-                                      VersionState, place_marker, read_version)
+                                      VersionState, place_marker, read_version, unfinished_part)
 from lv_core.protocol.recovery import resolve_expired
 from lv_core.protocol.sublog import SublogEntry, write_entry
 from lv_core.storage.base import CREATE, OVERWRITE
@@ -82,6 +82,15 @@ def _same_value(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:
         return False
+
+
+def _in_global_log(preds: list[PredecessorCommit], conflict: Conflict) -> bool:
+    """Whether the commit behind ``conflict`` was validated into the global version log (LV[I])."""
+    for p in preds:
+        if p.table == conflict.table and p.version == conflict.version:
+            return any(isinstance(a, CommitInfo) and isinstance(a.payload.get("lakevilla"), dict)
+                       and "gvl" in a.payload["lakevilla"] for a in p.actions)
+    return False
 
 
 def _rebase(base: Snapshot, preds: list[PredecessorCommit]) -> Snapshot:
@@ -582,14 +591,19 @@ class Transaction:
             next_check = wait_t0 + self.lh.cycle_check_s
             while True:
                 st = read_version(self.store, ts.name, v)
-                if not (st.pending and st.txn != self.id):
+                on_table, on = ts.name, st  # what we wait for: this version, or an unfinished part of it
+                if self.iso and st.parts and st.txn != self.id:
+                    part = unfinished_part(self.store, ts.name, st)
+                    if part is not None:
+                        on_table, on = part
+                if not (on.pending and on.txn != self.id):
                     break
-                if lease_expired(self.store, st.txn, st.marker):
+                if lease_expired(self.store, on.txn, on.marker):
                     try:
-                        how = resolve_expired(self.store, ts.name, st, by=self.id)
+                        how = resolve_expired(self.store, on_table, on, by=self.id)
                         if how == "freed":
-                            self.events.emit(ev.MarkerFreed(self.id, table=ts.name, version=v, reason="expired",
-                                                            by=self.id))
+                            self.events.emit(ev.MarkerFreed(self.id, table=on_table, version=on.version,
+                                                            reason="expired", by=self.id))
                     except PreconditionFailed:
                         pass
                     continue
@@ -774,8 +788,10 @@ class Transaction:
             if conflict is not None:
                 self.events.emit(ev.ConflictFound(self.id, table=conflict.table, version=conflict.version,
                                                   step=conflict.step, files=conflict.files))
-                if self.iso and not self.policy.check_r1:
-                    # Snapshot isolation: a redo would mix the snapshot with newer state (first committer wins).
+                if self.iso and not self.policy.check_r1 and _in_global_log(preds, conflict):
+                    # Snapshot isolation: the conflicting commit is ordered in the global log after our
+                    # snapshot; a redo would mix the snapshot with newer state (first committer wins).
+                    # (Commits outside the log have no such position: a redo onto them stays allowed.)
                     raise TransactionAborted(
                         f"{conflict.table}@{conflict.version} by {conflict.txn} changed what step {conflict.step} "
                         f"read before writing ({conflict.why}); under snapshot isolation the first committer wins "
@@ -804,8 +820,11 @@ class Transaction:
             actions = self._net_actions(t, results)
             if actions:
                 writes[t] = actions
-        commits = {t: encode_commit([*actions, CommitInfo(lakevilla_commit_info(self.id, "LAKEVILLA COMMIT", {
-            "preset": self.preset, "tables": sorted(writes), "redo": self.redo_count}))]) for t, actions in writes.items()}
+        extra: dict[str, Any] = {"preset": self.preset, "tables": sorted(writes), "redo": self.redo_count}
+        if len(writes) > 1:  # every part's version: LV[I] publishes none of them before all are committed
+            extra["at"] = {t: self._published.get(t, self._tables[t].marker_version) for t in sorted(writes)}
+        commits = {t: encode_commit([*actions, CommitInfo(lakevilla_commit_info(self.id, "LAKEVILLA COMMIT", extra))])
+                   for t, actions in writes.items()}
         for t in group:
             if t in self._published or t in self._freed:
                 continue
