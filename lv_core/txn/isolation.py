@@ -22,6 +22,7 @@ from lv_core.protocol.commitplan import build_plan
 from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState, read_versions
 from lv_core.protocol.hidden import collect
+from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, overwrite, read_version
 from lv_core.protocol.validation import TableAccess, ValidationOutcome, validate
 from lv_core.testing import crashpoint
@@ -97,6 +98,18 @@ def _check_foreign(txn: "Transaction", outcome: ValidationOutcome) -> None:
                 details={"table": t, "version": c.version})
 
 
+def _whole(txn: "Transaction", state: GvlState, versions: dict[str, int]) -> dict[str, int]:
+    """``versions`` plus what keeps every multi-table commit outside the log whole (see parts.py);
+    tables whose parts cannot be included yet are dropped (a catch-up is best effort)."""
+    versions = dict(versions)
+    while versions:
+        try:
+            return {**versions, **close_parts(txn.store, state, versions, own_txn=txn.id)}
+        except PartMissing as e:
+            versions.pop(e.table, None)
+    return versions
+
+
 def _catch_up_versions(outcome: ValidationOutcome) -> dict[str, int]:
     """After an R1 failure caused by commits the global log does not know (writers without LV[I]:
     plain Delta, or LakeVilla presets without I), the versions to publish so a retry reads them.
@@ -125,7 +138,7 @@ def _catch_up(txn: "Transaction", outcome: ValidationOutcome, deadline: float) -
         left = max(0.001, deadline - time.monotonic())
         with txn.lh._vlock.acquire(txn.id, timeout_s=left) as held:
             state = txn.lh._glog.head()
-            fresh = {t: v for t, v in updates.items() if (state.table_version(t) or -1) < v}
+            fresh = _whole(txn, state, {t: v for t, v in updates.items() if (state.table_version(t) or -1) < v})
             held.commit([], state, additions=fresh) if fresh else held.release()
     except Exception:  # noqa: BLE001 - the abort below is what the caller needs; a retry catches up
         pass
@@ -167,7 +180,7 @@ def commit_isolated(txn: "Transaction", deadline: float) -> tuple[dict[str, int]
             _check_foreign(txn, outcome)
         _emit(txn, outcome, None if not outcome.compatible else state.version + 1)
         if not outcome.compatible:
-            updates = _catch_up_versions(outcome)
+            updates = _whole(txn, state, _catch_up_versions(outcome))
             if updates:
                 held.commit([], state, additions=updates)
             raise outcome.to_abort()
@@ -179,8 +192,18 @@ def commit_isolated(txn: "Transaction", deadline: float) -> tuple[dict[str, int]
         markers = {t: (ts.marker_version, ts.marker_etag) for t, ts in txn._tables.items()
                    if ts.marker_version is not None and ts.marker_etag is not None}
         plan = build_plan(outcome, commits, markers)
+        additions = outcome.additions()
+        try:
+            names = outcome.write_versions()
+            additions.update(close_parts(txn.store, state, {**names, **additions}, own_txn=txn.id,
+                                         fixed=frozenset(names)))
+        except PartMissing as e:
+            raise TransactionAborted(
+                f"{e} (R2: the global version this commit would publish must hold that multi-table commit "
+                "whole). Help: retry once it finished.", "R2",
+                details={"table": e.table, "version": e.version, "part": f"{e.sibling}@{e.sibling_version}"}) from None
         txn._decided = True
-        result = held.commit(plan, state, additions=outcome.additions())
+        result = held.commit(plan, state, additions=additions)
     freed: dict[str, int] = {}
     for t, ts in txn._tables.items():  # markers not overwritten by the plan (read-only, or a blind move)
         if ts.marker_version is None or result.versions.get(t) == ts.marker_version:

@@ -333,6 +333,34 @@ def test_unknown_decision_then_abort_is_never_rolled_forward_half_way(tmp_path):
     assert _loads(plain, "kv") == [(1, 100.0)] and _loads(plain, "kv2") == [(1, 101.0)]
 
 
+def test_global_versions_hold_a_multi_table_commit_outside_the_log_whole(tmp_path):
+    """A repeatable_read transfer (LV[CT], outside the global log) is half published: kv committed, kv2
+    still its pending marker. A serializable writer of kv publishes a global version naming kv past
+    that part: it must wait for kv2's part (rolled forward once the lease ran out) and name kv2 past
+    it too, so a reader at that global version sees the transfer whole (found by the fault workload:
+    serializable audits saw 908 of 900)."""
+    plain, store, lh = _two_tables(tmp_path)
+    both = plain.begin("serializable")  # both tables in the global log
+    O.run_op(both, O.add("kv", 1, 0))
+    O.run_op(both, O.add("kv2", 1, 0))
+    both.commit()
+    txn = lh.begin("repeatable_read")
+    O.run_op(txn, O.add("kv", 1, -5))
+    O.run_op(txn, O.add("kv2", 1, 5))
+    store.fail("PUT-if-match", key_contains="kv2/_delta_log/", times=3)
+    with pytest.raises(LvError):
+        txn.commit()
+    assert txn.state == "unknown" and _loads(plain, "kv") == [(1, 95.0)] and _loads(plain, "kv2") == [(1, 100.0)]
+    other = lv_core.connect(str(tmp_path / "wh"), lease_s=1.0)
+    w = other.begin("serializable", timeout_s=10)
+    O.run_op(w, O.add("kv", 1, 1))
+    g = w.commit().gvl_version
+    state = other.global_state(g)
+    a = O.table_rows(plain.store.url("kv"), state.tables["kv"])
+    b = O.table_rows(plain.store.url("kv2"), state.tables["kv2"])
+    assert a[0][1] + b[0][1] == 201.0, (g, state.tables, a, b)
+
+
 @pytest.mark.parametrize("preset", ["repeatable_read", "serializable"])
 def test_decided_commit_whose_publish_failed_blocks_nobody(tmp_path, preset):
     plain, store, lh = _two_tables(tmp_path)
