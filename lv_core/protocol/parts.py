@@ -38,8 +38,9 @@ def close_parts(store: ObjectStore, state: GvlState, versions: Mapping[str, int]
 
     ``versions``: table -> the version the next global version names. Each version above the
     current global version of a table is read once (1 GET each), except the versions ``fixed``
-    tables name (the new global version's own commits). Uncontended, this costs nothing. Raises :class:`PartMissing` when a part's table has a pending marker at or below the
-    part (it cannot be included yet), or when a table in ``fixed`` (written by the new global
+    tables name (the new global version's own commits): uncontended, this costs nothing.
+
+    Raises :class:`PartMissing` when a part's table has a pending marker at or below the part (it cannot be included yet), or when a table in ``fixed`` (written by the new global
     version's own commit, at the version given) would have to move.
     """
     result = dict(versions)
@@ -55,7 +56,8 @@ def close_parts(store: ObjectStore, state: GvlState, versions: Mapping[str, int]
     steps = 0
     while todo:
         t = todo.pop()
-        lo = max(state.table_version(t) or -1, scanned.get(t, -1))
+        known = state.table_version(t)
+        lo = max(-1 if known is None else known, scanned.get(t, -1))
         hi = result[t]
         scanned[t] = max(hi, scanned.get(t, -1))
         for v in range(lo + 1, hi + 1):

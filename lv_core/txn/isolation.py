@@ -138,7 +138,8 @@ def _catch_up(txn: "Transaction", outcome: ValidationOutcome, deadline: float) -
         left = max(0.001, deadline - time.monotonic())
         with txn.lh._vlock.acquire(txn.id, timeout_s=left) as held:
             state = txn.lh._glog.head()
-            fresh = _whole(txn, state, {t: v for t, v in updates.items() if (state.table_version(t) or -1) < v})
+            fresh = _whole(txn, state, {t: v for t, v in updates.items()
+                                        if state.table_version(t) is None or state.table_version(t) < v})
             held.commit([], state, additions=fresh) if fresh else held.release()
     except Exception:  # noqa: BLE001 - the abort below is what the caller needs; a retry catches up
         pass
