@@ -42,6 +42,8 @@ DEFAULT_HELP: Mapping[str, str] = {
     "exposed_read": "run the transaction again: a result it already returned changed.",
     "crashed": "run `%lv recover` (or lh.recover()) and retry the transaction.",
     "rollback": "nothing: the transaction was rolled back on request.",
+    "unknown": ("do not run it again yet: its commit is recorded and completes by roll forward once its "
+                "lease runs out (the next transaction on these tables, or `%lv recover`, does it)."),
 }
 
 
@@ -180,7 +182,7 @@ class TimelineEntry:
 
 @dataclass
 class ResultView:
-    outcome: str  # "committed" | "aborted"
+    outcome: str  # "committed" | "aborted" | "unknown" (decided or possibly landed; not completed here)
     ts: float
     versions: dict[str, int] = field(default_factory=dict)
     redo_count: int = 0
@@ -470,15 +472,20 @@ class TxnView:
 
     def _on_Aborted(self, e: ev.Aborted) -> None:
         what, help_ = split_help(e.reason)
-        self.result = ResultView("aborted", e.ts, reason=what or e.reason, rule=e.rule,
+        unknown = e.rule == "unknown"  # decided (or possibly landed): markers are not freed
+        self.result = ResultView("unknown" if unknown else "aborted", e.ts, reason=what or e.reason, rule=e.rule,
                                  help=help_ or DEFAULT_HELP.get(e.rule, "retry the transaction."))
         self.waits.clear()
         for row in self.markers.values():
             if row.state not in ("freed", "committed"):
+                if unknown:
+                    row.waiting_on = None
+                    row.detail = "outcome unknown: completed by roll forward or freed once the lease runs out"
+                    continue
                 row.state, row.since, row.waiting_on = "freed", e.ts, None
                 row.detail = row.detail or f"aborted ({e.rule})"
         self._close_edges()
-        self._note(e, f"aborted ({e.rule}): {what or e.reason}", "error")
+        self._note(e, f"{'outcome unknown' if unknown else 'aborted'} ({e.rule}): {what or e.reason}", "error")
 
     def _close_edges(self) -> None:
         for edge in self.dag.edges:

@@ -205,8 +205,9 @@ def result_html(view: TxnView) -> str:
         redo = f" · {res.redo_count} redo{'s' if res.redo_count != 1 else ''}" if res.redo_count else ""
         return (f'<div class="lv-result-inner lv-result-committed" data-outcome="committed">'
                 f"Committed: {esc(what)}{esc(redo)} · {esc(fmt_s(view.elapsed()))}</div>")
-    return (f'<div class="lv-result-inner lv-result-aborted" data-outcome="aborted" data-rule="{esc(res.rule)}">'
-            f"Aborted ({esc(res.rule)}): {esc(res.reason)}</div>"
+    label = "Outcome unknown" if res.outcome == "unknown" else "Aborted"
+    return (f'<div class="lv-result-inner lv-result-aborted" data-outcome="{esc(res.outcome)}" '
+            f'data-rule="{esc(res.rule)}">{label} ({esc(res.rule)}): {esc(res.reason)}</div>'
             f'<div class="lv-help">What to do: {esc(res.help)}</div>')
 
 
@@ -271,7 +272,7 @@ def render_text(view: TxnView, now: float | None = None) -> str:
         what = ", ".join(f"{t}@{v}" for t, v in sorted(res.versions.items())) or "nothing written"
         out.append(f"  result: committed {what}" + (f", {res.redo_count} redo(s)" if res.redo_count else ""))
     else:
-        out.append(f"  result: aborted ({res.rule}): {res.reason}")
+        out.append(f"  result: {'outcome unknown' if res.outcome == 'unknown' else 'aborted'} ({res.rule}): {res.reason}")
         out.append(f"  what to do: {res.help}")
     return "\n".join(out)
 

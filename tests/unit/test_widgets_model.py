@@ -106,6 +106,32 @@ def test_abort_reason_and_what_to_do():
     assert split_help("no help here") == ("no help here", "")
 
 
+def test_outcome_unknown_keeps_its_markers(tmp_path):
+    """A real decided commit whose publication kept failing: the widget says 'outcome unknown', does
+    not show its pending marker as freed, and tells the user not to run it again yet."""
+    from lv_core.lakehouse import Lakehouse
+    from lv_core.storage.instrumented import InstrumentedStore
+    from widgets.render import render_text, result_html
+
+    plain = lv_core.connect(str(tmp_path / "wh"), lease_s=1.0)
+    make_kv(plain, "kv", {1: 100.0})
+    make_kv(plain, "kv2", {1: 100.0})
+    store = InstrumentedStore(plain.store)
+    lh = Lakehouse(store, lease_s=1.0)
+    txn = lh.begin("repeatable_read")
+    add_kv(txn, "kv", 1, -5)
+    add_kv(txn, "kv2", 1, 5)
+    store.fail("PUT-if-match", key_contains="kv2/_delta_log/", times=3)
+    with pytest.raises(lv_core.LvError):
+        txn.commit()
+    view = fold(txn.events.history)
+    assert txn.state == view.state == "unknown" and view.result.rule == "unknown"
+    assert view.markers["kv2"].state != "freed" and view.markers["kv"].state != "freed"
+    assert view.result.help == DEFAULT_HELP["unknown"]
+    assert 'data-outcome="unknown"' in result_html(view) and "Outcome unknown" in result_html(view)
+    assert "result: outcome unknown (unknown)" in render_text(view)
+
+
 def test_validation_passed_and_r1_failure_with_numbers():
     ok_tables = {"bank_x": {"r": 5, "h": 5, "w": 6, "l": 5, "written_logs": 0, "read": True, "written": True,
                             "rules": {"R1": {"applies": True, "passed": True, "detail": "r=5 >= h-slack=5"},
