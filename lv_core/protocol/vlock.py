@@ -53,7 +53,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from lv_core.errors import AlreadyExists, NotFound, PreconditionFailed, StorageError, TransactionAborted, TransactionError
 from lv_core.protocol.commitplan import InvalidPlan, PlannedCommit, PlanResult, execute_plan, parse_plan
-from lv_core.protocol.gvl import GlobalLog, GvlState
+from lv_core.protocol.gvl import GlobalLog, GlobalLogConflict, GlobalVersionNotFound, GvlState
 from lv_core.protocol.layout import LV_ROOT, client_label
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
 
@@ -332,6 +332,15 @@ class ValidationLock:
             base = old.gvl_base if old.gvl_base is not None else -1
             result = execute_plan(self.store, self.glog, old.plan, txn=plan_txn, gvl_base=base,
                                   additions=old.additions)
+        except (GlobalVersionNotFound, GlobalLogConflict) as e:
+            # A plan that can never complete (its base global version does not exist, or the next one
+            # was published by another transaction): a legitimate holder cannot have recorded it.
+            # Roll it back instead of making every later validator fail on it.
+            log.warning("validation lock of %s (committing) holds a plan that cannot complete (%s): taken over "
+                        "by %s and rolled back", plan_txn, e, txn)
+            takeovers.append(Takeover(old.txn, old.state, "impossible-plan-rolled-back"))
+            held._transition(mine)
+            return held
         except BaseException:
             held._abandon()  # keep the plan recorded; the next waiter rolls it forward after our lease
             raise

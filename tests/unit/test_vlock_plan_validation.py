@@ -219,6 +219,25 @@ def test_a_half_executed_valid_plan_is_still_rolled_forward(local_store: ObjectS
     assert (head.version, dict(head.tables), head.txn) == (base.version + 1, {"a": 1, "b": 1, "c": 3}, "crashed")
 
 
+@pytest.mark.parametrize("case", ["base-missing", "next-taken"])
+def test_a_well_formed_plan_that_cannot_complete_is_rolled_back(local_store: ObjectStore, case: str) -> None:
+    """A foreign key whose base global version does not exist, or whose next global version another
+    transaction published, would fail every validator that takes it over: it is rolled back once."""
+    store = local_store
+    create_table(store, "a", "id BIGINT")
+    glog = GlobalLog(store)
+    base = glog.publish(EMPTY, {"a": 0}, "setup")
+    if case == "next-taken":
+        glog.publish(base, {"a": 0}, "someone-else")
+    gvl_base = 50 if case == "base-missing" else base.version
+    plan = [{"table": "a", "version": 1, "mode": "create", "commit": commit_bytes(store, "a", "foreign", [1]).decode()}]
+    store.put(LOCK_KEY, key(plan, gvl_base=gvl_base), mode=CREATE)
+    for i in range(2):
+        with ValidationLock(store, lease_s=5, skew_s=0).acquire(f"next-{i}", timeout_s=5) as held:
+            assert [t.action for t in held.takeovers] == (["impossible-plan-rolled-back"] if i == 0 else [])
+        assert ValidationLock(store).read() is None
+
+
 # ------------------------------------------------------------------------------------------ recover
 @pytest.mark.parametrize("valid", [True, False], ids=["valid-plan", "invalid-plan"])
 def test_recover_rolls_forward_only_a_valid_plan(local_store: ObjectStore, valid: bool) -> None:
