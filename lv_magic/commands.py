@@ -70,7 +70,7 @@ def _markers(lh: Any, tables: list[str]) -> list[list[Any]]:
                 if not st.pending:
                     continue
                 lease = read_lease(lh.store, st.txn or "")
-                left = (float(lease["expires"]) - now) if lease else (st.marker.lease_expires - now if st.marker else 0)
+                left = (lease["expires"] - now) if lease else (st.marker.lease_expires - now if st.marker else 0)
                 preds = ", ".join(f"{p.get('txn')}@{p.get('table')}@{p.get('version')}"
                                   for p in (st.marker.predecessors if st.marker else ()))
                 rows.append([t, v, st.txn, f"{left:.0f}s" if left > 0 else "expired", preds or "-"])

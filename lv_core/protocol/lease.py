@@ -63,7 +63,7 @@ def lease_expired(store: ObjectStore, txn: str, marker: MarkerInfo | None, now: 
     now = time.time() if now is None else now
     lease = read_lease(store, txn)
     if lease is not None:
-        return _expiry(lease.get("expires")) < now
+        return lease["expires"] < now
     return marker is None or marker.lease_expires < now
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from lv_core.delta.actions import AddFile, CommitInfo, decode_commit
 from lv_core.delta.log import DeltaLog
+from lv_core.delta.snapshot import Snapshot
 from lv_core.errors import LvError, NotFound, PreconditionFailed
 from lv_core.protocol import layout
 from lv_core.protocol.lease import lease_expired, read_lease
@@ -155,6 +156,10 @@ class _References:
     def forget(self, table: str) -> None:
         self._known.pop(table, None)
 
+    def remember(self, table: str, snap: Snapshot) -> None:
+        """Use a snapshot already read (valid until a commit is rolled forward into the table)."""
+        self._known[table] = frozenset(snap.files) | frozenset(snap.tombstones)
+
     def of(self, table: str) -> frozenset[str] | None:
         """Referenced paths, or None when the table cannot be read (then nothing of it is deleted)."""
         if table not in self._known:
@@ -183,6 +188,7 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
             snap = DeltaLog(store, table).snapshot(method="probe", check=False)
         except LvError:
             continue
+        refs.remember(table, snap)
         first = snap.checkpoint_version + 1 if snap.checkpoint_version is not None else 0
         for v in range(first, snap.version + 1):
             ci = snap.commit_infos.get(v)
@@ -218,11 +224,7 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
             rep.kept_txns.append(txn)
             continue
         lease = read_lease(store, txn)
-        try:
-            expires = float(lease.get("expires", 0.0)) if isinstance(lease, dict) else 0.0
-        except (TypeError, ValueError):
-            expires = 0.0
-        if lease is not None and expires + lease_grace_s > now:
+        if lease is not None and lease["expires"] + lease_grace_s > now:
             rep.kept_txns.append(txn)  # alive, or recently dead: the owner may come back
             continue
         for entry in read_sublog(store, txn):

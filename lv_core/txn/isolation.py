@@ -216,6 +216,5 @@ def commit_isolated(txn: "Transaction", deadline: float) -> tuple[dict[str, int]
         except Exception:  # noqa: BLE001 - freed by someone else, or expires by lease
             pass
     for t, v in result.versions.items():
-        txn._published[t] = v
-        txn._published_paths[t] = {a.path for a in writes.get(t, []) if hasattr(a, "modification_time")}
+        txn._mark_published(t, v, writes.get(t, []))
     return dict(result.versions), freed, result.gvl or state

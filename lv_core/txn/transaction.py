@@ -40,7 +40,7 @@ from lv_core.protocol import layout
 from lv_core.protocol.conflicts import Conflict, OpFootprint, PredecessorCommit, first_conflict
 from lv_core.protocol.lease import keeper, lease_expired, write_lease
 from lv_core.protocol.dag import DagView, Edge, closes_cycle, edges_from_json, shift_tables
-from lv_core.protocol.markers import (MarkerInfo, encode_freed, encode_marker, lakevilla_commit_info, overwrite,
+from lv_core.protocol.markers import (KEY, MarkerInfo, encode_freed, encode_marker, lakevilla_commit_info, overwrite,
                                       VersionState, place_marker, read_version, unfinished_part)
 from lv_core.protocol.recovery import resolve_expired
 from lv_core.protocol.sublog import SublogEntry, write_entry
@@ -88,8 +88,8 @@ def _in_global_log(preds: list[PredecessorCommit], conflict: Conflict) -> bool:
     """Whether the commit behind ``conflict`` was validated into the global version log (LV[I])."""
     for p in preds:
         if p.table == conflict.table and p.version == conflict.version:
-            return any(isinstance(a, CommitInfo) and isinstance(a.payload.get("lakevilla"), dict)
-                       and "gvl" in a.payload["lakevilla"] for a in p.actions)
+            return any(isinstance(a, CommitInfo) and isinstance(a.payload.get(KEY), dict)
+                       and "gvl" in a.payload[KEY] for a in p.actions)
     return False
 
 
