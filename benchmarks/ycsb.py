@@ -400,21 +400,13 @@ def client_run(args: dict[str, Any], ready: Callable[[], float]) -> dict[str, An
 # --------------------------------------------------------------------------------- orchestration
 def load_template(spec: StoreSpec, location: str, records: int, per_file: int, seed: int) -> None:
     """Create the table and load the records (one commit), without injected latency."""
-    from lv_core.delta.writer import write_data_files
+    from lv_core.engine import arrow_ops
     from lv_core.lakehouse import Lakehouse
-    from lv_core.txn.ops import Operation, OpResult
 
     lh = Lakehouse(raw_store(spec, location))
     lh.create_table(TABLE, DDL)
-    data = records_table(records, seed)
-
-    def run(ctx: Any) -> OpResult:
-        adds = write_data_files(ctx.store, TABLE, ctx.snapshot(TABLE), data, max_rows_per_file=per_file,
-                                new_path=lambda v: ctx.new_path(TABLE, v))
-        return OpResult(value=data.num_rows, adds={TABLE: adds})
-
     txn = lh.begin("delta")
-    txn.execute(Operation("load", (TABLE,), run, blind=True))
+    txn.execute(arrow_ops.append(TABLE, records_table(records, seed), rows_per_file=per_file))
     txn.commit()
     lh.close()
 

@@ -21,16 +21,16 @@ Mask = Callable[[pa.Table], Any]  # -> pyarrow boolean array / ChunkedArray
 Update = Callable[[pa.Table], pa.Table]  # matching rows -> updated rows (same schema)
 
 
-def _write(ctx: OpContext, table: str, data: pa.Table) -> list:
-    return write_data_files(ctx.store, table, ctx.snapshot(table), data,
+def _write(ctx: OpContext, table: str, data: pa.Table, rows_per_file: int | None = None) -> list:
+    return write_data_files(ctx.store, table, ctx.snapshot(table), data, max_rows_per_file=rows_per_file,
                             new_path=lambda values: ctx.new_path(table, values))
 
 
-def append(table: str, data: pa.Table) -> Operation:
-    """Blind append of ``data`` (never conflicts)."""
+def append(table: str, data: pa.Table, *, rows_per_file: int | None = None) -> Operation:
+    """Blind append of ``data`` (never conflicts), in files of at most ``rows_per_file`` rows."""
 
     def run(ctx: OpContext) -> OpResult:
-        return OpResult(value=data.num_rows, adds={table: _write(ctx, table, data)})
+        return OpResult(value=data.num_rows, adds={table: _write(ctx, table, data, rows_per_file)})
 
     return Operation("append", (table,), run, logical={"append_rows": data.num_rows}, blind=True)
 

@@ -112,6 +112,20 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
             for f, _, t in items:
                 assign(F.lit(None), t, f, what)  # raises SchemaError for a type that cannot be stored
 
+        def assigned(plan: Mapping[int, list], action: str, prefix: str, unchanged: Any) -> list[Any]:
+            """Every target column: the value the clause chosen by ``action`` assigns it (computed in
+            column ``<prefix><code>_<j>``), else ``unchanged(field)``."""
+            out = []
+            for f in fields.values():
+                c = unchanged(f)
+                for code, items in plan.items():
+                    for j, (g, _, t) in enumerate(items):
+                        if g.name == f.name:
+                            c = F.when(F.col(action) == code, assign(F.col(f"{prefix}{code}_{j}"), t, f, what)
+                                       ).otherwise(c)
+                out.append(c.alias(f.name))
+            return out
+
         def case(clauses: list[tuple[int, MergeClause]]) -> str:
             whens = " ".join(f"WHEN ({r.expr(c.condition) if c.condition is not None else 'TRUE'}) THEN {code}"
                              for code, c in clauses)
@@ -164,15 +178,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                 first = Window.partitionBy("__lv_rid").orderBy(F.col("__lv_a").desc())
                 raw = (raw.withColumn("__lv_n", F.row_number().over(first))
                        .where((F.col("__lv_n") == 1) & ~F.col("__lv_a").isin(*dele)))
-                out = []
-                for f in fields.values():
-                    c = col(f.name)
-                    for code, items in typed.items():
-                        for j, (g, _, t) in enumerate(items):
-                            if g.name == f.name:
-                                c = F.when(F.col("__lv_a") == code, assign(F.col(f"__lv_u{code}_{j}"), t, f, what)
-                                           ).otherwise(c)
-                    out.append(c.alias(f.name))
+                out = assigned(typed, "__lv_a", "__lv_u", lambda f: col(f.name))
                 with sql_errors(what):
                     adds += engine.write(ctx, target, raw.select(*out))
         if inserts:
@@ -183,15 +189,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                          for j, (_, e) in enumerate(items)]
             raw = scope.sql(f"SELECT {', '.join(cols)} FROM {src} AS {sa} LEFT ANTI JOIN "
                             f"(SELECT * FROM {tkey}) AS {ta} ON {on}", r, frames)
-            out = []
-            for f in fields.values():
-                c = F.lit(None).cast(nullable_type(f.dataType))
-                for code, items in ityped.items():
-                    for j, (g, _, t) in enumerate(items):
-                        if g.name == f.name:
-                            c = F.when(F.col("__lv_i") == code, assign(F.col(f"__lv_v{code}_{j}"), t, f, what)
-                                       ).otherwise(c)
-                out.append(c.alias(f.name))
+            out = assigned(ityped, "__lv_i", "__lv_v", lambda f: F.lit(None).cast(nullable_type(f.dataType)))
             with sql_errors(what):
                 new = engine.write(ctx, target, raw.where(F.col("__lv_i") > 0).select(*out))
             inserted = sum(a.num_records or 0 for a in new)

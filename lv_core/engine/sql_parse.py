@@ -218,18 +218,23 @@ def _set_items(st: Statement, eqs: Sequence[Any], alias: str, target: str) -> li
     return out
 
 
-def _update(st: Statement, tree: Any) -> Statement:
-    exp = _exp()
+def _dml_target(st: Statement, tree: Any, verb: str, clauses: tuple[str, ...], help_: str) -> tuple[str, str, Any]:
+    """UPDATE/DELETE: refuse WITH and the ``clauses`` not supported; return (target, alias, WHERE condition)."""
     if tree.args.get("with_") is not None:
-        raise _unsupported(st, "WITH ... UPDATE", "Put the query inside the statement: a subquery, or "
+        raise _unsupported(st, f"WITH ... {verb}", "Put the query inside the statement: a subquery, or "
                            "MERGE ... USING (WITH ... SELECT ...) AS s.")
-    for k in ("from", "from_", "joins", "order", "limit", "returning"):
+    for k in clauses:
         if tree.args.get(k):
-            raise _unsupported(st, f"UPDATE ... {k.rstrip('_').upper()}", "Use a subquery in SET or WHERE, or MERGE.")
-    target, alias = _plain_table(st, tree.this, "UPDATE target")
-    sets = _set_items(st, tree.expressions, alias, target)
+            raise _unsupported(st, f"{verb} ... {k.rstrip('_').upper()}", help_)
+    target, alias = _plain_table(st, tree.this, f"{verb} target")
     where = tree.args.get("where")
-    where = where.this if isinstance(where, exp.Where) else where
+    return target, alias, where.this if isinstance(where, _exp().Where) else where
+
+
+def _update(st: Statement, tree: Any) -> Statement:
+    target, alias, where = _dml_target(st, tree, "UPDATE", ("from", "from_", "joins", "order", "limit", "returning"),
+                                       "Use a subquery in SET or WHERE, or MERGE.")
+    sets = _set_items(st, tree.expressions, alias, target)
     st.kind, st.target = "update", target
     st.spec = UpdateSpec(target, alias, sets, where)
     st.sources = _names(source_refs(tree, exclude=[tree.this], line=st.line))
@@ -237,16 +242,8 @@ def _update(st: Statement, tree: Any) -> Statement:
 
 
 def _delete(st: Statement, tree: Any) -> Statement:
-    exp = _exp()
-    if tree.args.get("with_") is not None:
-        raise _unsupported(st, "WITH ... DELETE", "Put the query inside the statement: a subquery, or "
-                           "MERGE ... USING (WITH ... SELECT ...) AS s.")
-    for k in ("using", "tables", "order", "limit", "returning", "cluster"):
-        if tree.args.get(k):
-            raise _unsupported(st, f"DELETE ... {k.upper()}", "Use a subquery in WHERE.")
-    target, alias = _plain_table(st, tree.this, "DELETE target")
-    where = tree.args.get("where")
-    where = where.this if isinstance(where, exp.Where) else where
+    target, alias, where = _dml_target(st, tree, "DELETE", ("using", "tables", "order", "limit", "returning", "cluster"),
+                                       "Use a subquery in WHERE.")
     st.kind, st.target = "delete", target
     st.spec = DeleteSpec(target, alias, where)
     st.sources = _names(source_refs(tree, exclude=[tree.this], line=st.line))

@@ -20,12 +20,10 @@ import pytest
 
 import lv_core
 from lv_core.delta.actions import AddFile, RemoveFile, decode_commit
-from lv_core.delta.writer import write_data_files
-from lv_core.engine import api
+from lv_core.engine import api, arrow_ops
 from lv_core.engine.spark_io import STAGING
 from lv_core.engine.spark_schema import spark_schema
 from lv_core.errors import ConfigError, EngineError, SchemaError, TransactionAborted
-from lv_core.txn.ops import Operation, OpResult
 
 pytestmark = pytest.mark.spark
 
@@ -80,13 +78,8 @@ def table_keys(lh: lv_core.Lakehouse, table: str) -> list[str]:
 
 def seed(lh: lv_core.Lakehouse, table: str, data: pa.Table, rows_per_file: int) -> None:
     """One commit adding ``data`` in files of ``rows_per_file`` rows (written by pyarrow)."""
-    def run(ctx: Any) -> OpResult:
-        adds = write_data_files(ctx.store, table, ctx.snapshot(table), data, max_rows_per_file=rows_per_file,
-                                new_path=lambda v: ctx.new_path(table, v))
-        return OpResult(value=data.num_rows, adds={table: adds})
-
     txn = lh.begin("delta")
-    txn.execute(Operation("seed", (table,), run, blind=True))
+    txn.execute(arrow_ops.append(table, data, rows_per_file=rows_per_file))
     txn.commit()
 
 
