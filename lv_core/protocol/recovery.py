@@ -35,12 +35,14 @@ class RecoveryReport:
     cleaned_txns: list[str] = field(default_factory=list)
     deleted_files: list[str] = field(default_factory=list)
     kept_txns: list[str] = field(default_factory=list)  # sublogs kept: owner may return
+    validation_lock: str = ""  # what was done with an expired validation key ("" = none found expired)
 
     def summary(self) -> str:
+        lock = f"; expired validation key {self.validation_lock}" if self.validation_lock else ""
         return (f"freed {len(self.freed)} expired marker(s), rolled {len(self.rolled_forward)} forward, "
                 f"{len(self.live_markers)} live marker(s) left alone, cleaned {len(self.cleaned_txns)} "
                 f"transaction(s) ({len(self.deleted_files)} orphaned file(s) deleted), kept "
-                f"{len(self.kept_txns)} sublog(s) whose owner may return")
+                f"{len(self.kept_txns)} sublog(s) whose owner may return{lock}")
 
 
 def _tables(store: ObjectStore) -> list[str]:
@@ -171,6 +173,24 @@ class _References:
         return self._known[table]
 
 
+def _clear_expired_lock(store: ObjectStore, lease_grace_s: float, now: float) -> str:
+    """An expired validation key (its holder crashed, or its release's DELETE failed) is taken over
+    the way the next validator would (a recorded plan rolled forward, else rolled back) and released.
+    Returns what happened ("" when there is no key, or its holder may still be alive)."""
+    from lv_core.protocol.vlock import ValidationLock
+
+    lock = ValidationLock(store, skew_s=lease_grace_s)
+    found = lock.read()
+    if found is None or found[0].lease_expires + lease_grace_s > now:
+        return ""
+    try:
+        with lock.acquire(layout.new_txn_id(), timeout_s=1.0) as held:
+            actions = [t.action for t in held.takeovers]
+    except LvError:
+        return ""  # taken by a live validator meanwhile, or the store failed: the next validator does it
+    return ", ".join(actions) or "already released"
+
+
 def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | None = None) -> RecoveryReport:
     """Run one recovery pass over the whole warehouse.
 
@@ -181,6 +201,8 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
 
     now = time.time() if now is None else now
     rep = RecoveryReport()
+    # First: a plan it rolls forward writes table versions that the reads below must see.
+    rep.validation_lock = _clear_expired_lock(store, lease_grace_s, now)
     refs = _References(store)
     pending_of: set[str] = set()
     for table in _tables(store):

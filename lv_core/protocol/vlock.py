@@ -433,7 +433,11 @@ class HeldLock:
                         f"completes it after the lock lease ({self.lock.lease_s:g}s).") from e
                 time.sleep(delay)
                 delay = min(self.lock.poll_max_s, delay * 4)
-        self.release()
+        try:
+            self.release()
+        except StorageError as e:  # done and published: the key only outlives it (renewal stopped)
+            log.warning("validation lock of %s: releasing failed (%s); the next validator or `lv recover` "
+                        "finds its plan done and removes it", self.txn, e)
         if not result.committed:
             raise TransactionAborted(result.reason, result.rule or "R2",
                                      details={"written": result.versions, "undone": result.undone})
