@@ -87,7 +87,7 @@ def raw_store(spec: StoreSpec, location: str):
 
 def open_lakehouse(spec: StoreSpec, location: str, *, latency: bool = True, **lh_options: Any):
     """A Lakehouse on an InstrumentedStore (counting; latency injected when ``latency``)."""
-    from lv_core.lakehouse import Lakehouse
+    from lv_core import Lakehouse
     from lv_core.storage.instrumented import InstrumentedStore
 
     store = InstrumentedStore(raw_store(spec, location), latency=spec.latency_s if latency and spec.latency_s else None)

@@ -84,7 +84,7 @@ def client_run(args: dict[str, Any], ready: Callable[[], float]) -> dict[str, An
 
 def run_one(pool: ClientPool, spec: StoreSpec, location: str, *, system: str, k: int, clients: int, txns: int,
             timeout_s: float = 120.0, max_retries: int = 3) -> dict[str, Any]:
-    from lv_core.lakehouse import Lakehouse
+    from lv_core import Lakehouse
 
     lh = Lakehouse(raw_store(spec, location))
     for t in table_names(k):

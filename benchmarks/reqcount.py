@@ -38,7 +38,7 @@ PAPER_FIG14 = "paper, section 6.7: LV[CT] adds 1 write and 5 reads per accessed 
 
 def _setup(tmp: str, n_tables: int):
     import lv_core
-    from lv_core.lakehouse import Lakehouse
+    from lv_core import Lakehouse
     from lv_core.storage.instrumented import InstrumentedStore
     from tests.helpers.bank import make_kv
 

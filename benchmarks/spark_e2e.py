@@ -59,7 +59,7 @@ def run(*, rounds: int = 10, warmup: int = 2, accounts: int = 100, per_file: int
 
     from lv_core.delta.writer import write_data_files
     from lv_core.errors import TransactionAborted
-    from lv_core.lakehouse import Lakehouse
+    from lv_core import Lakehouse
     from lv_core.storage.instrumented import InstrumentedStore
     from lv_core.storage.local import LocalStore
     from lv_core.txn.ops import Operation, OpResult

@@ -401,7 +401,7 @@ def client_run(args: dict[str, Any], ready: Callable[[], float]) -> dict[str, An
 def load_template(spec: StoreSpec, location: str, records: int, per_file: int, seed: int) -> None:
     """Create the table and load the records (one commit), without injected latency."""
     from lv_core.engine import arrow_ops
-    from lv_core.lakehouse import Lakehouse
+    from lv_core import Lakehouse
 
     lh = Lakehouse(raw_store(spec, location))
     lh.create_table(TABLE, DDL)

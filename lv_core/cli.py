@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--grace", type=float, default=None,
                      help="seconds after a lease expired before a dead transaction's sublog is cleaned")
     args = parser.parse_args(argv)
-    from lv_core.lakehouse import connect
+    from lv_core.wiring import connect
 
     try:
         lh = connect(args.warehouse, storage_options=_options(args))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import operator
-import os
-from typing import Any, Iterator, Mapping
+import threading
+from typing import Any, ClassVar, Iterator
 
 import pyarrow as pa
 
+from lv_core.delta.actions import Action
 from lv_core.delta.checkpoint import checkpoint_interval, should_checkpoint, write_checkpoint
 from lv_core.delta.errors import VersionNotFound
 from lv_core.delta.features import check_readable
@@ -16,26 +17,34 @@ from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.snapshot import Snapshot, replay
 from lv_core.delta.table import create_table as _create_table
 from lv_core.delta.table import validate_table_name
-from lv_core.errors import ConfigError, DeltaLogError, LvError, NotFound
+from lv_core.errors import ConfigError, DeltaLogError, LvError, NotFound, TableExists, TableNotFound
 from lv_core.presets import resolve
 from lv_core.protocol.gvl import GlobalLog, GvlState
-from lv_core.protocol.vlock import ValidationLock
+from lv_core.protocol.recovery import RecoveryReport, recover
 from lv_core.protocol.tablelog import TableLogs
+from lv_core.protocol.vlock import ValidationLock
 from lv_core.storage.base import ObjectStore
-from lv_core.storage.uri import open_store
+from lv_core.txn.core import Services, Settings
+from lv_core.txn.ports import DataPlane, DataPlaneFactory
 from lv_core.txn.transaction import Transaction
+
+__all__ = ["Lakehouse", "RecoveryReport"]
 
 
 class Lakehouse:
     """Tables under one warehouse root, and transactions over them.
 
     Metadata operations (listing, versions, creating tables, the protocol) never start Spark; the
-    data engine starts on first data access.
+    data plane (``data_plane(lakehouse, spark)``, wired in by :func:`lv_core.connect`) is built on
+    first data access.
     """
 
-    def __init__(self, store: ObjectStore, *, spark: Any = None, lease_s: float = 30.0,
-                 poll_min_s: float = 0.005, poll_max_s: float = 0.2, cycle_check_s: float = 0.25,
-                 shift_after_s: float = 5.0) -> None:
+    #: The data plane of lakehouses built without one (set by the composition root, :mod:`lv_core.wiring`).
+    default_data_plane: ClassVar[DataPlaneFactory | None] = None
+
+    def __init__(self, store: ObjectStore, *, spark: Any = None, data_plane: DataPlaneFactory | None = None,
+                 lease_s: float = 30.0, poll_min_s: float = 0.005, poll_max_s: float = 0.2,
+                 cycle_check_s: float = 0.25, shift_after_s: float = 5.0) -> None:
         for opt, value, allow_zero in (("lease_s", lease_s, False), ("poll_min_s", poll_min_s, False),
                                        ("poll_max_s", poll_max_s, False), ("cycle_check_s", cycle_check_s, False),
                                        ("shift_after_s", shift_after_s, False)):
@@ -43,16 +52,28 @@ class Lakehouse:
                 raise ConfigError(f"{opt} must be a positive number of seconds, not {value!r}")
         if poll_max_s < poll_min_s:
             raise ConfigError(f"poll_max_s ({poll_max_s}) must not be smaller than poll_min_s ({poll_min_s})")
-        self.store = store
+        self._store = store
         self._spark_arg = spark
+        self._plane_factory = data_plane or self.default_data_plane
+        self._plane: DataPlane | None = None
+        self._plane_lock = threading.Lock()
         self.lease_s = lease_s
         self.poll_min_s = poll_min_s
         self.poll_max_s = poll_max_s
         self.cycle_check_s = cycle_check_s  # how often a waiting transaction re-checks for cycles
         self.shift_after_s = shift_after_s  # waiting longer than this triggers a pre-emptive shift
-        self._logs = TableLogs(store)
-        self._glog = GlobalLog(store)
-        self._vlock = ValidationLock(store, self._glog, lease_s=lease_s, poll_min_s=poll_min_s, poll_max_s=poll_max_s)
+        #: Latest-version hints and resolved snapshots of the tables (shared by its transactions).
+        self.logs = TableLogs(store)
+        #: The global version log (LV[I]).
+        self.global_log = GlobalLog(store)
+        #: The warehouse's validation lock (LV[I]).
+        self.validation_lock = ValidationLock(store, self.global_log, lease_s=lease_s, poll_min_s=poll_min_s,
+                                              poll_max_s=poll_max_s)
+
+    @property
+    def store(self) -> ObjectStore:
+        """The warehouse's object store."""
+        return self._store
 
     def __repr__(self) -> str:
         return f"Lakehouse({self.store.url()!r})"
@@ -65,8 +86,6 @@ class Lakehouse:
     def create_table(self, name: str, schema: str | pa.Schema | DeltaSchema, partition_by: list[str] | None = None,
                      *, if_not_exists: bool = False, description: str | None = None) -> Snapshot | None:
         """Create a Delta table at version 0 (DDL text like ``"id BIGINT, balance DOUBLE"`` or a pyarrow schema)."""
-        from lv_core.errors import TableExists
-
         if isinstance(partition_by, str):
             partition_by = [partition_by]
         try:
@@ -75,7 +94,7 @@ class Lakehouse:
             if if_not_exists:
                 return None
             raise
-        self._logs.note_committed(name, snap)
+        self.logs.note_committed(name, snap)
         return snap
 
     def list_tables(self) -> list[str]:
@@ -95,7 +114,15 @@ class Lakehouse:
             TableNotFound: the table does not exist.
         """
         validate_table_name(name)
-        return self._logs.latest_hint(name)
+        return self.logs.latest_hint(name)
+
+    def has_table(self, name: str) -> bool:
+        """Whether table ``name`` exists (raises InvalidTableName for a name that cannot be a table)."""
+        try:
+            self.logs.require(name)
+            return True
+        except TableNotFound:
+            return False
 
     def snapshot(self, name: str, version: int | None = None, *, as_of: int | None = None) -> Snapshot:
         """The table's Delta snapshot: latest (pending markers read as empty), at ``version``, or as of
@@ -115,12 +142,10 @@ class Lakehouse:
                 raise ConfigError("give either version or as_of, not both")
             v = self.global_state(as_of).table_version(name)
             if v is None:
-                from lv_core.errors import TableNotFound
-
                 raise TableNotFound(f"table {name!r} is not in global version {as_of} of the lakehouse")
             version = v
         if version is None:
-            snap = self._logs.latest_snapshot(name)
+            snap = self.logs.latest_snapshot(name)
         else:
             snap = self._snapshot_at(name, version)
         # The cached path replays new commits without checking them: check the protocol (no request).
@@ -132,13 +157,13 @@ class Lakehouse:
         if version < 0:
             raise VersionNotFound(name, version, "versions start at 0")
         try:
-            return self._logs.resolved_view(name, version)[0]
+            return self.logs.resolved_view(name, version)[0]
         except NotFound as e:
             if isinstance(e, VersionNotFound) and e.table == name and e.version == version:
                 raise
             # A warm cache reads the versions after it one by one: the first missing one surfaces
             # as a bare NotFound. Tell "no such version" from "a commit in between is missing".
-            latest = self._logs.latest_hint(name)
+            latest = self.logs.latest_hint(name)
             if version > latest:
                 raise VersionNotFound(name, version, f"the latest version is {latest}") from None
             raise DeltaLogError(f"table {name!r}: cannot read version {version}: a commit file before it "
@@ -152,30 +177,40 @@ class Lakehouse:
             GlobalVersionNotFound: global version ``as_of`` was never published.
         """
         if as_of is None:
-            return self._glog.head()
-        return self._glog.at(_version_number("as_of (a global version)", as_of))
+            return self.global_log.head()
+        return self.global_log.at(_version_number("as_of (a global version)", as_of))
 
-    # ------------------------------------------------------------------ data (engine: lv_core.engine.api)
+    # ------------------------------------------------------------------ data (the data plane)
+    @property
+    def data_plane(self) -> DataPlane:
+        """The data plane (built on first use; Spark starts or connects on its first data access).
+
+        Raises:
+            ConfigError: the lakehouse was built without one (use :func:`lv_core.connect`).
+        """
+        if self._plane is None:
+            with self._plane_lock:
+                if self._plane is None:
+                    if self._plane_factory is None:
+                        raise ConfigError("this Lakehouse has no data plane: open it with lv_core.connect() "
+                                          "(or lv_core.Lakehouse), which wires Spark in")
+                    self._plane = self._plane_factory(self, self._spark_arg)
+        return self._plane
+
     @property
     def spark(self) -> Any:
         """The Spark Connect session (started or connected on first use)."""
-        from lv_core.engine import api
-
-        return api.lakehouse_spark(self)
+        return self.data_plane.spark
 
     def read(self, name: str, version: int | None = None) -> Any:
         """The table (latest, or at ``version``) as a Spark DataFrame, outside any transaction."""
-        from lv_core.engine import api
-
-        return api.lakehouse_read(self, name, version)
+        return self.data_plane.read(name, version)
 
     def sql(self, statement: str) -> Any:
         """Run SQL in autocommit: each statement of the (``;``-separated) script in its own ``serializable``
         transaction; DDL, SHOW and DESCRIBE need none. Returns the last statement's result (see
         :mod:`lv_core.engine.sql`)."""
-        from lv_core.engine.sql import lakehouse_sql
-
-        return lakehouse_sql(self, statement)
+        return self.data_plane.autocommit_sql(statement)
 
     # ------------------------------------------------------------------ transactions
     def begin(self, preset: str = "serializable", features: Any = None, slack: int | None = None,
@@ -186,8 +221,13 @@ class Lakehouse:
             raise ConfigError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
         if not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"retries must be a non-negative integer, not {retries!r}")
-        return Transaction(self, preset=p.name, features=feats, slack=s, timeout_s=float(timeout_s), name=name,
-                           retries=retries, lease_s=self.lease_s)
+        services = Services(self.logs, self.global_log, self.validation_lock, self.after_commit)
+        settings = Settings(timeout_s=float(timeout_s), retries=retries, lease_s=self.lease_s,
+                            poll_min_s=self.poll_min_s, poll_max_s=self.poll_max_s,
+                            cycle_check_s=self.cycle_check_s, shift_after_s=self.shift_after_s)
+        plane = self.data_plane if self._plane_factory is not None else None
+        return Transaction(self.store, services, settings, plane, preset=p.name, features=feats, slack=s,
+                           name=name)
 
     @contextlib.contextmanager
     def transaction(self, preset: str = "serializable", **kwargs: Any) -> Iterator[Transaction]:
@@ -201,7 +241,7 @@ class Lakehouse:
         if txn.state == "active":
             txn.commit()
 
-    def _after_commit(self, table: str, version: int, base: Snapshot, actions: list) -> None:
+    def after_commit(self, table: str, version: int, base: Snapshot, actions: list[Action]) -> None:
         """Cache the new snapshot; write a checkpoint when due and everything below is resolved."""
         if base.version != version - 1:
             return
@@ -209,16 +249,14 @@ class Lakehouse:
             snap = replay(base, [(version, actions)])
         except LvError:
             return
-        self._logs.note_committed(table, snap)
+        self.logs.note_committed(table, snap)
         if should_checkpoint(version, checkpoint_interval(snap.metadata)):
             with contextlib.suppress(LvError):
                 write_checkpoint(self.store, table, snap)
 
     # ------------------------------------------------------------------ operations
-    def recover(self) -> "RecoveryReport":
+    def recover(self) -> RecoveryReport:
         """Free expired markers, roll forward decided commits, clean provably orphaned leftovers."""
-        from lv_core.protocol.recovery import recover
-
         return recover(self.store, lease_grace_s=self.lease_s)
 
     def close(self) -> None:
@@ -233,19 +271,3 @@ def _version_number(what: str, value: Any) -> int:
         return operator.index(value)
     except TypeError:
         raise ConfigError(f"{what} must be an integer version number, not {value!r}") from None
-
-
-def connect(warehouse: str | os.PathLike[str] | None = None, *, spark: Any = None,
-            storage_options: Mapping[str, Any] | None = None, **options: Any) -> Lakehouse:
-    """Open a warehouse: a path, ``file:///abs/path`` or ``s3://bucket/prefix`` (None -> $LV_WAREHOUSE or ./lakehouse).
-
-    ``spark``: None (embedded local Spark Connect server, started on first data access), ``"sc://host:port"``,
-    or a SparkSession. ``storage_options``: endpoint_url, region, credentials for S3/MinIO.
-    """
-    store = open_store(warehouse, storage_options)
-    return Lakehouse(store, spark=spark, **options)
-
-
-from lv_core.protocol.recovery import RecoveryReport  # noqa: E402  (type re-export)
-
-__all__ = ["Lakehouse", "RecoveryReport", "connect"]

@@ -255,7 +255,7 @@ class SparkEngine:
         from pyspark.sql import functions as F
 
         parts = list(snapshot.partition_columns)
-        stage_rel = f"{STAGING}/part-{ctx.txn.id}-{ctx.step:04d}-{ctx.attempt}-s{uuid.uuid4().hex[:8]}"
+        stage_rel = f"{STAGING}/part-{ctx.txn_id}-{ctx.step:04d}-{ctx.attempt}-s{uuid.uuid4().hex[:8]}"
         stage_key = f"{table}/{stage_rel}"
         stage_url = self.url(stage_key)
         moved: list[str] = []

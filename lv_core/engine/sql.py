@@ -39,47 +39,53 @@ conflict) is re-run in a new transaction up to ``retries`` times.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
+from lv_core.engine.spark_io import SparkEngine
+from lv_core.engine.spark_schema import spark_schema
 from lv_core.engine.sql_ast import SUPPORTED, SqlError, Statement, UnsupportedStatement
 from lv_core.engine.sql_bind import Renderer
+from lv_core.engine.sql_merge import merge_op
 from lv_core.engine.sql_parse import parse_script, show_matches
+from lv_core.engine.sql_run import dml_op, insert_op, select_op, sql_errors
 from lv_core.errors import TableNotFound, TransactionAborted
+from lv_core.txn.ports import LakehousePort, TransactionPort
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from lv_core.lakehouse import Lakehouse
-    from lv_core.txn.transaction import Transaction
+__all__ = ["SUPPORTED", "SqlError", "UnsupportedStatement", "autocommit_sql", "resolve_tables", "txn_sql"]
 
-__all__ = ["SUPPORTED", "SqlError", "UnsupportedStatement", "lakehouse_sql", "resolve_tables", "txn_sql"]
+#: Gives the engine (starting Spark on first use: DDL never needs it).
+EngineFn = Callable[[], SparkEngine]
 
 _NO_TXN = ("create", "show", "describe")
 
 
-def txn_sql(txn: "Transaction", statement: str) -> Optional["DataFrame"]:
+def txn_sql(lh: LakehousePort, engine: EngineFn, txn: TransactionPort, statement: str) -> Optional["DataFrame"]:
     """``Transaction.sql``: run the statement(s) inside ``txn``; returns the last one's result."""
-    txn._check_active()
+    txn.ensure_active()
     statements = parse_script(statement)
     result = None
     for st in statements:
-        result = _run(txn.lh, txn, st)
+        result = _run(lh, engine, txn, st)
     return result
 
 
-def lakehouse_sql(lh: "Lakehouse", statement: str, *, retries: int = 3) -> Optional["DataFrame"]:
+def autocommit_sql(lh: LakehousePort, engine: EngineFn, statement: str, *,
+                   retries: int = 3) -> Optional["DataFrame"]:
     """``Lakehouse.sql``: each statement in its own transaction (preset ``serializable``), committed
     before the next runs; DDL, SHOW and DESCRIBE need none. Returns the last statement's result."""
     statements = parse_script(statement)
     result = None
     for st in statements:
         if st.kind in _NO_TXN or (st.kind == "select" and not st.sources):
-            result = _run(lh, None, st)
+            result = _run(lh, engine, None, st)
             continue
         for attempt in range(retries + 1):
             txn = lh.begin()
             try:
-                result = _run(lh, txn, st)
+                result = _run(lh, engine, txn, st)
                 txn.commit()
                 break
             except TransactionAborted:
@@ -92,7 +98,7 @@ def lakehouse_sql(lh: "Lakehouse", statement: str, *, retries: int = 3) -> Optio
     return result
 
 
-def resolve_tables(lh: "Lakehouse", written: tuple[str, ...]) -> dict[str, str]:
+def resolve_tables(lh: LakehousePort, written: tuple[str, ...]) -> dict[str, str]:
     """Table names as written -> real names (exact, else a unique case-insensitive match).
 
     Raises:
@@ -101,12 +107,9 @@ def resolve_tables(lh: "Lakehouse", written: tuple[str, ...]) -> dict[str, str]:
     out: dict[str, str] = {}
     listing: Optional[list[str]] = None
     for w in written:
-        try:
-            lh._logs.require(w)
+        if lh.has_table(w):
             out[w] = w
             continue
-        except TableNotFound:
-            pass
         listing = lh.list_tables() if listing is None else listing
         same = [t for t in listing if t.lower() == w.lower()]
         if len(same) == 1:
@@ -118,45 +121,34 @@ def resolve_tables(lh: "Lakehouse", written: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _run(lh: "Lakehouse", txn: Optional["Transaction"], st: Statement) -> Optional["DataFrame"]:
-    from lv_core.engine import api
-
+def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort],
+         st: Statement) -> Optional["DataFrame"]:
     if st.kind == "create":
         s = st.spec
         lh.create_table(s.name, s.ddl, s.partition_by or None, if_not_exists=s.if_not_exists, description=s.description)
         return None
     if st.kind == "show":
         names = [t for t in lh.list_tables() if show_matches(st.spec.pattern, t)]
-        return api.engine(lh).spark.createDataFrame([(n,) for n in names], "tableName string")
+        return engine_fn().spark.createDataFrame([(n,) for n in names], "tableName string")
     if st.kind == "describe":
-        return _describe(lh, resolve_tables(lh, (st.spec.name,))[st.spec.name])
+        return _describe(lh, engine_fn, resolve_tables(lh, (st.spec.name,))[st.spec.name])
     if txn is not None:
-        txn._check_active()
-    engine = api.engine(lh)
+        txn.ensure_active()
+    engine = engine_fn()
     if st.kind == "select" and not st.sources:
-        from lv_core.engine.sql_run import sql_errors
-
         text = Renderer().expr(st.tree).replace("{{", "{").replace("}}", "}")
         with sql_errors("SELECT"):
             return engine.spark.sql(text)
     assert txn is not None
     names = resolve_tables(lh, st.tables)
     if st.kind == "select":
-        from lv_core.engine.sql_run import select_op
-
         return txn.execute(select_op(engine, st, names)).df
     if st.kind == "insert":
-        from lv_core.engine.sql_run import insert_op
-
         n = int(txn.execute(insert_op(engine, st, names)))
         return _counts(engine.spark, {"num_affected_rows": n, "num_inserted_rows": n})
     if st.kind in ("update", "delete"):
-        from lv_core.engine.sql_run import dml_op
-
         return _counts(engine.spark, {"num_affected_rows": int(txn.execute(dml_op(engine, st, names)))})
     if st.kind == "merge":
-        from lv_core.engine.sql_merge import merge_op
-
         return _counts(engine.spark, txn.execute(merge_op(engine, st, names)))
     raise UnsupportedStatement(f"{st.kind} is not supported; supported: {SUPPORTED}")  # pragma: no cover
 
@@ -166,10 +158,7 @@ def _counts(spark: Any, values: Mapping[str, int]) -> "DataFrame":
     return spark.createDataFrame([tuple(int(v) for v in values.values())], schema)
 
 
-def _describe(lh: "Lakehouse", name: str) -> "DataFrame":
-    from lv_core.engine import api
-    from lv_core.engine.spark_schema import spark_schema
-
+def _describe(lh: LakehousePort, engine_fn: EngineFn, name: str) -> "DataFrame":
     snap = lh.snapshot(name)
     fields = {f.name: f for f in snap.schema}
     rows: list[tuple[str, str, Optional[str]]] = []
@@ -180,4 +169,4 @@ def _describe(lh: "Lakehouse", name: str) -> "DataFrame":
     if snap.partition_columns:
         rows += [("# Partition Information", "", None), ("# col_name", "data_type", "comment")]
         rows += [(p, types.get(p, ""), None) for p in snap.partition_columns]
-    return api.engine(lh).spark.createDataFrame(rows, "col_name string, data_type string, comment string")
+    return engine_fn().spark.createDataFrame(rows, "col_name string, data_type string, comment string")

@@ -58,6 +58,16 @@ class TableLogs:
             hint = self._latest.get(table)
         return self.latest_hint(table, store) if hint is None else hint
 
+    def known_latest(self, table: str) -> int | None:
+        """The latest version this process knows of, without any request (None: none known)."""
+        with self._lock:
+            return self._latest.get(table)
+
+    def resolved_tables(self) -> dict[str, Snapshot]:
+        """The cached resolved snapshots (table -> snapshot), a copy."""
+        with self._lock:
+            return dict(self._resolved)
+
     def note_latest(self, table: str, version: int) -> None:
         with self._lock:
             if version > self._latest.get(table, -1):

@@ -1,54 +1,49 @@
-"""Per-table state of a transaction and the view operations execute against."""
+"""The view an executing operation gets of its transaction (see :mod:`lv_core.txn.ops`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import Callable, Mapping
 
 from lv_core.delta.actions import AddFile
 from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import partition_path
+from lv_core.storage.base import ObjectStore
 
-if TYPE_CHECKING:
-    from lv_core.txn.transaction import Transaction
-
-
-@dataclass
-class TableState:
-    """What a transaction holds on one table."""
-
-    name: str
-    base: Snapshot  # the snapshot its operations build on
-    marker_version: int | None = None
-    marker_etag: str | None = None
-    logical: bool = False  # switched to logical sublogs (sticky)
-    pending: dict[int, str] = field(default_factory=dict)  # preceding pending markers: version -> txn
-    first_step: int | None = None
-    read_version: int | None = None  # LV[I]: the global log's version of the table it reads at
+__all__ = ["OpContext"]
 
 
 class OpContext:
-    """What an executing operation sees: each table's base files plus the transaction's own changes."""
+    """What an executing operation sees: each table's base files plus the transaction's own changes.
 
-    def __init__(self, txn: "Transaction", step: int, attempt: int) -> None:
-        self.txn = txn
+    Attributes:
+        txn_id: the transaction's id (names staged files).
+        step: the operation's position in the transaction; attempt: 0, then one per redo.
+        store: the object store (the transaction's counting view).
+    """
+
+    def __init__(self, txn_id: str, store: ObjectStore, step: int, attempt: int, *,
+                 snapshots: Callable[[str], Snapshot], view: Callable[[str, int], Mapping[str, AddFile]]) -> None:
+        self._snapshots = snapshots
+        self._view = view
+        self.txn_id = txn_id
         self.step = step
         self.attempt = attempt
-        self.store = txn.store
+        self.store = store
         self._n = 0
 
     def snapshot(self, table: str) -> Snapshot:
-        return self.txn._table(table).base
+        """The snapshot the operation builds on for ``table``."""
+        return self._snapshots(table)
 
     def files(self, table: str) -> Mapping[str, AddFile]:
         """Live data files of ``table`` as this transaction sees it now (read-your-writes)."""
-        return self.txn._view_files(table, upto_step=self.step)
+        return self._view(table, self.step)
 
     def new_path(self, table: str, partition_values: Mapping[str, str | None] | None = None,
                  ext: str = "parquet") -> str:
         """A data file path (relative to the table) unique to this transaction, step and attempt."""
         self._n += 1
         values = partition_values or {}
-        folder = partition_path(self.txn._table(table).base.partition_columns, values) if values else ""
+        folder = partition_path(self.snapshot(table).partition_columns, values) if values else ""
         return (f"{folder + '/' if folder else ''}"
-                f"part-{self.txn.id}-{self.step:04d}-{self.attempt}-{self._n:03d}.{ext}")
+                f"part-{self.txn_id}-{self.step:04d}-{self.attempt}-{self._n:03d}.{ext}")

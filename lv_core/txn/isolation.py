@@ -13,44 +13,35 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+import time
+from typing import Any
 
 from lv_core import events as ev
 from lv_core.delta.actions import CommitInfo, decode_commit, encode_commit
-from lv_core.errors import TransactionAborted
 from lv_core.protocol.commitplan import build_plan
 from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
-from lv_core.protocol.gvl import GvlState, read_versions
+from lv_core.protocol.aborts import aborted
+from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, overwrite, read_version
 from lv_core.protocol.validation import TableAccess, ValidationOutcome, validate
 from lv_core.testing import crashpoint
+from lv_core.txn.core import TxnCore
+from lv_core.txn.publish import Published
+from lv_core.txn.settle import settle_markers
+from lv_core.txn.state import Decision
 
-if TYPE_CHECKING:
-    from lv_core.txn.transaction import Transaction
-
-
-def head(txn: "Transaction") -> GvlState:
-    """The global log head this transaction reads at (read once, at its first table access)."""
-    if txn._gvl is None:
-        txn._gvl = txn.lh._glog.head()
-    return txn._gvl
+__all__ = ["commit_isolated"]
 
 
-def read_version_of(txn: "Transaction", table: str) -> int:
-    """The version ``table`` is read at: the global log's, else the latest in its own log."""
-    state = head(txn)
-    hint = txn.lh._logs._latest.get(table)
-    return read_versions(txn.store, state, [table], {table: hint} if hint is not None else None)[table]
-
-
-def _accesses(txn: "Transaction", writes: dict[str, list]) -> list[TableAccess]:
+def _accesses(core: TxnCore, writes: dict[str, list]) -> list[TableAccess]:
+    ops = core.book.ops
     out = []
-    for t, ts in txn._tables.items():
-        read = any(t in rec.result.reads or t in rec.result.scans for rec in txn._ops)
+    for t, ts in core.book.tables.items():
+        read = any(t in rec.result.reads or t in rec.result.scans for rec in ops)
         written = t in writes
-        blind = written and not read and all(rec.op.blind for rec in txn._ops if t in rec.op.tables)
+        blind = written and not read and all(rec.op.blind for rec in ops if t in rec.op.tables)
         if ts.marker_version is not None:
             out.append(TableAccess(t, read=read, written=written, marker=ts.marker_version, blind=blind))
         else:
@@ -58,53 +49,46 @@ def _accesses(txn: "Transaction", writes: dict[str, list]) -> list[TableAccess]:
     return out
 
 
-def _emit(txn: "Transaction", outcome: ValidationOutcome, gvl_version: int | None) -> None:
+def _emit(core: TxnCore, outcome: ValidationOutcome, gvl_version: int | None) -> None:
     data = outcome.to_json()
-    txn.validation = data
-    txn.events.emit(ev.Validated(txn.id, compatible=outcome.compatible, gvl_version=gvl_version,
+    core.validation = data
+    core.events.emit(ev.Validated(core.id, compatible=outcome.compatible, gvl_version=gvl_version,
                                  tables=data["tables"], failed_rule=outcome.rule))
 
 
-def _check_foreign(txn: "Transaction", outcome: ValidationOutcome) -> None:
+def _check_foreign(core: TxnCore, outcome: ValidationOutcome) -> None:
     """Written tables without a marker move past commits the global log does not know (plain Delta
     writers) or pending markers: refuse when those touch what the transaction read or rewrote."""
+    tables = core.book.tables
     for t, v in outcome.tables.items():
         if v.written and v.w is not None and any(p < v.w for p in v.pending) and (
-                v.moved_from is not None or txn._tables[t].marker_version is None):
+                v.moved_from is not None or tables[t].marker_version is None):
             # A write placed above a pending marker: when that marker commits, the global version
             # published now would gain content later. Refuse; the retry finds it resolved.
-            first = min(p for p in v.pending if p < v.w)
-            raise TransactionAborted(
-                f"{t}@{first} is held by a running LakeVilla transaction whose changes are not known yet "
-                f"(R2: the version this write needs, {v.moved_from if v.moved_from is not None else v.w}, was "
-                "taken and the next free one lies above that transaction). Help: retry once it finished.", "R2",
-                details={"table": t, "pending": list(v.pending)})
-        if not v.written or txn._tables[t].marker_version is not None:
+            raise aborted("pending_above", {"table": t, "pending": list(v.pending)}, table=t,
+                          first=min(p for p in v.pending if p < v.w),
+                          needs=v.moved_from if v.moved_from is not None else v.w)
+        if not v.written or tables[t].marker_version is not None:
             continue
         if v.pending and not v.blind:
-            raise TransactionAborted(
-                f"{t}@{v.pending[0]} is held by a running LakeVilla transaction whose changes are not known "
-                "yet (R2: the version this write needs is taken). Help: retry once it finished.", "R2",
-                details={"table": t, "pending": list(v.pending)})
+            raise aborted("pending_taken", {"table": t, "pending": list(v.pending)}, table=t, first=v.pending[0])
         preds = []
         for fv in v.foreign:
-            st = read_version(txn.store, t, fv)
+            st = read_version(core.store, t, fv)
             preds.append(PredecessorCommit(t, fv, st.txn, decode_commit(st.raw, version=fv, table=t)))
-        c = first_conflict(txn._footprints(), preds) if preds else None
+        c = first_conflict(core.book.footprints(), preds) if preds else None
         if c is not None:
-            raise TransactionAborted(
-                f"{t}@{c.version} was written by a writer that ignores the global log and {c.why} "
-                f"(R3: lost update). Help: retry the transaction.", "R3",
-                details={"table": t, "version": c.version})
+            raise aborted("foreign_lost_update", {"table": t, "version": c.version}, table=t, version=c.version,
+                          why=c.why)
 
 
-def _whole(txn: "Transaction", state: GvlState, versions: dict[str, int]) -> dict[str, int]:
+def _whole(core: TxnCore, state: GvlState, versions: dict[str, int]) -> dict[str, int]:
     """``versions`` plus what keeps every multi-table commit outside the log whole (see parts.py);
     tables whose parts cannot be included yet are dropped (a catch-up is best effort)."""
     versions = dict(versions)
     while versions:
         try:
-            return {**versions, **close_parts(txn.store, state, versions, own_txn=txn.id)}
+            return {**versions, **close_parts(core.store, state, versions, own_txn=core.id)}
         except PartMissing as e:
             versions.pop(e.table, None)
     return versions
@@ -127,94 +111,90 @@ def _catch_up_versions(outcome: ValidationOutcome) -> dict[str, int]:
     return out
 
 
-def _catch_up(txn: "Transaction", outcome: ValidationOutcome, deadline: float) -> None:
+def _catch_up(core: TxnCore, outcome: ValidationOutcome, deadline: float) -> None:
     """Publish the foreign versions an R1 failure found (under the validation lock), best effort."""
-    import time
-
     updates = _catch_up_versions(outcome)
     if not updates:
         return
     try:
         left = max(0.001, deadline - time.monotonic())
-        with txn.lh._vlock.acquire(txn.id, timeout_s=left) as held:
-            state = txn.lh._glog.head()
-            fresh = _whole(txn, state, {t: v for t, v in updates.items()
+        with core.services.vlock.acquire(core.id, timeout_s=left) as held:
+            state = core.services.glog.head()
+            fresh = _whole(core, state, {t: v for t, v in updates.items()
                                         if state.table_version(t) is None or state.table_version(t) < v})
             held.commit([], state, additions=fresh) if fresh else held.release()
-    except Exception:  # noqa: BLE001 - the abort below is what the caller needs; a retry catches up
+    except Exception:  # the abort below is what the caller needs; a retry catches up
         pass
 
 
-def commit_isolated(txn: "Transaction", deadline: float) -> tuple[dict[str, int], dict[str, int], GvlState]:
-    """Validate and commit under LV[I]; returns (versions written, markers freed, global state)."""
-    import time
-
-    if txn.markers and any(ts.marker_version is not None for ts in txn._tables.values()):
-        txn._settle(deadline)  # LV[R]: predecessors resolved and redone, nothing published yet
-    results = [rec.result for rec in txn._ops]
-    writes = {t: a for t in txn._tables if (a := txn._net_actions(t, results))}
-    accesses = _accesses(txn, writes)
-    glog = txn.lh._glog
+def commit_isolated(core: TxnCore, deadline: float) -> Published:
+    """Validate and commit under LV[I]: settle marker tables (LV[R]), then validate R1-R3 under the
+    validation lock and execute the recorded plan; read-only transactions validate without the lock."""
+    book = core.book
+    if core.markers and book.has_markers():
+        settle_markers(core, deadline)  # LV[R]: predecessors resolved and redone, nothing published yet
+    writes = book.writes()
+    accesses = _accesses(core, writes)
+    glog, vlock = core.services.glog, core.services.vlock
     if not writes:  # read-only: validate without the lock, write nothing
-        policy = txn.policy
-        if any(ts.marker_version is not None for ts in txn._tables.values()):
+        policy = core.policy
+        if book.has_markers():
             # It wrote, but a redo left nothing to write: its reads may no longer be one snapshot,
             # so it is not a read-only transaction that write_serializable may let pass without R1.
             policy = dataclasses.replace(policy, r1_read_only=True)
         state = glog.head()
-        outcome = validate(collect(txn.store, state, accesses, policy, own_txn=txn.id, parallel=1), policy)
-        _emit(txn, outcome, None)
+        outcome = validate(collect(core.store, state, accesses, policy, own_txn=core.id, parallel=1), policy)
+        _emit(core, outcome, None)
         if not outcome.compatible:
-            _catch_up(txn, outcome, deadline)
+            _catch_up(core, outcome, deadline)
             raise outcome.to_abort()
-        return {}, {}, state
+        return Published({}, {}, state)
 
     def on_wait(rec: Any) -> None:
-        txn.events.emit(ev.Waiting(txn.id, table="validation lock", version=-1, on_txn=getattr(rec, "txn", "?")))
+        core.events.emit(ev.Waiting(core.id, table="validation lock", version=-1, on_txn=getattr(rec, "txn", "?")))
 
     left = max(0.001, deadline - time.monotonic())
-    with txn.lh._vlock.acquire(txn.id, timeout_s=left, on_wait=on_wait) as held:
+    with vlock.acquire(core.id, timeout_s=left, on_wait=on_wait) as held:
         crashpoint("validation-key-held")
         state = glog.head()
-        outcome = validate(collect(txn.store, state, accesses, txn.policy, own_txn=txn.id, parallel=1), txn.policy)
+        outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id, parallel=1),
+                           core.policy)
         if outcome.compatible:
-            _check_foreign(txn, outcome)
-        _emit(txn, outcome, None if not outcome.compatible else state.version + 1)
+            _check_foreign(core, outcome)
+        _emit(core, outcome, None if not outcome.compatible else state.version + 1)
         if not outcome.compatible:
-            updates = _whole(txn, state, _catch_up_versions(outcome))
+            updates = _whole(core, state, _catch_up_versions(outcome))
             if updates:
                 held.commit([], state, additions=updates)
             raise outcome.to_abort()
         commits = {}
         for t, actions in writes.items():
-            ci = CommitInfo(lakevilla_commit_info(txn.id, "LAKEVILLA COMMIT", {
-                "preset": txn.preset, "tables": sorted(writes), "redo": txn.redo_count, "gvl": state.version + 1}))
+            ci = CommitInfo(lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
+                "preset": core.preset, "tables": sorted(writes), "redo": book.redo_count, "gvl": state.version + 1}))
             commits[t] = encode_commit([*actions, ci])
-        markers = {t: (ts.marker_version, ts.marker_etag) for t, ts in txn._tables.items()
+        markers = {t: (ts.marker_version, ts.marker_etag) for t, ts in book.tables.items()
                    if ts.marker_version is not None and ts.marker_etag is not None}
         plan = build_plan(outcome, commits, markers)
         additions = outcome.additions()
+        names = outcome.write_versions()
         try:
-            names = outcome.write_versions()
-            additions.update(close_parts(txn.store, state, {**names, **additions}, own_txn=txn.id,
+            additions.update(close_parts(core.store, state, {**names, **additions}, own_txn=core.id,
                                          fixed=frozenset(names)))
         except PartMissing as e:
-            raise TransactionAborted(
-                f"{e} (R2: the global version this commit would publish must hold that multi-table commit "
-                "whole). Help: retry once it finished.", "R2",
-                details={"table": e.table, "version": e.version, "part": f"{e.sibling}@{e.sibling_version}"}) from None
-        txn._decided = True
+            raise aborted("part_missing", {"table": e.table, "version": e.version,
+                                           "part": f"{e.sibling}@{e.sibling_version}"}, what=str(e)) from None
+        book.decision = Decision("plan", names)
         result = held.commit(plan, state, additions=additions)
     freed: dict[str, int] = {}
-    for t, ts in txn._tables.items():  # markers not overwritten by the plan (read-only, or a blind move)
+    for t, ts in book.tables.items():  # markers not overwritten by the plan (read-only, or a blind move)
         if ts.marker_version is None or result.versions.get(t) == ts.marker_version:
             continue
         try:
-            overwrite(txn.store, t, ts.marker_version, ts.marker_etag or "", encode_freed(txn.id, "read-only"))
+            overwrite(core.store, t, ts.marker_version, ts.marker_etag or "", encode_freed(core.id, "read-only"))
             freed[t] = ts.marker_version
-            txn.events.emit(ev.MarkerFreed(txn.id, table=t, version=ts.marker_version, reason="read-only"))
-        except Exception:  # noqa: BLE001 - freed by someone else, or expires by lease
+            core.events.emit(ev.MarkerFreed(core.id, table=t, version=ts.marker_version, reason="read-only"))
+        except Exception:  # freed by someone else, or expires by lease
             pass
     for t, v in result.versions.items():
-        txn._mark_published(t, v, writes.get(t, []))
-    return dict(result.versions), freed, result.gvl or state
+        book.mark_published(t, v, writes.get(t, []))
+    return Published(dict(result.versions), freed, result.gvl or state)

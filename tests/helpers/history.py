@@ -111,7 +111,7 @@ def op_versions(txn: Any, tables: Iterable[str]) -> dict[str, int]:
     """The version each table's operations run against in ``txn`` right now (test-only peek)."""
     out = {}
     for t in tables:
-        ts = txn._tables.get(t)
+        ts = txn.book.tables.get(t)
         if ts is not None:
             out[t] = ts.base.version
     return out
@@ -119,11 +119,11 @@ def op_versions(txn: Any, tables: Iterable[str]) -> dict[str, int]:
 
 def record_op(txn: Any, op: O.Op) -> OpLog:
     """Run ``op`` in ``txn`` and record it (raises what the operation raises)."""
-    before = dict(txn._autocommitted)
+    before = dict(txn.book.autocommitted)
     observed = O.run_op(txn, op)
     entry = OpLog(op.to_json(), observed=observed, versions=op_versions(txn, op.tables))
     if not (txn.markers or txn.iso):  # delta: the statement committed alone (if it changed anything)
-        entry.committed_at = {t: v for t, v in txn._autocommitted.items()
+        entry.committed_at = {t: v for t, v in txn.book.autocommitted.items()
                               if t in op.tables and not op.is_read and before.get(t) != v}
     return entry
 

@@ -148,7 +148,7 @@ def test_empty_tables_and_read_your_writes(engine_lh: lv_core.Lakehouse) -> None
     assert txn.update("e", {"amount": "coalesce(amount, 0) + 1"}, "name IS NULL") == 1
     assert txn.table("e").where("id = 2").first()["amount"] == Decimal("1.00")
     assert txn.update("e", {"name": "'b'"}, "id = 2") == 1  # a partition column: the row moves
-    assert {f.partition_values["name"] for f in txn._view_files("e").values()} == {"a", "b"}
+    assert {f.partition_values["name"] for f in txn.book.view_files("e").values()} == {"a", "b"}
     assert txn.table("e").where("name = 'b'").count() == 1
     assert lh.read("e").count() == 0  # not committed: invisible
     import pandas as pd
@@ -156,7 +156,7 @@ def test_empty_tables_and_read_your_writes(engine_lh: lv_core.Lakehouse) -> None
     assert txn.insert("e", pd.DataFrame({"id": [3], "name": ["c"]})) == 1  # missing column -> null
     assert txn.insert("e", pa.table({"id": pa.array([4], pa.int32()), "name": ["c"]})) == 1  # int32 widened
     assert txn.delete("e") == 4  # no predicate: every file removed from metadata alone
-    assert txn._ops[-1].result.reads == {"e": set()} and txn.table("e").count() == 0
+    assert txn.book.ops[-1].result.reads == {"e": set()} and txn.table("e").count() == 0
     txn.rollback()
     assert table_keys(lh, "e") == [] and lh.read("e").count() == 0
 
@@ -185,7 +185,7 @@ def test_one_row_update_and_delete_in_200_files(engine_lh: lv_core.Lakehouse, ca
         t0 = time.monotonic()
         txn = lh.begin()
         assert call(txn) == 1
-        result = txn._ops[-1].result
+        result = txn.book.ops[-1].result
         commit = txn.commit()
         elapsed = time.monotonic() - t0
         adds, removes = adds_removes(lh, "big", commit.versions["big"])
@@ -298,7 +298,7 @@ def test_data_that_does_not_fit_is_refused_and_nothing_is_written(engine_lh: lv_
         txn.delete("bank_x", "id = = 1")
     assert txn.insert("bank_x", spark.createDataFrame([(3, 7)], "id int, balance int")) == 1  # widening is fine
     assert sorted(table_keys(lh, "bank_x")) == sorted([*before, *[
-        f"bank_x/{a.path}" for rec in txn._ops for a in rec.result.adds.get("bank_x", ())]])
+        f"bank_x/{a.path}" for rec in txn.book.ops for a in rec.result.adds.get("bank_x", ())]])
     txn.rollback()
     assert sorted(table_keys(lh, "bank_x")) == before
 
@@ -308,7 +308,7 @@ def test_the_data_path_is_chosen_once_and_reported(engine_lh: lv_core.Lakehouse,
     lh.create_table("t", "id BIGINT")
     lh.read("t")
     eng = api.engine(lh)
-    assert api.engine(lh) is eng and api.lakehouse_spark(lh) is eng.spark
+    assert api.engine(lh) is eng and lh.spark is eng.spark
     if lh.kind == "local":
         assert eng.data_path == "direct" and "embedded" in eng.data_path_reason
         with lh.transaction() as txn:

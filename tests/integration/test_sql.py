@@ -101,12 +101,12 @@ def test_update_and_delete_with_subqueries(lh: lv_core.Lakehouse) -> None:
     txn = lh.begin("repeatable_read")
     res = txn.sql("UPDATE bank_x SET balance = balance - 50 WHERE id = 1")
     assert res.columns == ["num_affected_rows"] and got(res) == [(1,)]
-    step = txn._ops[-1].result
+    step = txn.book.ops[-1].result
     assert len(step.removes["bank_x"]) == 1 and step.reads["bank_x"] and len(step.reads["bank_x"]) == 1  # skipping
     # SET and WHERE with subqueries over the other table, one correlated
     assert got(txn.sql("UPDATE bank_x AS x SET balance = x.balance + (SELECT y.balance FROM bank_y y WHERE y.id = x.id) "
                        "WHERE x.id IN (SELECT id FROM bank_y)")) == [(2,)]
-    assert set(txn._ops[-1].result.reads) == {"bank_x", "bank_y"}
+    assert set(txn.book.ops[-1].result.reads) == {"bank_x", "bank_y"}
     # a subquery over the target itself sees the transaction's own writes
     assert got(txn.sql("DELETE FROM bank_x WHERE balance > (SELECT avg(balance) FROM bank_x)")) == [(2,)]
     assert got(txn.sql("SELECT * FROM bank_x ORDER BY id")) == [(1, 55.0), (2, 207.0)]

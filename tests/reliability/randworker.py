@@ -66,13 +66,13 @@ def _check_cache(lh: lv_core.Lakehouse, log: TxnLog) -> None:
     """Debug aid (LV_CHECK_CACHE=1): the Lakehouse's cached resolved snapshots must equal a fresh read."""
     from lv_core.delta.log import DeltaLog
 
-    for t, snap in list(lh._logs._resolved.items()):
+    for t, snap in list(lh.logs.resolved_tables().items()):
         fresh = DeltaLog(lh.store, t).snapshot(snap.version, method="probe", check=False)
         if set(fresh.files) != set(snap.files):
             print(f"CACHE DIVERGED after {log.name} ({log.kind}, {log.outcome}, versions {log.versions}): "
                   f"{t}@{snap.version}: cached-only {sorted(set(snap.files) - set(fresh.files))}, "
                   f"missing {sorted(set(fresh.files) - set(snap.files))}", file=sys.stderr, flush=True)
-            lh._logs.forget(t)
+            lh.logs.forget(t)
 
 
 def main(argv: list[str]) -> None:

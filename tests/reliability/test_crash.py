@@ -163,7 +163,7 @@ def crash_and_check(tmp_path, config, preset, features, point, moved, *, backgro
     if background:
         logs = H.load(outs)
         initial = {t: {k: 100.0 for k in range(4)} for t in bg_tables}
-        problems = H.check(logs, tables=bg_tables, initial=initial, lh=lh, gvl=lh._glog.at)
+        problems = H.check(logs, tables=bg_tables, initial=initial, lh=lh, gvl=lh.global_log.at)
         assert not problems, problems[:20]
         assert sum(t.committed for t in logs) > 0
         if capsys is not None:

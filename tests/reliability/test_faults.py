@@ -246,7 +246,7 @@ def test_faults_every_kind_and_preset(tmp_path, capsys):
 
 
 def _two_tables(tmp_path, lease_s: float = 1.0):
-    from lv_core.lakehouse import Lakehouse
+    from lv_core import Lakehouse
 
     plain = lv_core.connect(str(tmp_path / "wh"), lease_s=lease_s)
     setup_tables(plain, {"kv": [(1, 100.0)], "kv2": [(1, 100.0)]})

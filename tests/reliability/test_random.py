@@ -42,7 +42,7 @@ def run_random(tmp_path, *, seed: str, procs: int, seconds: float, ntables: int,
     results = wait_all(ps, seconds + 180)
     problems = [f"process {i} exited with {rc}: {err[-2000:]}" for i, (rc, _, err) in enumerate(results) if rc != 0]
     logs = H.load(outs)
-    glog = lh._glog
+    glog = lh.global_log
     problems += H.check(logs, tables=tables, initial=initial, lh=lh, gvl=glog.at)
     return logs, problems
 
@@ -141,12 +141,12 @@ def test_the_checker_is_not_vacuous(tmp_path):
     out = str(tmp_path / "h.jsonl")
     randworker.main([wh, "7", "0", "2", out, "2", ",".join(RANDOM_CONFIGS)])
     logs = H.load([out])
-    assert not H.check(logs, tables=tables, initial=initial, lh=lh, gvl=lh._glog.at)
+    assert not H.check(logs, tables=tables, initial=initial, lh=lh, gvl=lh.global_log.at)
 
     def problems(mutate) -> list[str]:
         bad = copy.deepcopy(logs)
         assert mutate(bad), "nothing to tamper with"
-        return H.check(bad, tables=tables, initial=initial, lh=lh, gvl=lh._glog.at)
+        return H.check(bad, tables=tables, initial=initial, lh=lh, gvl=lh.global_log.at)
 
     def flip_a_read(ls):
         for t in ls:
@@ -201,5 +201,5 @@ def test_moved_blind_append_keeps_global_versions_fixed(tmp_path):
     r2 = lv_core.connect(wh).begin("snapshot")
     second = O.run_op(r2, O.read("t0", 1))
     r2.commit()
-    assert r1._gvl.version == r2._gvl.version == g
+    assert r1.book.head.version == r2.book.head.version == g
     assert first == second, (first, second)

@@ -159,8 +159,10 @@ def test_g1c_mt_not_prevented_with_r_alone(lh):
     assert seen == {1: 22.0, 2: 11.0}  # each saw the other's write
 
 
-def test_waiting_too_long_triggers_a_preemptive_shift(tmp_path):
+def test_waiting_too_long_triggers_a_preemptive_shift(tmp_path, monkeypatch):
     """A cycle the markers do not show yet (delayed exposure) is broken by a shift after waiting too long."""
+    from lv_core.txn import waiting
+
     lh = lv_core.connect(str(tmp_path), lease_s=10.0, cycle_check_s=0.05, shift_after_s=0.3)
     lazy_lh = lv_core.connect(str(tmp_path), lease_s=10.0, cycle_check_s=1000, shift_after_s=1000)
     make_kv(lh, "a", {1: 0.0})
@@ -168,7 +170,8 @@ def test_waiting_too_long_triggers_a_preemptive_shift(tmp_path):
     t1 = lh.begin(CT, timeout_s=20)
     add_kv(t1, "a", 1, 1)
     lazy = lazy_lh.begin(CT, timeout_s=20)
-    lazy._expose_predecessors = lambda: None  # its marker updates are delayed: nobody sees its edges
+    expose = waiting.expose_predecessors  # lazy's marker updates are delayed: nobody sees its edges
+    monkeypatch.setattr(waiting, "expose_predecessors", lambda core: None if core.id == lazy.id else expose(core))
     add_kv(lazy, "b", 1, 1)
     add_kv(lazy, "a", 1, 1)  # lazy waits behind t1 in a
     add_kv(t1, "b", 1, 1)    # t1 waits behind lazy in b: a cycle no marker reveals

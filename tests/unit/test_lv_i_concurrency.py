@@ -12,7 +12,7 @@ import pytest
 
 import lv_core
 from lv_core.errors import TransactionAborted
-from lv_core.lakehouse import Lakehouse
+from lv_core import Lakehouse
 from lv_core.storage.instrumented import InstrumentedStore
 from tests.helpers.bank import add_kv, committed_kv, make_kv, read_kv
 from tests.unit.test_lv_r_processes import _worker

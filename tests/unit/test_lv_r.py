@@ -279,7 +279,7 @@ def test_request_counts_per_transaction(tmp_path):
     write (update of one row): the same, but the marker is overwritten with the commit and the new
     data file costs 1 PUT-create; the GET of the previous version is a commit (not freed).
     """
-    from lv_core.lakehouse import Lakehouse
+    from lv_core import Lakehouse
     from lv_core.storage.instrumented import InstrumentedStore
 
     st = InstrumentedStore(lv_core.connect(str(tmp_path)).store)

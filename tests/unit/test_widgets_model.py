@@ -109,7 +109,7 @@ def test_abort_reason_and_what_to_do():
 def test_outcome_unknown_keeps_its_markers(tmp_path):
     """A real decided commit whose publication kept failing: the widget says 'outcome unknown', does
     not show its pending marker as freed, and tells the user not to run it again yet."""
-    from lv_core.lakehouse import Lakehouse
+    from lv_core import Lakehouse
     from lv_core.storage.instrumented import InstrumentedStore
     from widgets.render import render_text, result_html
 

@@ -1,0 +1,151 @@
+"""Module #1 for one transaction: first access of a table, and the markers it places and replaces.
+
+With LV[R]/LV[CT] the first access put-if-absents a marker at the next free version ``m`` and reads
+the snapshot at ``m-1`` (pending markers of others read as empty; they are predecessors). With LV[I]
+a table is read at its global-log version and gets its marker when first written. With neither
+(preset ``delta``) the latest snapshot is read.
+"""
+
+from __future__ import annotations
+
+import time
+
+from lv_core import events as ev
+from lv_core.delta.features import check_readable
+from lv_core.delta.table import validate_table_name
+from lv_core.errors import LvError, PreconditionFailed
+from lv_core.protocol import layout
+from lv_core.protocol.lease import keeper, write_lease
+from lv_core.protocol.markers import (MarkerInfo, VersionState, encode_freed, overwrite, place_marker,
+                                      read_version)
+from lv_core.testing import crashpoint
+from lv_core.protocol.gvl import GvlState, read_versions
+from lv_core.txn import waiting
+from lv_core.txn.core import TxnCore
+from lv_core.txn.state import TableState
+
+__all__ = ["access", "claim_write_marker", "head", "overwrite_marker", "read_version_of", "replace_marker"]
+
+
+def head(core: TxnCore) -> GvlState:
+    """LV[I]: the global log head this transaction reads at (read once, at its first table access)."""
+    if core.book.head is None:
+        core.book.head = core.services.glog.head()
+    return core.book.head
+
+
+def read_version_of(core: TxnCore, table: str) -> int:
+    """LV[I]: the version ``table`` is read at: the global log's, else the latest in its own log."""
+    hint = core.services.logs.known_latest(table)
+    return read_versions(core.store, head(core), [table], {table: hint} if hint is not None else None)[table]
+
+
+def access(core: TxnCore, name: str) -> TableState:
+    """The transaction's state of ``name``, reading it (and placing its marker) on first access."""
+    book = core.book
+    ts = book.tables.get(name)
+    if ts is not None:
+        return ts
+    logs = core.services.logs
+    validate_table_name(name)
+    if core.iso:
+        r = read_version_of(core, name)
+        # Pending markers at or below r (possible only for a table the global log does not know
+        # yet) read as empty; they are predecessors a marker on this table must wait for.
+        base, pending = logs.resolved_view(name, r, core.store)
+        check_readable(base.protocol, base.metadata, table=name)
+        ts = TableState(name, base, read_version=r, pending={v: x for v, x in pending.items() if x != core.id})
+        book.tables[name] = ts
+    elif not core.markers:
+        ts = TableState(name, logs.latest_snapshot(name, core.store))
+        check_readable(ts.base.protocol, ts.base.metadata, table=name)
+        book.tables[name] = ts
+    else:
+        v, etag = _place(core, name, logs.cached_hint(name, core.store) + 1)
+        crashpoint("marker-placed")
+        try:
+            base, pending = logs.resolved_view(name, v - 1, core.store)
+            check_readable(base.protocol, base.metadata, table=name)
+        except BaseException:
+            _free_quietly(core, name, v, etag, "error")
+            raise
+        pending = {pv: x for pv, x in pending.items() if x != core.id}
+        ts = TableState(name, base, v, etag, logical=bool(pending), pending=pending)
+        book.tables[name] = ts
+        waiting.add_edges(core, ts)
+    core.events.emit(ev.SnapshotRead(core.id, table=name, version=ts.base.version, files=len(ts.base.files)))
+    return ts
+
+
+def _place(core: TxnCore, name: str, start: int) -> tuple[int, str]:
+    """Put-if-absent a marker at the first free version >= ``start`` (writing the lease first)."""
+    if core.book.lease_expires == 0.0:
+        core.book.lease_expires = keeper().register(core.store, core.id, core.settings.lease_s)
+    v, etag, attempts = place_marker(core.store, name, start, core.marker_info())
+    core.services.logs.note_latest(name, v)
+    core.events.emit(ev.MarkerPlaced(core.id, table=name, version=v, attempts=attempts))
+    return v, etag
+
+
+def _free_quietly(core: TxnCore, table: str, version: int, etag: str, reason: str) -> None:
+    """Free a marker not recorded in the transaction yet (an error right after placing it)."""
+    try:
+        overwrite(core.store, table, version, etag, encode_freed(core.id, reason))
+        core.events.emit(ev.MarkerFreed(core.id, table=table, version=version, reason=reason))
+    except LvError:
+        pass  # expires by lease; any reader frees it then
+
+
+def claim_write_marker(core: TxnCore, ts: TableState) -> None:
+    """LV[I] with markers: a table read at its global version gets its marker when first written.
+
+    Versions between the read version and the marker are predecessors, checked at commit."""
+    v, etag = _place(core, ts.name, core.services.logs.cached_hint(ts.name, core.store) + 1)
+    crashpoint("marker-placed")
+    ts.marker_version, ts.marker_etag = v, etag
+    for pv in range(ts.base.version + 1, v):
+        st = read_version(core.store, ts.name, pv)
+        if st.pending and st.txn and st.txn != core.id:
+            ts.pending[pv] = st.txn
+    ts.logical = v - 1 > ts.base.version
+    waiting.add_edges(core, ts)
+
+
+def replace_marker(core: TxnCore, ts: TableState) -> None:
+    """Claim a new marker after losing one; the versions in between become predecessors."""
+    core.book.lease_expires = write_lease(core.store, core.id, core.settings.lease_s)
+    info = MarkerInfo(txn=core.id, created=time.time(), lease_expires=core.book.lease_expires,
+                      client=layout.client_label())
+    assert ts.marker_version is not None
+    v, etag, attempts = place_marker(core.store, ts.name, ts.marker_version + 1, info)
+    ts.marker_version, ts.marker_etag, ts.logical = v, etag, True
+    core.services.logs.note_latest(ts.name, v)
+    core.events.emit(ev.MarkerPlaced(core.id, table=ts.name, version=v, attempts=attempts))
+
+
+def overwrite_marker(core: TxnCore, ts: TableState, data: bytes) -> VersionState | None:
+    """Overwrite our marker at ``ts.marker_version`` with ``data`` (if-match on the etag we hold).
+
+    Returns None once written. When the store refuses (the version changed), returns what the
+    version is now. After an error whose outcome is unknown (the write may have landed and only
+    the response got lost) the version is read back: our bytes there mean written; our marker
+    unchanged means it did not land, so it is written once more. Raises when nothing can be learnt.
+    """
+    assert ts.marker_version is not None and ts.marker_etag is not None
+    try:
+        ts.marker_etag = overwrite(core.store, ts.name, ts.marker_version, ts.marker_etag, data)
+        return None
+    except PreconditionFailed:
+        return read_version(core.store, ts.name, ts.marker_version)
+    except LvError as e:
+        try:
+            st = read_version(core.store, ts.name, ts.marker_version)
+        except LvError:
+            raise e from None
+    if st.raw == data:
+        ts.marker_etag = st.etag
+        return None
+    if not (st.pending and st.txn == core.id):
+        return st
+    ts.marker_etag = overwrite(core.store, ts.name, ts.marker_version, st.etag, data)
+    return None

@@ -1,0 +1,61 @@
+"""Preset ``delta`` (no LakeVilla features): every operation commits alone at the next free version,
+with plain Delta optimistic concurrency (the baseline the anomaly tests compare against)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lv_core.delta.actions import CommitInfo, decode_commit, encode_commit
+from lv_core.delta.features import check_readable
+from lv_core.delta.table import validate_table_name
+from lv_core.errors import AlreadyExists
+from lv_core.protocol import layout
+from lv_core.protocol.aborts import aborted
+from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
+from lv_core.protocol.markers import lakevilla_commit_info, read_version
+from lv_core.storage.base import CREATE
+from lv_core.txn.core import TxnCore
+from lv_core.txn.execute import run
+from lv_core.txn.ops import Operation
+from lv_core.txn.state import Bookkeeping, OpRecord, TableState, net_actions
+
+__all__ = ["execute_autocommit"]
+
+
+def execute_autocommit(core: TxnCore, op: Operation) -> Any:
+    """Run ``op`` and commit its changes to each table at once (put-if-absent; a concurrent commit
+    it conflicts with aborts the statement, one it does not conflict with is skipped over)."""
+    book = core.book
+    logs = core.services.logs
+    for t in op.tables:
+        validate_table_name(t)
+    book.tables = {t: TableState(t, logs.latest_snapshot(t, core.store)) for t in op.tables}
+    for t, ts in book.tables.items():
+        check_readable(ts.base.protocol, ts.base.metadata, table=t)
+    book.ops = []
+    step = book.statements
+    book.statements += 1
+    result = run(core, op, step, 0)
+    footprint = Bookkeeping(ops=[OpRecord(op, step, result, "physical", 0)]).footprints()
+    for t in op.tables:
+        actions = net_actions(t, [result])
+        if not actions:
+            continue
+        v = book.tables[t].base.version + 1
+        data = encode_commit([*actions, CommitInfo(lakevilla_commit_info(core.id, op.name.upper()))])
+        while True:
+            try:
+                core.store.put(layout.commit_key(t, v), data, mode=CREATE)
+                break
+            except AlreadyExists:
+                st = read_version(core.store, t, v)
+                c = first_conflict(footprint, [PredecessorCommit(t, v, st.txn, decode_commit(st.raw))])
+                if c is not None:
+                    for a in result.adds.get(t, ()):
+                        core.store.delete(f"{t}/{a.path}")
+                    raise aborted("delta_conflict", {"table": t, "version": v}, op=op.name, table=t, version=v,
+                                  why=c.why) from None
+                v += 1
+        logs.note_latest(t, v)
+        book.autocommitted[t] = v
+    return result.value

@@ -1,0 +1,115 @@
+"""What every stage of a transaction works with: its identity, settings, the lakehouse's services,
+its event stream and its :class:`~lv_core.txn.state.Bookkeeping` (no behaviour beyond small helpers).
+
+The stage modules (:mod:`~lv_core.txn.access`, :mod:`~lv_core.txn.waiting`,
+:mod:`~lv_core.txn.execute`, :mod:`~lv_core.txn.settle`, :mod:`~lv_core.txn.publish`,
+:mod:`~lv_core.txn.ending`, :mod:`~lv_core.txn.baseline`, :mod:`~lv_core.txn.isolation`) are
+functions over a :class:`TxnCore`; the lifecycle class only sequences them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from lv_core import events as ev
+from lv_core.delta.actions import Action
+from lv_core.delta.snapshot import Snapshot
+from lv_core.protocol import layout
+from lv_core.protocol.dag import Edge
+from lv_core.protocol.gvl import GlobalLog
+from lv_core.protocol.markers import MarkerInfo
+from lv_core.protocol.tablelog import TableLogs
+from lv_core.protocol.validation import Policy
+from lv_core.protocol.vlock import ValidationLock
+from lv_core.storage.instrumented import InstrumentedStore
+from lv_core.txn.state import Bookkeeping
+
+__all__ = ["POOL", "Services", "Settings", "TxnCore", "out_edges"]
+
+#: Bounded pool for per-table work that runs in parallel (marker overwrites, waits, clean-up deletes).
+POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-table")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Timing and bounds of one transaction (from ``begin`` and the lakehouse's options)."""
+
+    timeout_s: float
+    retries: int
+    lease_s: float
+    poll_min_s: float
+    poll_max_s: float
+    cycle_check_s: float
+    shift_after_s: float
+    max_shifts: int = 8
+
+    def shift_after(self) -> float:
+        """How long a waiter waits before shifting pre-emptively."""
+        return max(self.cycle_check_s * 2, min(self.shift_after_s, self.timeout_s / 4))
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the lakehouse offers a transaction: its table-log cache, the global version log, the
+    validation lock, and a callback for what a commit published (caches, checkpoints)."""
+
+    logs: TableLogs
+    glog: GlobalLog
+    vlock: ValidationLock
+    after_commit: Callable[[str, int, Snapshot, list[Action]], None]
+
+
+@dataclass
+class TxnCore:
+    """One transaction's identity, settings, services, events and bookkeeping."""
+
+    id: str
+    name: str | None
+    preset: str
+    features: frozenset[str]
+    slack: int
+    policy: Policy
+    store: InstrumentedStore
+    services: Services
+    settings: Settings
+    events: ev.EventStream
+    book: Bookkeeping = field(default_factory=Bookkeeping)
+    state: str = "active"  # active, committing, committed, aborted, unknown
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    shift_lock: threading.Lock = field(default_factory=threading.Lock)  # one shift at a time
+    t0: float = field(default_factory=time.monotonic)
+    created: float = field(default_factory=time.time)
+    gvl_version: int | None = None
+    validation: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def markers(self) -> bool:
+        """LV[R] or LV[CT]: tables are held with markers."""
+        return bool({"R", "CT"} & self.features)
+
+    @property
+    def ct(self) -> bool:
+        return "CT" in self.features
+
+    @property
+    def iso(self) -> bool:
+        return "I" in self.features
+
+    def marker_info(self) -> MarkerInfo:
+        """What this transaction's markers carry now (rule II: its outgoing edges)."""
+        preds = tuple(e.to_json() for e in out_edges(self.id, self.book)) if self.ct else ()
+        return MarkerInfo(txn=self.id, predecessors=preds, created=self.created,
+                          lease_expires=self.book.lease_expires, client=layout.client_label())
+
+    def requests(self) -> dict[str, int]:
+        """Object-store requests made so far, by kind."""
+        return {k: v for k, v in self.store.counts().items() if v}
+
+
+def out_edges(txn_id: str, book: Bookkeeping) -> list[Edge]:
+    """The transaction's outgoing DAG edges (the markers it waits behind), still pending or not."""
+    return [Edge(txn_id, x, t, v) for (x, t), v in sorted(book.preds.items())]

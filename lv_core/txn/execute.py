@@ -1,0 +1,156 @@
+"""Module #2 for one transaction: running operations, recording them in the sublog, and redoing them.
+
+An operation runs on the base snapshots plus the transaction's own changes (an
+:class:`~lv_core.txn.context.OpContext`); its result is recorded (physical sublog while no other
+transaction's marker precedes ours on its tables, logical for good once one does). A redo undoes
+back to the first invalidated operation (deleting what it staged) and re-runs from there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from lv_core import events as ev
+from lv_core.delta.features import check_writable
+from lv_core.errors import TransactionError
+from lv_core.protocol import layout
+from lv_core.protocol.aborts import aborted
+from lv_core.protocol.conflicts import Conflict
+from lv_core.protocol.sublog import SublogEntry, write_entry
+from lv_core.testing import crashpoint
+from lv_core.txn.access import access, claim_write_marker
+from lv_core.txn.context import OpContext
+from lv_core.txn.core import TxnCore
+from lv_core.txn.ops import Operation, OpResult
+from lv_core.txn.state import OpRecord
+
+__all__ = ["execute", "redo_from", "run"]
+
+
+def context(core: TxnCore, step: int, attempt: int) -> OpContext:
+    """The view an operation at ``step`` gets (base snapshots plus earlier steps' changes)."""
+    book = core.book
+    return OpContext(core.id, core.store, step, attempt, snapshots=lambda t: book.tables[t].base,
+                     view=lambda t, upto: book.view_files(t, upto_step=upto))
+
+
+def run(core: TxnCore, op: Operation, step: int, attempt: int) -> OpResult:
+    """Run ``op`` once; an error deletes whatever it staged."""
+    ctx = context(core, step, attempt)
+    try:
+        result = op.run(ctx)
+        for t in set(result.adds) | set(result.removes):
+            if t not in op.tables:
+                raise TransactionError(f"operation {op.name} changed table {t!r} it did not declare")
+            if result.adds.get(t) or result.removes.get(t):
+                base = core.book.tables[t].base
+                check_writable(base.protocol, base.metadata, table=t)
+    except BaseException:
+        _delete_staged(core, op.tables, ctx)
+        raise
+    return result
+
+
+def _delete_staged(core: TxnCore, tables: tuple[str, ...], ctx: OpContext) -> None:
+    prefix = f"part-{core.id}-{ctx.step:04d}-{ctx.attempt}-"
+    for t in tables:
+        for meta in list(core.store.list(f"{t}/")):
+            if prefix in meta.key:
+                core.store.delete(meta.key)
+
+
+def execute(core: TxnCore, op: Operation) -> Any:
+    """Run ``op`` inside a transaction with markers or LV[I]; returns its value."""
+    book = core.book
+    for t in op.tables:
+        access(core, t)
+    step = len(book.ops)
+    result = run(core, op, step, 0)
+    claim = [t for t in op.tables if core.iso and core.markers and book.tables[t].marker_version is None
+             and (result.adds.get(t) or result.removes.get(t))]
+    named = False
+    if claim:
+        try:
+            if any(result.adds.values()):  # name the staged files before claiming: a crash in between
+                write_sublog(core, OpRecord(op, step, result, "physical", 0))  # leaves them to `lv recover`
+                named = True
+            for t in claim:
+                claim_write_marker(core, book.tables[t])
+        except BaseException:
+            for t, adds in result.adds.items():  # not recorded in the transaction: delete them here
+                for a in adds:
+                    core.store.delete(f"{t}/{a.path}")
+            if named:
+                core.store.delete(layout.sublog_key(core.id, step))
+                book.sublog_steps.discard(step)
+            raise
+    logical = any(book.tables[t].logical for t in op.tables)
+    mode = "logical" if logical and not op.blind else "physical"
+    rec = OpRecord(op, step, result, mode, 0)
+    book.ops.append(rec)
+    for t in op.tables:
+        if book.tables[t].first_step is None:
+            book.tables[t].first_step = step
+    if any(book.tables[t].marker_version is not None for t in op.tables) and not (named and mode == "physical"):
+        write_sublog(core, rec)  # module #2 serves marker tables (LV[I] reads need none)
+    crashpoint("data-staged")
+    core.events.emit(ev.OperationDone(
+        core.id, step=step, op=op.name, table=",".join(op.tables), sublog=mode,
+        added=sum(len(v) for v in result.adds.values()),
+        removed=sum(len(v) for v in result.removes.values())))
+    return result.value
+
+
+def write_sublog(core: TxnCore, rec: OpRecord) -> None:
+    """Record one operation in the transaction's sublog."""
+    r = rec.result
+    entry = SublogEntry(
+        step=rec.step, op=rec.op.name, mode=rec.mode, tables=rec.op.tables,
+        reads={t: tuple(sorted(v)) for t, v in r.reads.items()},
+        adds={t: tuple(a.path for a in v) for t, v in r.adds.items()},
+        removes={t: tuple(x.path for x in v) for t, v in r.removes.items()},
+        logical=rec.op.logical if rec.mode == "logical" else None,
+        blind=rec.op.blind, exposed=rec.op.exposed, attempt=rec.attempt)
+    write_entry(core.store, core.id, entry)
+    core.book.sublog_steps.add(rec.step)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, pa.Table) and isinstance(b, pa.Table):
+        return a.schema.equals(b.schema) and a.sort_by([(n, "ascending") for n in a.column_names]).equals(
+            b.sort_by([(n, "ascending") for n in b.column_names]))
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def redo_from(core: TxnCore, conflict: Conflict) -> None:
+    """Undo back to the operation ``conflict`` invalidated and redo from there on the new state.
+
+    Raises:
+        TransactionAborted: ``exposed_read``: a redone result the caller already saw changed.
+    """
+    book = core.book
+    step = conflict.step
+    undone = book.ops[step:]
+    old_values = {rec.step: rec.result.value for rec in undone if rec.op.exposed}
+    for rec in reversed(undone):  # undo: compensations newest to oldest
+        for t, adds in rec.result.adds.items():
+            for a in adds:
+                if a.path not in book.published_paths.get(t, ()):  # LV[R] alone: published stays
+                    core.store.delete(f"{t}/{a.path}")
+    book.ops = book.ops[:step]
+    book.redo_count += 1
+    core.events.emit(ev.Redo(core.id, from_step=step, attempt=book.redo_count))
+    for rec in undone:  # redo: oldest to newest on the new state
+        result = run(core, rec.op, rec.step, book.redo_count)
+        new = OpRecord(rec.op, rec.step, result, "logical" if not rec.op.blind else rec.mode, book.redo_count)
+        book.ops.append(new)
+        write_sublog(core, new)
+        if rec.step in old_values and not _same_value(old_values[rec.step], result.value):
+            raise aborted("exposed_read", {"table": conflict.table, "version": conflict.version, "step": rec.step},
+                          step=rec.step, op=rec.op.name, tables=",".join(rec.op.tables), on_txn=conflict.txn,
+                          table=conflict.table, version=conflict.version)

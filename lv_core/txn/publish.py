@@ -1,0 +1,170 @@
+"""Commit stages 2 and 3 without LV[I]: prepare (what each marker becomes, and the decision record
+when several tables commit together) and publish (overwrite each marker, in parallel).
+
+``commit_markers`` runs settle -> prepare -> publish per group (LV[CT]: all tables in one group, made
+all-or-nothing by the decision record; LV[R] alone: each table on its own, as the paper's
+single-table atomic markers) until no marker was lost, and returns :class:`Published`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from lv_core import events as ev
+from lv_core.delta.actions import Action, CommitInfo, encode_commit
+from lv_core.delta.log import DeltaLog
+from lv_core.errors import LvError, PreconditionFailed
+from lv_core.protocol import layout
+from lv_core.protocol.gvl import GvlState
+from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, overwrite
+from lv_core.storage.base import OVERWRITE
+from lv_core.testing import crashpoint
+from lv_core.txn.access import overwrite_marker, replace_marker
+from lv_core.txn.core import POOL, TxnCore
+from lv_core.txn.settle import Settled, settle_group
+from lv_core.txn.state import Decision, TableState
+
+__all__ = ["Prepared", "Published", "commit_markers", "prepare", "publish"]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What each marker of a settled group becomes: ``plan`` table -> commit bytes (or a freed entry
+    for read-only tables); ``writes``: the actions of the tables it changes."""
+
+    group: tuple[str, ...]
+    writes: dict[str, list[Action]]
+    plan: dict[str, bytes]
+
+
+@dataclass(frozen=True)
+class Published:
+    """Everything is published: table -> version of its commit, read-only markers freed, and (LV[I])
+    the global version that holds the commit."""
+
+    versions: dict[str, int]
+    freed: dict[str, int] = field(default_factory=dict)
+    gvl: GvlState | None = None
+
+
+def prepare(core: TxnCore, settled: Settled) -> Prepared:
+    """Encode each table's commit; with several written tables, record the decision first (once, and
+    again when a marker moved since), after which the commit is only ever rolled forward."""
+    book = core.book
+    writes = book.writes(list(settled.group))
+    extra: dict[str, Any] = {"preset": core.preset, "tables": sorted(writes), "redo": book.redo_count}
+    at = {t: book.published.get(t, book.tables[t].marker_version) for t in sorted(writes)}
+    if len(writes) > 1:  # every part's version: LV[I] publishes none of them before all are committed
+        extra["at"] = at
+    commits = {t: encode_commit([*actions, CommitInfo(lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", extra))])
+               for t, actions in writes.items()}
+    plan = {t: commits[t] if t in writes else encode_freed(core.id, "read-only")
+            for t in settled.group if t not in book.published and t not in book.freed}
+    if len(writes) > 1 and (book.decision is None or dict(book.decision.at) != at):
+        decision = {"txn": core.id, "decided": time.time(), "tables": {
+            t: {"version": at[t], "commit": commits[t].decode()} for t in writes}}
+        _write_decision(core, json.dumps(decision).encode())
+        book.decision = Decision("record", at)  # type: ignore[arg-type]
+        crashpoint("decision-written")
+    return Prepared(settled.group, writes, plan)
+
+
+def _write_decision(core: TxnCore, data: bytes) -> None:
+    """PUT the commit decision; after an error whose outcome is unknown (a lost response), GET it
+    back: if our bytes are there the decision stands, otherwise the error is raised (not decided;
+    an abort then frees markers, and recovery never rolls a decision forward past a freed marker)."""
+    key = layout.decision_key(core.id)
+    core.book.decision_written = True
+    try:
+        core.store.put(key, data, mode=OVERWRITE)
+    except LvError as e:
+        try:
+            landed = core.store.get(key).data == data
+        except LvError:
+            raise e from None
+        if not landed:
+            raise
+
+
+def _checkpoint_covers(core: TxnCore, ts: TableState) -> bool:
+    """True when the table's last checkpoint is at or after our marker (1 GET)."""
+    lc = DeltaLog(core.store, ts.name).read_last_checkpoint()
+    try:
+        return lc is not None and int(lc.get("version", -1)) >= (ts.marker_version or 0)
+    except (TypeError, ValueError):
+        return False
+
+
+def publish(core: TxnCore, prepared: Prepared) -> list[str]:
+    """Overwrite the markers of the group with their plan (in parallel); returns the tables whose
+    marker was lost (and re-claimed at a later version: settle and publish those again)."""
+    book = core.book
+    writes = prepared.writes
+    lost: list[str] = []
+    guard = threading.Lock()
+
+    def lose(t: str, ts: TableState) -> None:
+        core.events.emit(ev.MarkerLost(core.id, table=t, version=ts.marker_version))
+        replace_marker(core, ts)
+        with guard:
+            lost.append(t)
+
+    def one(t: str, data: bytes) -> None:
+        ts = book.tables[t]
+        assert ts.marker_version is not None and ts.marker_etag is not None
+        if t in writes and _checkpoint_covers(core, ts):
+            # A (foreign) checkpoint at or after our marker froze it as an empty commit: readers
+            # starting from that checkpoint would never see our actions there. Move the marker.
+            with contextlib.suppress(PreconditionFailed):
+                overwrite(core.store, t, ts.marker_version, ts.marker_etag, encode_freed(core.id, "checkpoint"))
+            lose(t, ts)
+            return
+        if t in writes:
+            book.attempted.add(t)
+        st = overwrite_marker(core, ts, data)
+        if st is not None:
+            if st.kind == "commit" and st.txn == core.id:  # rolled forward by a recoverer
+                with guard:
+                    book.mark_published(t, ts.marker_version, writes.get(t, []))
+                return
+            lose(t, ts)
+            return
+        if t in writes:
+            with guard:
+                book.mark_published(t, ts.marker_version, writes[t])
+                first = len(book.published) == 1
+            if len(writes) > 1 and first:
+                crashpoint("between-markers")
+        else:
+            with guard:
+                book.freed[t] = ts.marker_version
+            core.events.emit(ev.MarkerFreed(core.id, table=t, version=ts.marker_version, reason="read-only"))
+
+    # Per-table overwrites run in parallel (bounded pool): commit latency grows slowly with tables.
+    items = sorted(prepared.plan.items())
+    if len(items) > 1:
+        for f in [POOL.submit(one, t, d) for t, d in items]:
+            f.result()
+    else:
+        for t, d in items:
+            one(t, d)
+    return lost
+
+
+def commit_markers(core: TxnCore, deadline: float) -> Published:
+    """LV[R]/LV[CT] commit: settle -> prepare -> publish for every group until no marker was lost."""
+    book = core.book
+    groups = [list(book.tables)] if core.ct else [[t] for t in book.tables]
+    for group in groups:
+        redos = 0
+        while True:
+            settled = settle_group(core, group, deadline, redos)
+            redos = settled.redos
+            if not publish(core, prepare(core, settled)):
+                break
+    return Published(dict(book.published), dict(book.freed))

@@ -1,0 +1,163 @@
+"""A transaction's bookkeeping: one state object with public fields (no I/O here).
+
+:class:`Bookkeeping` holds everything a transaction learnt and did: the tables it holds
+(:class:`TableState`), the operations it ran (:class:`OpRecord`), its dependency edges, and how far
+its commit got (which tables were attempted, published or freed, and the recorded decision). The
+lifecycle class (:class:`~lv_core.txn.transaction.Transaction`) and the stage modules read and
+write it; pure questions about it (the transaction's view of a table, its net actions, its
+footprints) are methods here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from lv_core.delta.actions import Action, AddFile, RemoveFile
+from lv_core.delta.snapshot import Snapshot
+from lv_core.protocol.conflicts import OpFootprint
+from lv_core.protocol.dag import Edge
+from lv_core.protocol.gvl import GvlState
+from lv_core.txn.ops import Operation, OpResult
+
+__all__ = ["Bookkeeping", "Decision", "OpRecord", "TableState", "net_actions"]
+
+
+@dataclass
+class TableState:
+    """What a transaction holds on one table."""
+
+    name: str
+    base: Snapshot  # the snapshot its operations build on
+    marker_version: int | None = None
+    marker_etag: str | None = None
+    logical: bool = False  # switched to logical sublogs (sticky)
+    pending: dict[int, str] = field(default_factory=dict)  # preceding pending markers: version -> txn
+    first_step: int | None = None
+    read_version: int | None = None  # LV[I]: the global log's version of the table it reads at
+
+
+@dataclass
+class OpRecord:
+    """One executed operation: its result, sublog mode and attempt (0, then one per redo)."""
+
+    op: Operation
+    step: int
+    result: OpResult
+    mode: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A recorded commit decision: from here on the commit is rolled forward, never undone.
+
+    ``kind`` is ``"record"`` (LV[CT]: the decision object names every part) or ``"plan"`` (LV[I]:
+    the plan is recorded in the validation key); ``at``: table -> version of its part."""
+
+    kind: str
+    at: Mapping[str, int]
+
+
+def net_actions(table: str, results: list[OpResult]) -> list[Action]:
+    """The removes and adds ``results`` make on ``table`` (files added and removed again cancel out)."""
+    adds: dict[str, AddFile] = {}
+    removes: dict[str, RemoveFile] = {}
+    for r in results:
+        for x in r.removes.get(table, ()):
+            if x.path in adds:
+                del adds[x.path]  # added and removed within the transaction: never published
+            else:
+                removes[x.path] = x
+        for a in r.adds.get(table, ()):
+            adds[a.path] = a
+    return [*removes.values(), *adds.values()]
+
+
+@dataclass
+class Bookkeeping:
+    """Everything a transaction knows and did, as public fields."""
+
+    tables: dict[str, TableState] = field(default_factory=dict)
+    ops: list[OpRecord] = field(default_factory=list)
+    sublog_steps: set[int] = field(default_factory=set)
+    autocommitted: dict[str, int] = field(default_factory=dict)  # preset delta: table -> last version
+    statements: int = 0  # preset delta: statements run (each one commits alone)
+    lease_expires: float = 0.0  # 0: no lease written yet
+    preds: dict[tuple[str, str], int] = field(default_factory=dict)  # (txn, table) -> marker version waited on
+    cycles: list[list[Edge]] = field(default_factory=list)
+    shifts: list[dict[str, Any]] = field(default_factory=list)
+    head: GvlState | None = None  # LV[I]: the global log head it reads at (read once)
+    redo_count: int = 0
+    waits: int = 0
+    # commit progress
+    decision: Decision | None = None
+    decision_written: bool = False  # the decision object was PUT (or tried): clean-up deletes it
+    attempted: set[str] = field(default_factory=set)  # tables whose commit write was sent (outcome may be unknown)
+    published: dict[str, int] = field(default_factory=dict)
+    published_paths: dict[str, set[str]] = field(default_factory=dict)
+    freed: dict[str, int] = field(default_factory=dict)
+
+    def view_files(self, table: str, upto_step: int | None = None) -> dict[str, AddFile]:
+        """Live data files of ``table`` as the transaction sees it (before step ``upto_step``)."""
+        files = dict(self.tables[table].base.files)
+        for rec in self.ops:
+            if upto_step is not None and rec.step >= upto_step:
+                break
+            for r in rec.result.removes.get(table, ()):
+                files.pop(r.path, None)
+            for a in rec.result.adds.get(table, ()):
+                files[a.path] = a
+        return files
+
+    def results(self) -> list[OpResult]:
+        return [rec.result for rec in self.ops]
+
+    def net_actions(self, table: str) -> list[Action]:
+        """What the transaction's operations change on ``table``, as Delta actions."""
+        return net_actions(table, self.results())
+
+    def writes(self, tables: list[str] | None = None) -> dict[str, list[Action]]:
+        """Table -> net actions, for the tables (of ``tables``) it changes."""
+        results = self.results()
+        return {t: a for t in (self.tables if tables is None else tables) if (a := net_actions(t, results))}
+
+    def footprints(self) -> list[OpFootprint]:
+        """What each non-blind operation read, removed and scanned (for conflict checks)."""
+        out = []
+        for rec in self.ops:
+            if rec.op.blind:
+                continue
+            r = rec.result
+            out.append(OpFootprint(
+                step=rec.step,
+                reads={t: frozenset(v) for t, v in r.reads.items()},
+                removes={t: frozenset(x.path for x in v) for t, v in r.removes.items()},
+                scans=frozenset(r.scans), may_match=dict(r.may_match)))
+        return out
+
+    def blind_only(self, table: str) -> bool:
+        """Every operation touching ``table`` is a blind append (no read, no remove there), and ops exist."""
+        touching = [rec for rec in self.ops if table in rec.op.tables]
+        return bool(touching) and all(rec.op.blind for rec in touching)
+
+    def held(self) -> list[TableState]:
+        """Tables whose marker the transaction still holds (not published, not freed)."""
+        return [ts for t, ts in self.tables.items()
+                if ts.marker_version is not None and t not in self.published and t not in self.freed]
+
+    def has_markers(self) -> bool:
+        return any(ts.marker_version is not None for ts in self.tables.values())
+
+    def mark_published(self, table: str, version: int, actions: list[Action]) -> None:
+        self.published[table] = version
+        self.published_paths[table] = {a.path for a in actions if isinstance(a, AddFile)}
+
+    def unpublished_adds(self) -> list[str]:
+        """Keys of every data file staged that no published commit of the transaction references."""
+        keep = {(t, p) for t, paths in self.published_paths.items() for p in paths}
+        return [f"{t}/{a.path}" for rec in self.ops for t, adds in rec.result.adds.items() for a in adds
+                if (t, a.path) not in keep]
+
+    def read_versions(self) -> dict[str, int]:
+        return {t: s.base.version for t, s in self.tables.items()}

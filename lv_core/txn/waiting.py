@@ -1,0 +1,253 @@
+"""Module #3 for one transaction: its dependency edges, cycle checks and marker shifts, and waiting
+for the markers before its own to resolve (freeing expired ones on the way).
+
+Rules (paper section 4): expose the predecessors in every marker held (II), read the markers of
+those waited on for their edges (III), and shift when an edge would close a cycle or a wait lasts
+too long (IV).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from lv_core import events as ev
+from lv_core.delta.actions import decode_commit
+from lv_core.errors import LvError, NotFound, PreconditionFailed
+from lv_core.protocol.aborts import aborted
+from lv_core.protocol.conflicts import PredecessorCommit
+from lv_core.protocol.dag import DagView, Edge, closes_cycle, edges_from_json, shift_tables
+from lv_core.protocol.lease import lease_expired
+from lv_core.protocol.markers import encode_freed, encode_marker, overwrite, place_marker, read_version, unfinished_part
+from lv_core.protocol.recovery import resolve_expired
+from lv_core.testing import crashpoint
+from lv_core.txn.core import POOL, TxnCore, out_edges
+from lv_core.txn.state import TableState
+
+__all__ = ["Restart", "add_edges", "dag_view", "expose_predecessors", "resolve_all", "shift"]
+
+
+class Restart(Exception):
+    """Markers moved while waiting (a shift): recompute what to wait for."""
+
+
+def add_edges(core: TxnCore, ts: TableState) -> None:
+    """LV[CT]: the pending markers before ours are new outgoing edges (rules II and IV)."""
+    book = core.book
+    if not (core.ct and ts.pending):
+        return
+    new = [Edge(core.id, x, ts.name, pv) for pv, x in sorted(ts.pending.items()) if (x, ts.name) not in book.preds]
+    for e in new:
+        book.preds[(e.dst, e.table)] = e.version
+        core.events.emit(ev.EdgeAdded(core.id, to_txn=e.dst, table=e.table, version=e.version))
+    if new:
+        _break_cycles(core, new)
+        expose_predecessors(core)
+
+
+def _marker_edges(core: TxnCore, node: str, via: Edge | None) -> list[Edge]:
+    """Rule III: read ``node``'s marker where ``via`` points and return its outgoing edges."""
+    if via is None:
+        return []
+    try:
+        st = read_version(core.store, via.table, via.version)
+    except (NotFound, LvError):
+        return []
+    if not st.pending or st.txn != node or st.marker is None:
+        return []  # resolved (or not its marker any more): it waits for nobody there
+    return edges_from_json(node, st.marker.predecessors)
+
+
+def _cycle_through(core: TxnCore, new_edges: list[Edge]) -> list[Edge] | None:
+    return closes_cycle(core.id, new_edges, lambda node, via: _marker_edges(core, node, via))
+
+
+def _note_cycle(core: TxnCore, cycle: list[Edge]) -> None:
+    core.book.cycles.append(cycle)
+    core.events.emit(ev.CycleFound(core.id, edges=tuple((e.src, e.dst, e.label) for e in cycle)))
+
+
+def _break_cycles(core: TxnCore, new_edges: list[Edge]) -> None:
+    """Before waiting behind ``new_edges``: if one closes a cycle, shift our markers (rule IV)."""
+    tables_held = core.book.tables
+    for _ in range(core.settings.max_shifts):
+        cycle = _cycle_through(core, new_edges)
+        if cycle is None:
+            return
+        tables = {t for t in shift_tables(core.id, cycle)
+                  if t in tables_held and any(e.dst == core.id and e.table == t
+                                              and e.version == tables_held[t].marker_version for e in cycle)}
+        if not tables:
+            return  # the cycle runs through a marker of ours that no longer exists: already broken
+        _note_cycle(core, cycle)
+        new_edges = shift(core, tables, "cycle")
+    raise aborted("cycle_unbroken", {"cycles": len(core.book.cycles)}, shifts=core.settings.max_shifts)
+
+
+def shift(core: TxnCore, tables: set[str], reason: str) -> list[Edge]:
+    """Marker shift: free our markers in ``tables`` and claim new ones at later versions.
+
+    Our reads keep their versions (repeatable reads); the versions between the old base and the
+    new marker become predecessors to wait for and check at commit. Returns the new edges.
+    """
+    book = core.book
+    if len(book.shifts) >= core.settings.max_shifts:
+        raise aborted("shifts_exhausted", {"shifts": len(book.shifts)}, shifts=len(book.shifts), reason=reason)
+    new_edges: list[Edge] = []
+    moved: dict[str, tuple[int, int]] = {}
+    for t in sorted(tables):
+        ts = book.tables[t]
+        assert ts.marker_version is not None and ts.marker_etag is not None
+        old = ts.marker_version
+        with contextlib.suppress(PreconditionFailed):
+            overwrite(core.store, t, old, ts.marker_etag, encode_freed(core.id, "shift"))
+        core.events.emit(ev.MarkerFreed(core.id, table=t, version=old, reason="shift"))
+        v, etag, attempts = place_marker(core.store, t, old + 1, core.marker_info())
+        core.services.logs.note_latest(t, v)
+        for pv in range(old + 1, v):
+            st = read_version(core.store, t, pv)
+            if st.pending and st.txn and st.txn != core.id:
+                ts.pending[pv] = st.txn
+                book.preds[(st.txn, t)] = pv
+                new_edges.append(Edge(core.id, st.txn, t, pv))
+                core.events.emit(ev.EdgeAdded(core.id, to_txn=st.txn, table=t, version=pv))
+        ts.marker_version, ts.marker_etag, ts.logical = v, etag, True
+        moved[t] = (old, v)
+        core.events.emit(ev.MarkerPlaced(core.id, table=t, version=v, attempts=attempts, shift=True))
+    book.shifts.append({"tables": {t: list(m) for t, m in moved.items()}, "reason": reason, "ts": time.time()})
+    core.events.emit(ev.Shifted(core.id, moves=tuple((t, a, b) for t, (a, b) in moved.items()), reason=reason))
+    return new_edges
+
+
+def expose_predecessors(core: TxnCore) -> None:
+    """Rule II: every marker we hold carries our current outgoing edges."""
+    data = encode_marker(core.marker_info())
+
+    def one(ts: TableState) -> None:
+        assert ts.marker_version is not None and ts.marker_etag is not None
+        try:
+            ts.marker_etag = overwrite(core.store, ts.name, ts.marker_version, ts.marker_etag, data)
+        except PreconditionFailed:
+            pass  # lost (freed after our lease expired): found and repaired at commit
+
+    held = core.book.held()
+    if len(held) > 1:
+        list(POOL.map(one, held))
+    else:
+        for ts in held:
+            one(ts)
+
+
+def _check_while_waiting(core: TxnCore, ts: TableState, v: int, on_txn: str, waited_s: float) -> None:
+    """While waiting behind ``on_txn`` at ``ts.name@v``: shift if a cycle shows up (rule IV), or
+    pre-emptively after waiting too long; raises Restart when markers moved."""
+    if not core.shift_lock.acquire(blocking=False):
+        return  # another table's waiter is shifting right now
+    try:
+        book = core.book
+        cycle = _cycle_through(core, [Edge(core.id, on_txn, ts.name, v)])
+        tables = {t for t in shift_tables(core.id, cycle) if t in book.tables and t != ts.name} if cycle else set()
+        if cycle and tables:
+            _note_cycle(core, cycle)
+            shift(core, tables, "cycle")
+            expose_predecessors(core)
+            raise Restart()
+        if waited_s >= core.settings.shift_after():
+            others = {o.name for o in book.held() if o.name != ts.name}
+            if others and len(book.shifts) < core.settings.max_shifts:
+                shift(core, others, "waited too long")
+                expose_predecessors(core)
+                raise Restart()
+    finally:
+        core.shift_lock.release()
+
+
+def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> list[PredecessorCommit]:
+    """Wait until every version between the base and the marker is resolved; return them."""
+    out: list[PredecessorCommit] = []
+    s = core.settings
+    assert ts.marker_version is not None
+    for v in sorted(set(ts.pending) | set(range(ts.base.version + 1, ts.marker_version))):
+        waited_on: str | None = None
+        delay = s.poll_min_s
+        wait_t0 = time.monotonic()
+        next_check = wait_t0 + s.cycle_check_s
+        while True:
+            st = read_version(core.store, ts.name, v)
+            on_table, on = ts.name, st  # what we wait for: this version, or an unfinished part of it
+            if core.iso and st.parts and st.txn != core.id:
+                part = unfinished_part(core.store, ts.name, st)
+                if part is not None:
+                    on_table, on = part
+            if not (on.pending and on.txn != core.id):
+                break
+            if lease_expired(core.store, on.txn or "", on.marker):
+                try:
+                    if resolve_expired(core.store, on_table, on, by=core.id) == "freed":
+                        core.events.emit(ev.MarkerFreed(core.id, table=on_table, version=on.version,
+                                                        reason="expired", by=core.id))
+                except PreconditionFailed:
+                    pass
+                continue
+            if waited_on is None:
+                waited_on = st.txn
+                core.book.waits += 1
+                core.events.emit(ev.Waiting(core.id, table=ts.name, version=v, on_txn=st.txn or "?"))
+                crashpoint("waiting")
+            if core.ct and time.monotonic() >= next_check:
+                next_check = time.monotonic() + s.cycle_check_s
+                _check_while_waiting(core, ts, v, st.txn or "?", time.monotonic() - wait_t0)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise aborted("timeout", {"table": ts.name, "version": v, "on_txn": st.txn},
+                              timeout=s.timeout_s, on_txn=st.txn, table=ts.name, version=v)
+            time.sleep(min(delay, max(0.0, left)))
+            delay = min(delay * 1.5, s.poll_max_s)
+        if waited_on is not None:
+            outcome = "committed" if st.kind == "commit" else "freed"
+            core.events.emit(ev.WaitEnded(core.id, table=ts.name, version=v, on_txn=waited_on, outcome=outcome))
+        actions = [] if st.kind == "freed" else decode_commit(st.raw, version=v, table=ts.name)
+        out.append(PredecessorCommit(ts.name, v, st.txn, actions))
+    return out
+
+
+def resolve_all(core: TxnCore, group: list[str], deadline: float) -> list[PredecessorCommit]:
+    """Wait for the predecessors of every table in ``group``, tables in parallel.
+
+    Without LV[I], a table this transaction only blind-appended to cannot conflict with anything
+    before it, so it does not wait there (no wait edge: fewer cycles across many tables). With
+    LV[I] it must: a published global version may never gain content later."""
+    book = core.book
+    if not core.iso:
+        group = [t for t in group if not book.blind_only(t)]
+    if len(group) == 1 or not core.ct:
+        return [p for t in group for p in _resolve_predecessors(core, book.tables[t], deadline)]
+    futures = [POOL.submit(_resolve_predecessors, core, book.tables[t], deadline) for t in group]
+    out: list[PredecessorCommit] = []
+    first_error: BaseException | None = None
+    for f in futures:
+        try:
+            out.extend(f.result())
+        except BaseException as e:  # re-raised below after all finished
+            first_error = first_error or e
+    if first_error is not None:
+        raise first_error
+    return out
+
+
+def dag_view(core: TxnCore, state: str) -> DagView:
+    """The dependency DAG around this transaction, as data (for widgets)."""
+    view = DagView(core.id)
+    view.nodes[core.id] = state
+    pending_now = {}
+    for e in out_edges(core.id, core.book):
+        view.edges.append(e)
+        pending_now[e.dst] = "pending"
+    view.nodes.update({k: v for k, v in pending_now.items() if k not in view.nodes})
+    view.cycles = [list(c) for c in core.book.cycles]
+    for c in core.book.cycles:
+        for e in c:
+            view.nodes.setdefault(e.src, "pending")
+            view.nodes.setdefault(e.dst, "pending")
+    view.shifts = [dict(x) for x in core.book.shifts]
+    return view
