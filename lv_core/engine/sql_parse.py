@@ -23,7 +23,7 @@ from typing import Any, Optional, Sequence
 from lv_core.engine.sql_ast import (SUPPORTED, CreateSpec, DeleteSpec, DescribeSpec, InsertSpec, MergeClause,
                                     MergeSpec, ShowSpec, SqlError, Statement, UnsupportedStatement, UpdateSpec,
                                     _check_plain, _exp, _names, _plain_table, _unsupported, source_refs)
-from lv_core.engine.sqlsplit import quoted_end, split_statements
+from lv_core.engine.sqlsplit import first_unterminated, skip_comments, split_statements
 
 __all__ = ["parse_script", "parse_statement", "show_matches"]
 
@@ -34,22 +34,10 @@ _TXN_WORDS = {"BEGIN", "START", "COMMIT", "ROLLBACK", "ABORT", "END", "SAVEPOINT
 
 # ---------------------------------------------------------------------------------------- helpers
 
-def _strip_comments(text: str) -> str:
-    s = text.lstrip()
-    while s.startswith(("--", "/*")):
-        if s.startswith("--"):
-            nl = s.find("\n")
-            s = "" if nl < 0 else s[nl + 1:].lstrip()
-        else:
-            end = s.find("*/")
-            s = "" if end < 0 else s[end + 2:].lstrip()
-    return s
-
-
 def _first_word(text: str) -> str:
-    s = _strip_comments(text)
+    s = skip_comments(text)
     while s.startswith("("):
-        s = _strip_comments(s[1:])
+        s = skip_comments(s[1:])
     m = re.match(r"[A-Za-z_]+", s)
     return m.group(0).upper() if m else s[:20]
 
@@ -58,29 +46,6 @@ def _pos(script: str, offset: int) -> tuple[int, int]:
     """1-based (line, column) of ``offset`` in ``script``."""
     line = script.count("\n", 0, offset) + 1
     return line, offset - (script.rfind("\n", 0, offset) + 1) + 1
-
-
-def _unterminated(text: str) -> Optional[int]:
-    """Offset of an unterminated quote or block comment in ``text`` (None if all are closed)."""
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c in ("'", '"', "`"):
-            end = quoted_end(text, i)
-            if end is None:
-                return i
-            i = end + 1
-        elif text.startswith("--", i):
-            nl = text.find("\n", i)
-            i = n if nl < 0 else nl
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            if end < 0:
-                return i
-            i = end + 2
-        else:
-            i += 1
-    return None
 
 
 def _caret(script: str, line: int, col: int, width: int) -> str:
@@ -122,7 +87,7 @@ def _syntax_error(err: Exception, stmt: str, script: str, start: int) -> SqlErro
         near = f" near {hl!r}" if hl else " at the end of the statement"
         return SqlError(f"SQL syntax error at line {line}, column {col}{near}: {_describe(str(e.get('description')))}."
                         f"{_caret(script, line, col, len(hl))}", line=line, column=col, text=hl or None)
-    off = _unterminated(stmt)
+    off = first_unterminated(stmt)
     if off is not None:
         line, col = _pos(script, start + off)
         what = "block comment" if stmt.startswith("/*", off) else f"quoted text starting with {stmt[off]}"
@@ -165,7 +130,7 @@ def parse_statement(text: str, *, script: Optional[str] = None, start: int = 0) 
     from sqlglot.errors import ParseError, TokenError
 
     script = text if script is None else script
-    line = _pos(script, start + len(text) - len(_strip_comments(text)))[0]  # where its code starts
+    line = _pos(script, start + len(text) - len(skip_comments(text)))[0]  # where its code starts
     word = _first_word(text)
     if word not in _FIRST_WORDS:
         hint = (" Transactions are controlled by %%lvtxn or txn.commit()/txn.rollback(), not by SQL."
@@ -435,7 +400,7 @@ _SHOW = re.compile(r"^\s*SHOW\s+TABLES(?:\s+(?:IN|FROM)\s+(?P<db>\S+))?(?:\s+(?:
 
 
 def _show(text: str, line: int) -> ShowSpec:
-    m = _SHOW.match(_strip_comments(text))
+    m = _SHOW.match(skip_comments(text))
     if not m:
         raise UnsupportedStatement(f"{text.strip()[:40]!r} is not supported (line {line}); of the SHOW statements "
                                    f"only SHOW TABLES [LIKE 'pattern'] is. Supported: {SUPPORTED}.", line=line)
