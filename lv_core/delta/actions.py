@@ -17,7 +17,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, ClassVar, Iterable, Iterator, Mapping, Optional, Sequence, Union
 from urllib.parse import quote, unquote
 
 from lv_core.errors import DeltaLogError
@@ -37,6 +37,7 @@ __all__ = [
     "encode_commit",
     "encode_path",
     "is_empty_commit",
+    "json_lines",
     "now_ms",
 ]
 
@@ -417,6 +418,29 @@ def encode_commit(actions: Iterable[Action]) -> bytes:
     return "\n".join(lines).encode("utf-8")
 
 
+def json_lines(data: bytes, where: str = "commit") -> Iterator[tuple[int, Any]]:
+    """(line number, JSON value) of every non-blank line of a commit file (newline-delimited JSON).
+
+    Lines end at ``\\n`` only: ``str.splitlines`` would also cut at U+0085, U+2028 and U+2029, which
+    JSON strings may hold unescaped (:func:`encode_commit` writes them so).
+
+    Raises:
+        DeltaLogError: invalid UTF-8 or a line that is not JSON; the message names ``where`` and the line.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DeltaLogError(f"malformed Delta {where}: not UTF-8 ({e})") from e
+    for n, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise DeltaLogError(f"malformed Delta {where}, line {n}: invalid JSON ({e})") from e
+        yield n, obj
+
+
 def decode_commit(data: bytes, *, version: Optional[int] = None, table: Optional[str] = None) -> list[Action]:
     """Parse a commit file.
 
@@ -427,18 +451,8 @@ def decode_commit(data: bytes, *, version: Optional[int] = None, table: Optional
     where = f"commit {version}" if version is not None else "commit"
     if table is not None:
         where += f" of table {table!r}"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DeltaLogError(f"malformed Delta {where}: not UTF-8 ({e})") from e
     out: list[Action] = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise DeltaLogError(f"malformed Delta {where}, line {n}: invalid JSON ({e})") from e
+    for n, obj in json_lines(data, where):
         try:
             out.append(action_from_json(obj))
         except DeltaLogError as e:

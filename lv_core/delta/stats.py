@@ -19,14 +19,17 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["HIVE_NULL", "STRING_STATS_PREFIX", "compute_stats", "partition_path", "serialize_partition_value"]
+__all__ = ["HIVE_NULL", "STRING_STATS_PREFIX", "compute_stats", "partition_path", "serialize_partition_value",
+           "timestamp_stat"]
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 STRING_STATS_PREFIX = 32
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def _ts_text(us: int, tz: bool) -> str:
+def timestamp_stat(us: int, tz: bool) -> str:
+    """A timestamp (``us`` microseconds since the epoch, shown to the millisecond) as Delta stats
+    text: ``2024-01-31T12:00:00.000``, with ``Z`` when ``tz`` (a TIMESTAMP, not a TIMESTAMP_NTZ)."""
     t = _EPOCH + dt.timedelta(microseconds=us)
     s = t.strftime("%Y-%m-%dT%H:%M:%S") + f".{t.microsecond // 1000:03d}"
     return s + "Z" if tz else s
@@ -52,7 +55,7 @@ def _minmax(col: pa.ChunkedArray) -> Optional[tuple[Any, Any]]:
         lo_us, hi_us = _floor_us(mm["min"].as_py(), t.unit), _ceil_us(mm["max"].as_py(), t.unit)
         lo_ms = lo_us // 1000 * 1000
         hi_ms = -(-hi_us // 1000) * 1000
-        return _ts_text(lo_ms, bool(t.tz)), _ts_text(hi_ms, bool(t.tz))
+        return timestamp_stat(lo_ms, bool(t.tz)), timestamp_stat(hi_ms, bool(t.tz))
     if pa.types.is_date(t):
         mm = pc.min_max(col)
         return mm["min"].as_py().isoformat(), mm["max"].as_py().isoformat()

@@ -308,31 +308,10 @@ class SparkEngine:
                       if m.key.endswith(".parquet") and not m.key.rsplit("/", 1)[-1].startswith((".", "_")))
 
     def _move(self, src: str, dst: str) -> None:
-        """Give a staged file its final name (never replacing an existing object)."""
-        if self.store.scheme == "file":
-            root = _local_root(self.store)
-            s, d = root / src, root / dst
-            for _ in range(20):  # a concurrent delete may prune the (empty) partition folder
-                d.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    os.link(s, d)
-                    break
-                except FileNotFoundError:
-                    if not s.exists():
-                        raise
-            else:
-                raise EngineError(f"could not move {src} to {dst}: its folder keeps disappearing")
-            os.unlink(s)
-            return
-        inner = self.store
-        while hasattr(inner, "inner"):
-            inner = inner.inner
-        client = getattr(inner, "_client", None)
-        if client is None:
-            raise EngineError(f"the direct data path cannot move files in {self.store!r}; use data_path='arrow'")
-        # Server-side copy: the bytes never pass through this client.
-        client.copy_object(Bucket=inner.bucket, Key=inner._full(dst),
-                           CopySource={"Bucket": inner.bucket, "Key": inner._full(src)})
+        """Give a staged file its final name: a store copy (a hard link in a folder, server-side on S3,
+        so the bytes never pass through this client) and a delete. ``dst`` is a fresh name
+        (:meth:`OpContext.new_path`), so nothing is replaced."""
+        self.store.copy(src, dst)
         self.store.delete(src)
 
     def _drop_staging(self, stage_key: str) -> None:

@@ -17,8 +17,8 @@ from lv_core.errors import ConfigError, EngineError, LvError, SchemaError
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["NOT_NULL_TAG", "col", "conform_frame", "needs_fix", "nullable_type", "spark_errors", "spark_schema",
-           "with_exact_schema"]
+__all__ = ["NOT_NULL_TAG", "col", "conform_frame", "fits", "needs_fix", "nullable_type", "spark_errors",
+           "spark_schema", "with_exact_schema"]
 
 #: Marks the run-time NOT NULL errors this package raises inside Spark (turned into SchemaError).
 NOT_NULL_TAG = "[LV_NOT_NULL]"
@@ -140,7 +140,7 @@ def with_exact_schema(df: "DataFrame", schema: DeltaSchema, keep: Sequence[str] 
     return df.select(*cols, *[col(k) for k in keep])
 
 
-def _fits(src: Any, dst: Any) -> bool:
+def fits(src: Any, dst: Any) -> bool:
     """Whether Spark type ``src`` can be stored in a column of type ``dst`` without losing data
     (equal, integer widening, integer/float/decimal to double, decimal widening, NULL)."""
     from pyspark.sql import types as T
@@ -151,12 +151,12 @@ def _fits(src: Any, dst: Any) -> bool:
     if isinstance(src, complex_types) or isinstance(dst, complex_types):
         if isinstance(src, T.StructType) and isinstance(dst, T.StructType):
             return len(src.fields) == len(dst.fields) and all(
-                a.name.lower() == b.name.lower() and _fits(a.dataType, b.dataType)
+                a.name.lower() == b.name.lower() and fits(a.dataType, b.dataType)
                 for a, b in zip(src.fields, dst.fields))
         if isinstance(src, T.ArrayType) and isinstance(dst, T.ArrayType):
-            return _fits(src.elementType, dst.elementType)
+            return fits(src.elementType, dst.elementType)
         if isinstance(src, T.MapType) and isinstance(dst, T.MapType):
-            return _fits(src.keyType, dst.keyType) and _fits(src.valueType, dst.valueType)
+            return fits(src.keyType, dst.keyType) and fits(src.valueType, dst.valueType)
         return False
     s, d = src.typeName(), dst.typeName()
     if isinstance(src, (T.CharType, T.VarcharType)):
@@ -214,7 +214,7 @@ def conform_frame(df: "DataFrame", schema: DeltaSchema, table: str) -> "DataFram
                 raise SchemaError(f"column {f.name!r} of {table!r} is NOT NULL but missing from the data")
             cols.append(F.lit(None).cast(nullable_type(f.dataType)).alias(f.name))
             continue
-        if not _fits(s.dataType, f.dataType):
+        if not fits(s.dataType, f.dataType):
             raise SchemaError(f"column {f.name!r} of {table!r} is {f.dataType.simpleString()}; the data has "
                               f"{s.dataType.simpleString()}, which does not fit (cast it first)")
         c = col(s.name)

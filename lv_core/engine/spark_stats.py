@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lv_core.delta.schema import ArrayType, DeltaSchema, MapType, StructType
-from lv_core.delta.stats import STRING_STATS_PREFIX, _ts_text, serialize_partition_value
+from lv_core.delta.stats import STRING_STATS_PREFIX, serialize_partition_value, timestamp_stat
 from lv_core.engine.spark_schema import col
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ def _stat_values(kind: str, lo: Any, hi: Any, nan: Any) -> tuple[Any, Any]:
         return float(lo), float(hi)
     if kind in ("timestamp", "timestamp_ntz"):
         tz = kind == "timestamp"
-        return _ts_text(lo // 1000 * 1000, tz), _ts_text(-(-hi // 1000) * 1000, tz)
+        return timestamp_stat(lo // 1000 * 1000, tz), timestamp_stat(-(-hi // 1000) * 1000, tz)
     return lo, hi
 
 

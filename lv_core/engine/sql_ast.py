@@ -9,7 +9,8 @@ from typing import Any, Optional, Sequence
 from lv_core.errors import ConfigError
 
 __all__ = ["SUPPORTED", "CreateSpec", "DeleteSpec", "DescribeSpec", "InsertSpec", "MergeClause", "MergeSpec",
-           "ShowSpec", "SqlError", "Statement", "UnsupportedStatement", "UpdateSpec", "source_refs"]
+           "ShowSpec", "SqlError", "Statement", "UnsupportedStatement", "UpdateSpec", "check_plain", "source_refs",
+           "unsupported"]
 
 SUPPORTED = ("SELECT (joins, subqueries, CTEs, aggregates), INSERT INTO ... VALUES | SELECT, "
              "UPDATE ... SET ... [WHERE], DELETE FROM ... [WHERE], MERGE INTO ... USING ... ON ... "
@@ -135,28 +136,19 @@ class Statement:
 # ---------------------------------------------------------------------------------------- table references
 
 
-def _exp() -> Any:
-    from sqlglot import expressions as exp
-
-    return exp
-
-
-def _unsupported(st: Statement, what: str, hint: str = "") -> UnsupportedStatement:
+def unsupported(st: Statement, what: str, hint: str = "") -> UnsupportedStatement:
+    """The error refusing ``what`` in ``st`` (with a ``hint`` on what to write instead)."""
     return UnsupportedStatement(f"{what} is not supported (line {st.line}).{' ' + hint if hint else ''}",
                                 line=st.line, text=what)
 
 
-def _plain_table(st: Statement, node: Any, role: str) -> tuple[str, str]:
-    """(name, alias-or-name) of a target table node; refuses qualified names and extras."""
-    exp = _exp()
-    if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
-        raise SqlError(f"line {st.line}: the {role} must be a table name", line=st.line)
-    _check_plain(st, node)
-    alias = node.args.get("alias")
-    return node.name, (alias.name if alias is not None and alias.name else node.name)
+def check_plain(st: Statement, node: Any) -> None:
+    """Refuse a table reference with a database or catalog, time travel or a PARTITION clause.
 
-
-def _check_plain(st: Statement, node: Any) -> None:
+    Raises:
+        SqlError: a qualified name.
+        UnsupportedStatement: time travel or a PARTITION clause.
+    """
     parts = [p.name for p in (node.args.get("catalog"), node.args.get("db")) if p is not None]
     if parts:
         full = ".".join([*parts, node.name])
@@ -164,11 +156,11 @@ def _check_plain(st: Statement, node: Any) -> None:
                        f"{node.name!r} (the tables of the connected warehouse are all in one namespace)",
                        line=st.line, text=full)
     if node.args.get("version") is not None:
-        raise _unsupported(st, f"time travel on {node.name!r} (VERSION/TIMESTAMP AS OF)",
-                           "Inside a transaction every table is read at the transaction's snapshot; read an "
-                           "old version with lh.read(name, version=N).")
+        raise unsupported(st, f"time travel on {node.name!r} (VERSION/TIMESTAMP AS OF)",
+                          "Inside a transaction every table is read at the transaction's snapshot; read an "
+                          "old version with lh.read(name, version=N).")
     if node.args.get("partition") is not None:
-        raise _unsupported(st, "a PARTITION clause on the target", "Give partition values as columns.")
+        raise unsupported(st, "a PARTITION clause on the target", "Give partition values as columns.")
 
 
 def _is_cte(node: Any) -> bool:
@@ -189,20 +181,13 @@ def source_refs(tree: Any, exclude: Sequence[Any] = (), line: int = 1) -> list[A
     Raises:
         SqlError: a qualified name or time travel.
     """
-    exp = _exp()
+    from sqlglot import expressions as exp
+
     skip = {id(n) for n in exclude}
     out = []
     for t in tree.find_all(exp.Table):
         if id(t) in skip or not isinstance(t.this, exp.Identifier) or _is_cte(t):
             continue
-        _check_plain(Statement("select", "", line=line), t)
+        check_plain(Statement("select", "", line=line), t)
         out.append(t)
     return out
-
-
-def _names(nodes: Sequence[Any]) -> tuple[str, ...]:
-    out: list[str] = []
-    for n in nodes:
-        if n.name not in out:
-            out.append(n.name)
-    return tuple(out)

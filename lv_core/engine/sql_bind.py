@@ -18,7 +18,7 @@ import re
 import secrets
 from typing import Any, Callable, Optional
 
-from lv_core.engine.sql_ast import _exp, source_refs
+from lv_core.engine.sql_ast import source_refs
 
 __all__ = ["Renderer", "has_subquery", "q", "skip_text", "target_conjuncts"]
 
@@ -55,7 +55,8 @@ class Renderer:
 
     def expr(self, node: Any) -> str:
         """``node`` as Spark SQL with its table references replaced by placeholders."""
-        exp = _exp()
+        from sqlglot import expressions as exp
+
         copy = node.copy()
         for t in source_refs(copy):
             k = self._key()
@@ -76,7 +77,8 @@ class Renderer:
 
 
 def has_subquery(node: Any) -> bool:
-    exp = _exp()
+    from sqlglot import expressions as exp
+
     return any(isinstance(n, (exp.Subquery, exp.Query, exp.Exists)) for n in node.walk())
 
 
@@ -85,7 +87,8 @@ def skip_text(where: Any, alias: str, target: str) -> Optional[str]:
     subqueries unqualified (skipping knows only the table's own columns). None: no predicate."""
     if where is None:
         return None
-    exp = _exp()
+    from sqlglot import expressions as exp
+
     copy = where.copy()
     names = {alias.lower(), target.lower()}
     for c in list(copy.find_all(exp.Column)):
@@ -95,7 +98,8 @@ def skip_text(where: Any, alias: str, target: str) -> Optional[str]:
 
 
 def _inside_subquery(node: Any, root: Any) -> bool:
-    exp = _exp()
+    from sqlglot import expressions as exp
+
     p = node.parent
     while p is not None and p is not root:
         if isinstance(p, (exp.Subquery, exp.Query, exp.Exists)):
@@ -107,7 +111,8 @@ def _inside_subquery(node: Any, root: Any) -> bool:
 def target_conjuncts(on: Any, alias: str) -> Optional[str]:
     """The conjuncts of a MERGE ON condition that only use target columns qualified by ``alias``
     (no subqueries), unqualified, as text for data skipping; None if there are none."""
-    exp = _exp()
+    from sqlglot import expressions as exp
+
     parts = list(on.flatten()) if isinstance(on, exp.And) else [on]
     keep = []
     for p in parts:

@@ -22,8 +22,8 @@ from typing import Any, Optional, Sequence
 
 from lv_core.engine.sql_ast import (SUPPORTED, CreateSpec, DeleteSpec, DescribeSpec, InsertSpec, MergeClause,
                                     MergeSpec, ShowSpec, SqlError, Statement, UnsupportedStatement, UpdateSpec,
-                                    _check_plain, _exp, _names, _plain_table, _unsupported, source_refs)
-from lv_core.engine.sqlsplit import quoted_end, split_statements
+                                    check_plain, source_refs, unsupported)
+from lv_core.engine.sqlsplit import first_unterminated, skip_comments, split_statements
 
 __all__ = ["parse_script", "parse_statement", "show_matches"]
 
@@ -34,53 +34,38 @@ _TXN_WORDS = {"BEGIN", "START", "COMMIT", "ROLLBACK", "ABORT", "END", "SAVEPOINT
 
 # ---------------------------------------------------------------------------------------- helpers
 
-def _strip_comments(text: str) -> str:
-    s = text.lstrip()
-    while s.startswith(("--", "/*")):
-        if s.startswith("--"):
-            nl = s.find("\n")
-            s = "" if nl < 0 else s[nl + 1:].lstrip()
-        else:
-            end = s.find("*/")
-            s = "" if end < 0 else s[end + 2:].lstrip()
-    return s
-
-
 def _first_word(text: str) -> str:
-    s = _strip_comments(text)
+    s = skip_comments(text)
     while s.startswith("("):
-        s = _strip_comments(s[1:])
+        s = skip_comments(s[1:])
     m = re.match(r"[A-Za-z_]+", s)
     return m.group(0).upper() if m else s[:20]
+
+
+def _plain_table(st: Statement, node: Any, role: str) -> tuple[str, str]:
+    """(name, alias-or-name) of a target table node; refuses qualified names and extras."""
+    from sqlglot import expressions as exp
+
+    if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
+        raise SqlError(f"line {st.line}: the {role} must be a table name", line=st.line)
+    check_plain(st, node)
+    alias = node.args.get("alias")
+    return node.name, (alias.name if alias is not None and alias.name else node.name)
+
+
+def _names(nodes: Sequence[Any]) -> tuple[str, ...]:
+    """The names of table nodes, first appearance first, without duplicates."""
+    out: list[str] = []
+    for n in nodes:
+        if n.name not in out:
+            out.append(n.name)
+    return tuple(out)
 
 
 def _pos(script: str, offset: int) -> tuple[int, int]:
     """1-based (line, column) of ``offset`` in ``script``."""
     line = script.count("\n", 0, offset) + 1
     return line, offset - (script.rfind("\n", 0, offset) + 1) + 1
-
-
-def _unterminated(text: str) -> Optional[int]:
-    """Offset of an unterminated quote or block comment in ``text`` (None if all are closed)."""
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c in ("'", '"', "`"):
-            end = quoted_end(text, i)
-            if end is None:
-                return i
-            i = end + 1
-        elif text.startswith("--", i):
-            nl = text.find("\n", i)
-            i = n if nl < 0 else nl
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            if end < 0:
-                return i
-            i = end + 2
-        else:
-            i += 1
-    return None
 
 
 def _caret(script: str, line: int, col: int, width: int) -> str:
@@ -122,7 +107,7 @@ def _syntax_error(err: Exception, stmt: str, script: str, start: int) -> SqlErro
         near = f" near {hl!r}" if hl else " at the end of the statement"
         return SqlError(f"SQL syntax error at line {line}, column {col}{near}: {_describe(str(e.get('description')))}."
                         f"{_caret(script, line, col, len(hl))}", line=line, column=col, text=hl or None)
-    off = _unterminated(stmt)
+    off = first_unterminated(stmt)
     if off is not None:
         line, col = _pos(script, start + off)
         what = "block comment" if stmt.startswith("/*", off) else f"quoted text starting with {stmt[off]}"
@@ -162,10 +147,11 @@ def parse_script(script: str) -> list[Statement]:
 def parse_statement(text: str, *, script: Optional[str] = None, start: int = 0) -> Statement:
     """Parse one statement (no ``;`` separators). ``script``/``start`` place error positions."""
     import sqlglot
+    from sqlglot import expressions as exp
     from sqlglot.errors import ParseError, TokenError
 
     script = text if script is None else script
-    line = _pos(script, start + len(text) - len(_strip_comments(text)))[0]  # where its code starts
+    line = _pos(script, start + len(text) - len(skip_comments(text)))[0]  # where its code starts
     word = _first_word(text)
     if word not in _FIRST_WORDS:
         hint = (" Transactions are controlled by %%lvtxn or txn.commit()/txn.rollback(), not by SQL."
@@ -178,7 +164,6 @@ def parse_statement(text: str, *, script: Optional[str] = None, start: int = 0) 
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError) as e:
         raise _syntax_error(e, text, script, start) from None
-    exp = _exp()
     st = Statement("select", text, tree, line=line)
     if isinstance(tree, exp.Command):
         raise UnsupportedStatement(f"{word} {str(tree.args.get('expression') or '')[:30]!r}... is not supported "
@@ -202,7 +187,8 @@ def parse_statement(text: str, *, script: Optional[str] = None, start: int = 0) 
                                f"supported: {SUPPORTED}.", line=line, text=word)
 
 def _set_items(st: Statement, eqs: Sequence[Any], alias: str, target: str) -> list[tuple[str, Any]]:
-    exp = _exp()
+    from sqlglot import expressions as exp
+
     out = []
     for e in eqs:
         if not isinstance(e, exp.EQ) or not isinstance(e.this, exp.Column):
@@ -220,15 +206,17 @@ def _set_items(st: Statement, eqs: Sequence[Any], alias: str, target: str) -> li
 
 def _dml_target(st: Statement, tree: Any, verb: str, clauses: tuple[str, ...], help_: str) -> tuple[str, str, Any]:
     """UPDATE/DELETE: refuse WITH and the ``clauses`` not supported; return (target, alias, WHERE condition)."""
+    from sqlglot import expressions as exp
+
     if tree.args.get("with_") is not None:
-        raise _unsupported(st, f"WITH ... {verb}", "Put the query inside the statement: a subquery, or "
-                           "MERGE ... USING (WITH ... SELECT ...) AS s.")
+        raise unsupported(st, f"WITH ... {verb}", "Put the query inside the statement: a subquery, or "
+                          "MERGE ... USING (WITH ... SELECT ...) AS s.")
     for k in clauses:
         if tree.args.get(k):
-            raise _unsupported(st, f"{verb} ... {k.rstrip('_').upper()}", help_)
+            raise unsupported(st, f"{verb} ... {k.rstrip('_').upper()}", help_)
     target, alias = _plain_table(st, tree.this, f"{verb} target")
     where = tree.args.get("where")
-    return target, alias, where.this if isinstance(where, _exp().Where) else where
+    return target, alias, where.this if isinstance(where, exp.Where) else where
 
 
 def _update(st: Statement, tree: Any) -> Statement:
@@ -251,14 +239,15 @@ def _delete(st: Statement, tree: Any) -> Statement:
 
 
 def _insert(st: Statement, tree: Any) -> Statement:
-    exp = _exp()
+    from sqlglot import expressions as exp
+
     if tree.args.get("overwrite"):
-        raise _unsupported(st, "INSERT OVERWRITE", "In a transaction, DELETE FROM t; then INSERT INTO t ... does the same.")
+        raise unsupported(st, "INSERT OVERWRITE", "In a transaction, DELETE FROM t; then INSERT INTO t ... does the same.")
     if tree.args.get("by_name"):
-        raise _unsupported(st, "INSERT ... BY NAME", "Give a column list: INSERT INTO t (a, b) SELECT a, b ...")
+        raise unsupported(st, "INSERT ... BY NAME", "Give a column list: INSERT INTO t (a, b) SELECT a, b ...")
     for k in ("conflict", "returning", "where", "alternative", "ignore", "exists"):
         if tree.args.get(k):
-            raise _unsupported(st, f"INSERT ... {k.upper()}")
+            raise unsupported(st, f"INSERT ... {k.upper()}")
     node, columns = tree.this, None
     if isinstance(node, exp.Schema):
         columns = [c.name for c in node.expressions]
@@ -287,10 +276,10 @@ def _insert(st: Statement, tree: Any) -> Statement:
         cte = tree.args.get("with_")
         if cte is not None:  # WITH c AS (...) INSERT INTO t SELECT ... FROM c: the CTEs belong to the query
             if query.args.get("with_") is not None:
-                raise _unsupported(st, "WITH both before INSERT and inside its query")
+                raise unsupported(st, "WITH both before INSERT and inside its query")
             query.set("with_", cte.copy())
     else:
-        raise _unsupported(st, f"INSERT from {type(src).__name__}", "Use VALUES or a SELECT.")
+        raise unsupported(st, f"INSERT from {type(src).__name__}", "Use VALUES or a SELECT.")
     st.kind, st.target = "insert", target
     st.spec = InsertSpec(target, columns, rows, query)
     st.sources = _names(source_refs(src, line=st.line))
@@ -298,15 +287,16 @@ def _insert(st: Statement, tree: Any) -> Statement:
 
 
 def _merge(st: Statement, tree: Any) -> Statement:
-    exp = _exp()
+    from sqlglot import expressions as exp
+
     if tree.args.get("with_") is not None:
-        raise _unsupported(st, "WITH ... MERGE", "Put the query inside the statement: a subquery, or "
-                           "MERGE ... USING (WITH ... SELECT ...) AS s.")
+        raise unsupported(st, "WITH ... MERGE", "Put the query inside the statement: a subquery, or "
+                          "MERGE ... USING (WITH ... SELECT ...) AS s.")
     target, alias = _plain_table(st, tree.this, "MERGE target")
     using = tree.args.get("using")
     source_table = source_query = None
     if isinstance(using, exp.Table) and isinstance(using.this, exp.Identifier):
-        _check_plain(st, using)
+        check_plain(st, using)
         source_table = using.name
         a = using.args.get("alias")
         source_alias = a.name if a is not None and a.name else using.name
@@ -328,8 +318,8 @@ def _merge(st: Statement, tree: Any) -> Statement:
     for w in (whens.expressions if whens is not None else []):
         matched = bool(w.args.get("matched"))
         if w.args.get("source"):
-            raise _unsupported(st, "WHEN NOT MATCHED BY SOURCE",
-                               "Use a separate DELETE/UPDATE ... WHERE NOT EXISTS (...) in the same transaction.")
+            raise unsupported(st, "WHEN NOT MATCHED BY SOURCE",
+                              "Use a separate DELETE/UPDATE ... WHERE NOT EXISTS (...) in the same transaction.")
         then = w.args.get("then")
         cond = w.args.get("condition")
         if isinstance(then, exp.Update):
@@ -362,7 +352,7 @@ def _merge(st: Statement, tree: Any) -> Statement:
                 raise SqlError(f"line {st.line}: WHEN NOT MATCHED can only INSERT", line=st.line)
             clauses.append(MergeClause(True, "delete", cond))
         else:
-            raise _unsupported(st, f"MERGE action {then.sql('spark') if then is not None else '?'}")
+            raise unsupported(st, f"MERGE action {then.sql('spark') if then is not None else '?'}")
     if not clauses:
         raise SqlError(f"line {st.line}: MERGE needs at least one WHEN clause", line=st.line)
     st.kind, st.target = "merge", target
@@ -372,15 +362,16 @@ def _merge(st: Statement, tree: Any) -> Statement:
 
 
 def _create(st: Statement, tree: Any) -> Statement:
-    exp = _exp()
+    from sqlglot import expressions as exp
+
     kind = str(tree.args.get("kind") or "").upper()
     if kind != "TABLE":
-        raise _unsupported(st, f"CREATE {kind or '?'}", "Only CREATE TABLE is supported.")
+        raise unsupported(st, f"CREATE {kind or '?'}", "Only CREATE TABLE is supported.")
     if tree.args.get("replace"):
-        raise _unsupported(st, "CREATE OR REPLACE TABLE", "Create a new table, or DELETE its rows in a transaction.")
+        raise unsupported(st, "CREATE OR REPLACE TABLE", "Create a new table, or DELETE its rows in a transaction.")
     if tree.args.get("expression") is not None:
-        raise _unsupported(st, "CREATE TABLE ... AS SELECT",
-                           "Create the table with its columns, then INSERT INTO t SELECT ... in a transaction.")
+        raise unsupported(st, "CREATE TABLE ... AS SELECT",
+                          "Create the table with its columns, then INSERT INTO t SELECT ... in a transaction.")
     schema = tree.this
     if not isinstance(schema, exp.Schema) or not schema.expressions:
         raise SqlError(f"line {st.line}: CREATE TABLE needs a column list: CREATE TABLE t (id BIGINT, ...)",
@@ -392,7 +383,7 @@ def _create(st: Statement, tree: Any) -> Statement:
             raise SqlError(f"line {st.line}: {c.sql('spark')!r} is not a column definition (name TYPE)", line=st.line)
         for con in c.args.get("constraints") or []:
             if not isinstance(con.args.get("kind"), (exp.NotNullColumnConstraint, exp.CommentColumnConstraint)):
-                raise _unsupported(st, f"column constraint {con.sql('spark')!r}", "Columns take NOT NULL and COMMENT.")
+                raise unsupported(st, f"column constraint {con.sql('spark')!r}", "Columns take NOT NULL and COMMENT.")
         cols.append(c.sql("spark"))
     parts: list[str] = []
     description = None
@@ -400,19 +391,19 @@ def _create(st: Statement, tree: Any) -> Statement:
         if isinstance(p, exp.FileFormatProperty):
             fmt = p.this.name if p.this is not None else ""
             if fmt.upper() != "DELTA":
-                raise _unsupported(st, f"USING {fmt}", "Lakehouse tables are Delta tables (USING DELTA or nothing).")
+                raise unsupported(st, f"USING {fmt}", "Lakehouse tables are Delta tables (USING DELTA or nothing).")
         elif isinstance(p, exp.PartitionedByProperty):
             inner = p.this.expressions if isinstance(p.this, (exp.Schema, exp.Tuple)) else [p.this]
             for e in inner:
                 if not isinstance(e, (exp.Identifier, exp.Column)):
-                    raise _unsupported(st, f"PARTITIONED BY {e.sql('spark')}",
-                                       "Name columns of the table: PARTITIONED BY (region).")
+                    raise unsupported(st, f"PARTITIONED BY {e.sql('spark')}",
+                                      "Name columns of the table: PARTITIONED BY (region).")
                 parts.append(e.name)
         elif isinstance(p, exp.SchemaCommentProperty):
             description = p.this.name
         else:
-            raise _unsupported(st, f"table property {p.sql('spark')!r}",
-                               "CREATE TABLE takes USING DELTA, PARTITIONED BY (...) and COMMENT '...'.")
+            raise unsupported(st, f"table property {p.sql('spark')!r}",
+                              "CREATE TABLE takes USING DELTA, PARTITIONED BY (...) and COMMENT '...'.")
     st.kind, st.target = "create", name
     st.spec = CreateSpec(name, ", ".join(cols), parts, bool(tree.args.get("exists")), description)
     return st
@@ -422,9 +413,9 @@ def _describe_stmt(st: Statement, tree: Any) -> Statement:
     style = str(tree.args.get("style") or "").upper()
     if style not in ("", "EXTENDED", "FORMATTED"):
         hint = "The table's log: %lv log TABLE." if style in ("HISTORY", "DETAIL") else ""
-        raise _unsupported(st, f"DESCRIBE {style}", hint)
+        raise unsupported(st, f"DESCRIBE {style}", hint)
     if tree.args.get("partition") is not None or tree.args.get("expressions"):
-        raise _unsupported(st, "DESCRIBE of a column or partition", "DESCRIBE TABLE t lists the columns.")
+        raise unsupported(st, "DESCRIBE of a column or partition", "DESCRIBE TABLE t lists the columns.")
     name, _ = _plain_table(st, tree.this, "DESCRIBE target")
     st.kind, st.target, st.spec = "describe", name, DescribeSpec(name)
     return st
@@ -435,7 +426,7 @@ _SHOW = re.compile(r"^\s*SHOW\s+TABLES(?:\s+(?:IN|FROM)\s+(?P<db>\S+))?(?:\s+(?:
 
 
 def _show(text: str, line: int) -> ShowSpec:
-    m = _SHOW.match(_strip_comments(text))
+    m = _SHOW.match(skip_comments(text))
     if not m:
         raise UnsupportedStatement(f"{text.strip()[:40]!r} is not supported (line {line}); of the SHOW statements "
                                    f"only SHOW TABLES [LIKE 'pattern'] is. Supported: {SUPPORTED}.", line=line)

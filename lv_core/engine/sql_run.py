@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
-from lv_core.engine.spark_schema import NOT_NULL_TAG, _fits, col, nullable_type, spark_errors, spark_schema
+from lv_core.engine.spark_schema import NOT_NULL_TAG, col, fits, nullable_type, spark_errors, spark_schema
 from lv_core.engine.sql_ast import SqlError, Statement, UpdateSpec
 from lv_core.engine.sql_bind import Renderer, has_subquery, q, skip_text
 from lv_core.errors import ConfigError, EngineError, LvError, SchemaError
@@ -236,7 +236,7 @@ def assign(c: "Column", src: Any, target: Any, what: str) -> "Column":
 
     dst = nullable_type(target.dataType)
     s, d = type(src).__name__, type(dst).__name__
-    if _fits(src, dst):
+    if fits(src, dst):
         return c if nullable_type(src) == dst else c.cast(dst)
     if (s in _NUMERIC and d in _NUMERIC) or (s in _STRINGS and d in _TIMES):
         t = c.try_cast(dst)

@@ -1,11 +1,14 @@
-"""Where LakeVilla keeps its own objects in a warehouse (never inside a table's folder).
+"""Where LakeVilla keeps its own objects in a warehouse: outside the tables' folders, except the
+Spark engine's short-lived staging folder.
 
 ```
 <warehouse>/
   <table>/_delta_log/<v:020d>.json            Delta commits; LakeVilla markers are commits too
-  <table>/<data files>                         data files, named part-<txn>-<step>-<n>.parquet
+  <table>/<data files>                         data files, named part-<txn>-<step>-<attempt>-<n>.parquet
+  <table>/_lv_staging/                         Spark's output before the files get their names
+                                               (lv_core.engine.spark_io; deleted after each write)
   _lakevilla/txns/<txn>/lease.json             heartbeat: owner, expiry (overwritten by the owner)
-  _lakevilla/txns/<txn>/sublog/<step:06d>.json one sublog entry per operation (put-if-absent)
+  _lakevilla/txns/<txn>/sublog/<step:06d>.json one sublog entry per operation (a redo overwrites it)
   _lakevilla/txns/<txn>/decision.json          commit decision of a multi-table commit
   _lakevilla/gvl/<n:020d>.json                 global version log (lv_core.protocol.gvl)
   _lakevilla/validation.lock                   validation key (lv_core.protocol.vlock)
@@ -51,10 +54,6 @@ def sublog_key(txn: str, step: int) -> str:
 
 def decision_key(txn: str) -> str:
     return f"{TXNS}{txn}/decision.json"
-
-
-def log_prefix(table: str) -> str:
-    return f"{table}/_delta_log/"
 
 
 def commit_key(table: str, version: int) -> str:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from lv_core.delta.actions import json_lines
 from lv_core.errors import AlreadyExists, DeltaLogError, NotFound
 from lv_core.protocol.layout import commit_key
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
@@ -122,13 +123,7 @@ def classify(version: int, raw: bytes, etag: str) -> VersionState:
     """Classify a commit's bytes as marker, freed marker or real commit (pure)."""
     lv: dict[str, Any] | None = None
     n_actions = 0
-    for lineno, line in enumerate(raw.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise DeltaLogError(f"version {version}: line {lineno} is not JSON") from e
+    for lineno, obj in json_lines(raw, f"commit {version}"):
         if not isinstance(obj, dict):
             raise DeltaLogError(f"version {version}: line {lineno} is not a JSON object")
         n_actions += 1

@@ -83,12 +83,3 @@ def read_sublog(store: ObjectStore, txn: str) -> list[SublogEntry]:
         except (NotFound, ValueError, KeyError, TypeError, AttributeError, LvError):
             continue
     return sorted(out, key=lambda e: e.step)
-
-
-def delete_sublog(store: ObjectStore, txn: str) -> int:
-    """Delete every entry; returns how many."""
-    n = 0
-    for meta in list(store.list(sublog_prefix(txn))):
-        store.delete(meta.key)
-        n += 1
-    return n

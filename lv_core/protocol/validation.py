@@ -326,9 +326,6 @@ class ValidationOutcome:
         return TransactionAborted(self.reason, self.rule, details={"validation": self.to_json()})
 
 
-_NA = RuleCheck(False)
-
-
 def _check(inp: TableInputs, policy: Policy, txn_writes: bool) -> dict[str, RuleCheck]:
     rules: dict[str, RuleCheck] = {}
     if inp.read and inp.h is not None and inp.r is not None and policy.r1_applies(txn_writes):

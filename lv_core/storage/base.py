@@ -2,7 +2,9 @@
 
 Only the primitives the LakeVilla paper assumes: GET (optionally ranged), PUT in three
 modes (overwrite, create = put-if-absent, if_match = compare-and-swap on an etag), HEAD,
-DELETE and LIST by prefix. Keys are ``/``-separated and relative to the warehouse root.
+DELETE and LIST by prefix; plus COPY, which the Spark engine uses to give the data files it
+wrote their final names without moving the bytes through this client. Keys are
+``/``-separated and relative to the warehouse root.
 """
 
 from __future__ import annotations
@@ -84,6 +86,17 @@ class ObjectStore(ABC):
 
         ``start_after`` skips keys ``<=`` it (S3 ``StartAfter``).
         """
+
+    def copy(self, src: str, dst: str) -> str:
+        """Copy the object at ``src`` to ``dst`` (replacing ``dst`` if it exists); return the new etag.
+
+        Like an unconditional put of ``src``'s bytes at ``dst``. This default reads and writes the
+        bytes through the client; stores that can copy on their side override it.
+
+        Raises:
+            NotFound: ``src`` does not exist.
+        """
+        return self.put(dst, self.get(src).data)
 
     @abstractmethod
     def url(self, key: str = "") -> str:

@@ -1,8 +1,9 @@
 """A wrapper around any :class:`ObjectStore` that counts requests and injects latency and faults.
 
 Request kinds (as an S3 bill counts them): ``GET``, ``PUT`` (overwrite), ``PUT-create``,
-``PUT-if-match``, ``HEAD``, ``DELETE`` and ``LIST`` (one per page of up to 1000 keys).
-Every attempted request is counted, including the ones a fault makes fail.
+``PUT-if-match``, ``HEAD``, ``DELETE``, ``LIST`` (one per page of up to 1000 keys) and ``COPY``
+(a server-side copy; faults match its destination key). Every attempted request is counted,
+including the ones a fault makes fail.
 
 Counts go to a global total and to every scope active in the calling thread::
 
@@ -30,9 +31,9 @@ from lv_core.errors import StorageError
 from lv_core.storage.base import CREATE, OVERWRITE, GetResult, IfMatch, ObjectMeta, ObjectStore, PutMode
 
 #: Every request kind, in a fixed order.
-KINDS: tuple[str, ...] = ("GET", "PUT", "PUT-create", "PUT-if-match", "HEAD", "DELETE", "LIST")
+KINDS: tuple[str, ...] = ("GET", "PUT", "PUT-create", "PUT-if-match", "HEAD", "DELETE", "LIST", "COPY")
 #: The kinds that change the store (where ``after=True`` means "the write landed").
-WRITE_KINDS = frozenset({"PUT", "PUT-create", "PUT-if-match", "DELETE"})
+WRITE_KINDS = frozenset({"PUT", "PUT-create", "PUT-if-match", "DELETE", "COPY"})
 #: Keys per LIST page (S3 ``ListObjectsV2`` default and maximum).
 LIST_PAGE_SIZE = 1000
 
@@ -294,6 +295,9 @@ class InstrumentedStore(ObjectStore):
 
     def head(self, key: str) -> ObjectMeta:
         return self._request("HEAD", key, lambda: self.inner.head(key))
+
+    def copy(self, src: str, dst: str) -> str:
+        return self._request("COPY", dst, lambda: self.inner.copy(src, dst))
 
     def delete(self, key: str) -> None:
         self._request("DELETE", key, lambda: self.inner.delete(key))

@@ -6,6 +6,10 @@
 - ``if_match``: an exclusive ``flock`` on the current file, etag comparison, then temp file +
   rename; atomic among processes of one machine (the guarantee a local folder can give).
   ``overwrite`` and ``delete`` take the same lock, so they serialise with ``if_match``.
+- ``copy``: the source is hard-linked to a temp name, which then replaces the destination like an
+  ``overwrite``. No bytes are copied: objects are never changed in place (every write makes a new
+  file), so the two keys sharing one file is indistinguishable from a copy (and, as on S3, the
+  copy has the source's etag).
 Etags identify one written version: inode, mtime in ns and size (every write makes a new inode).
 File systems recycle inodes at once and may stamp mtimes with a coarse clock, so each write sets
 its temp file's mtime explicitly to a fresh nanosecond timestamp (unique within a process).
@@ -83,6 +87,25 @@ class LocalStore(ObjectStore):
             return tmp
         raise StorageError(f"cannot write {key!r}: its folder keeps disappearing")
 
+    def _link_temp(self, src: str, dst: str, path: Path) -> Path:
+        """Hard-link the object at ``src`` to a temp file in ``path``'s folder (made if missing)."""
+        source = self._path(src)
+        for _ in range(20):  # a concurrent delete may prune the (empty) folder we just made
+            tmp = path.parent / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:  # e.g. a parent "folder" of the key is an object
+                raise StorageError(f"cannot write {dst!r}: {e.strerror}") from e
+            try:
+                os.link(source, tmp, follow_symlinks=False)
+                return tmp
+            except OSError as e:
+                if not source.is_file():  # missing, or a folder (which is not an object)
+                    raise NotFound(src) from e
+                if not isinstance(e, FileNotFoundError):
+                    raise StorageError(f"cannot copy {src!r} to {dst!r}: {e.strerror}") from e
+        raise StorageError(f"cannot write {dst!r}: its folder keeps disappearing")
+
     def _prune(self, folder: Path) -> None:
         """Remove empty folders up to the root (an object store has no empty folders)."""
         while folder != self.root and self.root in folder.parents:
@@ -141,6 +164,24 @@ class LocalStore(ObjectStore):
             return etag
         except (IsADirectoryError, NotADirectoryError) as e:
             raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+
+    def copy(self, src: str, dst: str) -> str:
+        path = self._path(dst)
+        tmp: Path | None = self._link_temp(src, dst, path)
+        try:
+            assert tmp is not None
+            etag = _etag(os.stat(tmp))
+            self._replace_locked(dst, path, tmp)
+            tmp = None
+            return etag
+        except (IsADirectoryError, NotADirectoryError) as e:
+            raise StorageError(f"cannot write {dst!r}: {e.strerror}") from e
         finally:
             if tmp is not None:
                 try:

@@ -13,6 +13,9 @@ botocore retries transient failures (connection resets, 5xx, throttling). A retr
 put can fail its condition *because its own first attempt landed* (the response was lost), so a
 412/409 after a retry is checked: if the object now holds exactly our bytes, the put succeeded.
 
+``copy`` is a server-side ``CopyObject`` (the bytes never pass through this client); a source
+over 5 GiB, which CopyObject refuses, is copied as a multipart upload of ``UploadPartCopy`` parts.
+
 Etags are the strings S3 returns (with their quotes); they change whenever the content changes,
 but writing identical bytes again yields the same etag (S3 etags are content hashes).
 """
@@ -55,6 +58,11 @@ _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 #: A 409 ConditionalRequestConflict means another write to the key was in flight: retry a few times.
 _CONFLICT_RETRIES = 3
 _CONFLICT_BACKOFF_S = 0.05
+#: The largest source CopyObject accepts; larger ones are copied in parts.
+MAX_COPY_OBJECT_SIZE = 5 * 1024**3
+#: Part size of a multipart copy (grown when 10,000 parts would not cover the object).
+COPY_PART_SIZE = 512 * 1024**2
+_MAX_PARTS = 10_000
 
 
 #: Libraries whose DEBUG logs show request headers (botocore logs each canonical request and the
@@ -348,6 +356,59 @@ class S3Store(ObjectStore):
         except NotFound:
             return None
         return current.etag if current.data == data else None
+
+    def copy(self, src: str, dst: str) -> str:
+        source = {"Bucket": self.bucket, "Key": self._full(src)}
+        dst_full = self._full(dst)
+        try:
+            resp = self._client.copy_object(Bucket=self.bucket, Key=dst_full, CopySource=source)
+            return str(resp["CopyObjectResult"]["ETag"])
+        except botocore.exceptions.ClientError as e:
+            if self._code(e) in _NOT_FOUND_CODES or self._status(e) == 404:
+                raise NotFound(src) from e
+            if self._code(e) != "InvalidRequest":
+                raise self._error("COPY", dst, e) from e
+            meta = self.head(src)  # CopyObject refuses sources over 5 GiB with InvalidRequest
+            if meta.size <= MAX_COPY_OBJECT_SIZE:
+                raise self._error("COPY", dst, e) from e
+        except botocore.exceptions.BotoCoreError as e:
+            raise self._error("COPY", dst, e) from e
+        return self._copy_in_parts(source, dst, meta)
+
+    def _copy_in_parts(self, source: dict[str, str], dst: str, meta: ObjectMeta) -> str:
+        """Multipart upload of ``UploadPartCopy`` ranges of the source version ``meta`` describes."""
+        part = max(COPY_PART_SIZE, -(-meta.size // _MAX_PARTS))
+        dst_full = self._full(dst)
+        upload_id: str | None = None
+        try:
+            upload_id = self._client.create_multipart_upload(Bucket=self.bucket, Key=dst_full)["UploadId"]
+            parts = []
+            for number, start in enumerate(range(0, meta.size, part), start=1):
+                resp = self._client.upload_part_copy(
+                    Bucket=self.bucket, Key=dst_full, UploadId=upload_id, PartNumber=number, CopySource=source,
+                    CopySourceRange=f"bytes={start}-{min(start + part, meta.size) - 1}",
+                    CopySourceIfMatch=meta.etag,  # every part from the same version of the source
+                )
+                parts.append({"PartNumber": number, "ETag": resp["CopyPartResult"]["ETag"]})
+            resp = self._client.complete_multipart_upload(
+                Bucket=self.bucket, Key=dst_full, UploadId=upload_id, MultipartUpload={"Parts": parts}
+            )
+            upload_id = None
+            return str(resp["ETag"])
+        except botocore.exceptions.ClientError as e:
+            if self._code(e) == "PreconditionFailed" or self._status(e) == 412:
+                raise StorageError(f"S3 COPY {self.url(dst)}: the source {meta.key!r} changed during the copy") from e
+            if self._code(e) in _NOT_FOUND_CODES:
+                raise NotFound(meta.key) from e
+            raise self._error("COPY", dst, e) from e
+        except botocore.exceptions.BotoCoreError as e:
+            raise self._error("COPY", dst, e) from e
+        finally:
+            if upload_id is not None:  # do not leave the parts behind (they are billed)
+                try:
+                    self._client.abort_multipart_upload(Bucket=self.bucket, Key=dst_full, UploadId=upload_id)
+                except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError):
+                    pass
 
     def delete(self, key: str) -> None:
         full = self._full(key)

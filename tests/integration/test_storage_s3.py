@@ -176,6 +176,61 @@ def test_conditional_puts_send_the_headers(s3_store: S3Store, s3_requests: deque
     assert puts == [("*", None), (None, etag), (None, None)]
 
 
+def _refuse_copy_object(store: S3Store, monkeypatch: pytest.MonkeyPatch, calls: list[str]) -> None:
+    """Make CopyObject answer as S3 does for a source over 5 GiB (moto copies any size)."""
+
+    def copy_object(**kwargs: Any) -> Any:
+        calls.append(kwargs["Key"])
+        raise botocore.exceptions.ClientError(
+            {"Error": {"Code": "InvalidRequest", "Message": "The specified copy source is larger than the "
+                       "maximum allowable size for a copy source: 5368709120"},
+             "ResponseMetadata": {"HTTPStatusCode": 400}}, "CopyObject")
+
+    monkeypatch.setattr(store._client, "copy_object", copy_object)
+
+
+@pytest.mark.s3
+def test_copy_is_server_side(s3_store: S3Store, s3_requests: deque[Any]) -> None:
+    s3_store.put("stage/f", b"data")
+    s3_requests.clear()
+    etag = s3_store.copy("stage/f", "t/f")
+    assert [(r.method, r.path) for r in s3_requests] == [("PUT", f"/{s3_store.bucket}/wh/t/f")]
+    assert s3_store.get("t/f").etag == etag
+
+
+@pytest.mark.s3
+def test_copy_over_5_gib_goes_in_parts(s3_store: S3Store, s3_requests: deque[Any],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import lv_core.storage.s3 as s3_module
+
+    mib = 1024 * 1024
+    data = bytes(range(256)) * (11 * mib // 256) + b"tail"
+    s3_store.put("big", data)
+    monkeypatch.setattr(s3_module, "MAX_COPY_OBJECT_SIZE", mib)
+    monkeypatch.setattr(s3_module, "COPY_PART_SIZE", 5 * mib)
+    calls: list[str] = []
+    _refuse_copy_object(s3_store, monkeypatch, calls)
+    s3_requests.clear()
+    etag = s3_store.copy("big", "copy/big")
+    assert calls == ["wh/copy/big"]
+    got = s3_store.get("copy/big")
+    assert got.data == data and got.etag == etag
+    part_copies = [r for r in s3_requests if r.method == "PUT" and r.path.endswith("/wh/copy/big")]
+    assert len(part_copies) == 3  # 5 + 5 + 1 MiB
+
+
+@pytest.mark.s3
+def test_copy_refused_for_another_reason_is_a_storage_error(s3_store: S3Store, s3_requests: deque[Any],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    s3_store.put("small", b"x")
+    _refuse_copy_object(s3_store, monkeypatch, [])
+    s3_requests.clear()
+    with pytest.raises(StorageError, match="COPY .*InvalidRequest"):
+        s3_store.copy("small", "dst")
+    assert [r.method for r in s3_requests] == ["HEAD"]  # the source is small: no multipart copy
+    assert not s3_store.exists("dst")
+
+
 def _lose_first_response(store: S3Store, before: Callable[[], None] | None = None) -> list[str]:
     """Make the next PutObject's first attempt land (or run ``before`` instead) and lose its answer."""
     client = store._client

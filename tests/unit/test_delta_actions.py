@@ -20,6 +20,7 @@ from lv_core.delta.actions import (
     encode_commit,
     encode_path,
     is_empty_commit,
+    json_lines,
 )
 from lv_core.errors import DeltaLogError
 
@@ -107,6 +108,14 @@ def test_one_action_per_line_camel_case() -> None:
 
 def test_blank_lines_are_ignored() -> None:
     assert len(decode_commit(b'\n{"txn":{"appId":"a","version":1}}\n\n')) == 1
+
+
+def test_only_newlines_end_lines() -> None:
+    """JSON strings may hold U+0085, U+2028 and U+2029 unescaped (encode_commit writes them so)."""
+    actions = [CommitInfo({"operation": "a\u2028b\x85c\u2029d"}), Txn("a", 1)]
+    assert decode_commit(encode_commit(actions)) == actions
+    data = '\n{"x":1}\r\n\n{"y":"\u2028"}\n'.encode()
+    assert list(json_lines(data)) == [(2, {"x": 1}), (4, {"y": "\u2028"})]
 
 
 @pytest.mark.parametrize("data, where", [

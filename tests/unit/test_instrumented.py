@@ -225,6 +225,26 @@ def test_fault_after_the_write_landed(store: ObjectStore) -> None:
     assert not store.exists("log/1.json")
 
 
+def test_copy_is_counted_slowed_and_faulted_like_other_requests(local_store: LocalStore) -> None:
+    inst = InstrumentedStore(local_store, latency={"COPY": 0.1})
+    inst.put("stage/a", b"a")
+    with inst.scope("move"):
+        t0 = time.perf_counter()
+        inst.copy("stage/a", "t/a")
+        assert time.perf_counter() - t0 >= 0.1
+    assert inst.counts("move") == expected(COPY=1)
+    fault = inst.fail("COPY", key_contains="t/b")  # faults match the destination
+    with pytest.raises(StorageError, match="injected"):
+        inst.copy("stage/a", "t/b")
+    assert not local_store.exists("t/b") and fault.fired == 1
+    inst.fail("COPY", after=True)
+    with pytest.raises(StorageError):
+        inst.copy("stage/a", "t/c")
+    assert local_store.get("t/c").data == b"a"  # the copy landed; only the answer was lost
+    assert inst.counts()["COPY"] == 3
+    assert [(f.kind, f.key, f.after) for f in inst.injected] == [("COPY", "t/b", False), ("COPY", "t/c", True)]
+
+
 def test_fault_error_kinds_and_times(inst: InstrumentedStore) -> None:
     inst.put("k", b"x")
     inst.fail("GET", times=2, error=PreconditionFailed)

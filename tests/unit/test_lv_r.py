@@ -292,14 +292,16 @@ def test_request_counts_per_transaction(tmp_path):
     r = lh.begin(LV)
     read_kv(r, "kv")
     res = r.commit()
-    assert st.counts() == {"GET": 3, "PUT": 2, "PUT-create": 1, "PUT-if-match": 1, "HEAD": 0, "DELETE": 2, "LIST": 0}
+    assert st.counts() == {"GET": 3, "PUT": 2, "PUT-create": 1, "PUT-if-match": 1, "HEAD": 0, "DELETE": 2, "LIST": 0,
+                           "COPY": 0}
     assert res.requests == {k: v for k, v in st.counts().items() if v}  # the transaction counts its own
     assert [e.counts for e in r.events.history if isinstance(e, ev.Requests)] == [res.requests]
     st.reset()
     w = lh.begin(LV)
     add_kv(w, "kv", 1, 1)  # reads both files (scan), rewrites one
     w.commit()
-    assert st.counts() == {"GET": 4, "PUT": 2, "PUT-create": 2, "PUT-if-match": 1, "HEAD": 0, "DELETE": 2, "LIST": 0}
+    assert st.counts() == {"GET": 4, "PUT": 2, "PUT-create": 2, "PUT-if-match": 1, "HEAD": 0, "DELETE": 2, "LIST": 0,
+                           "COPY": 0}
 
 
 def test_lost_marker_is_reclaimed_and_the_owner_continues(tmp_path):

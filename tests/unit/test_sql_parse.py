@@ -39,6 +39,12 @@ def test_script_splits_on_semicolons_outside_quotes_and_comments_and_keeps_lines
     assert "'a;b'" in sts[0].text
 
 
+def test_splitting_and_classifying_agree_on_comments():
+    """One lexer: ``/*/`` opens a block comment for the splitter and for the first-word check alike."""
+    sts = parse_script("/*/ DROP TABLE x; */ SELECT 1;\n-- UPDATE t SET a = 1;\n/* ; */ (SELECT 2)")
+    assert [(s.kind, s.line) for s in sts] == [("select", 1), ("select", 3)]
+
+
 def test_empty_script_is_an_error():
     for text in ("", "   ;  ; ", "-- only a comment\n", "/* nothing */"):
         with pytest.raises(SqlError, match="no SQL statement"):

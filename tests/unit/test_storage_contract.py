@@ -214,6 +214,58 @@ def test_delete(store: ObjectStore) -> None:
     assert keys_of(store, "d/") == []
 
 
+# -- copy ------------------------------------------------------------------------------------------
+
+
+def test_copy(store: ObjectStore) -> None:
+    src_etag = store.put("stage/part-0.parquet", b"data file")
+    etag = store.copy("stage/part-0.parquet", "t/p=1/part-0.parquet")  # the destination folders are made
+    got = store.get("t/p=1/part-0.parquet")
+    assert (got.data, got.etag) == (b"data file", etag)
+    meta = store.head("t/p=1/part-0.parquet")
+    assert (meta.size, meta.etag) == (9, etag)
+    assert store.get("stage/part-0.parquet") == GetResult(b"data file", src_etag)  # the source stays
+    assert keys_of(store, "") == ["stage/part-0.parquet", "t/p=1/part-0.parquet"]
+
+
+def test_copy_replaces_the_destination_and_is_a_separate_object(store: ObjectStore) -> None:
+    store.put("src", b"new bytes")
+    old = store.put("dst", b"old content, longer")
+    etag = store.copy("src", "dst")
+    assert store.get("dst").data == b"new bytes" and store.head("dst").size == 9
+    with pytest.raises(PreconditionFailed):
+        store.put("dst", b"x", mode=IfMatch(old))
+    store.put("dst", b"changed", mode=IfMatch(etag))  # the copy's etag is the destination's
+    store.delete("src")
+    assert store.get("dst").data == b"changed" and not store.exists("src")
+    with pytest.raises(AlreadyExists):
+        store.put("dst", b"y", mode=CREATE)
+
+
+def test_copy_of_a_missing_key_raises_not_found(store: ObjectStore) -> None:
+    store.put("folder/obj", b"x")
+    for src in ("nope", "folder"):  # a folder is not an object
+        with pytest.raises(NotFound):
+            store.copy(src, "out/copy")
+    assert keys_of(store, "") == ["folder/obj"]
+
+
+def test_copy_of_an_empty_object(store: ObjectStore) -> None:
+    store.put("empty", b"")
+    store.copy("empty", "e2")
+    assert store.get("e2").data == b"" and store.head("e2").size == 0
+
+
+@pytest.mark.parametrize("key", ["", "/abs", "a/../b", "a//b"])
+def test_copy_rejects_invalid_keys(store: ObjectStore, key: str) -> None:
+    store.put("ok", b"x")
+    with pytest.raises(StorageError):
+        store.copy("ok", key)
+    with pytest.raises(StorageError):
+        store.copy(key, "ok2")
+    assert keys_of(store, "") == ["ok"]
+
+
 # -- list ------------------------------------------------------------------------------------------
 
 LIST_KEYS = ["a-", "a/1", "a/10", "a/2", "a/b/x", "a/b/y/z", "ab", "b", "c/d"]
