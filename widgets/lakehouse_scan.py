@@ -16,6 +16,7 @@ from typing import Any, Iterable
 from lv_core.delta.log import DeltaLog
 from lv_core.errors import LvError, NotFound
 from lv_core.protocol import layout
+from lv_core.protocol.dag import cycle_edges
 from lv_core.protocol.lease import read_lease
 from lv_core.protocol.markers import read_version
 
@@ -124,46 +125,6 @@ def redact_url(url: str) -> str:
     """The URL without user info or query (``s3://key:secret@host/...`` -> ``s3://***@host/...``)."""
     url = re.sub(r"^([a-zA-Z][\w+.-]*://)[^/@]*@", r"\1***@", url)
     return url.split("?", 1)[0]
-
-
-def cycle_edges(edges: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
-    """The (src, dst) pairs that lie on a directed cycle (edges inside a strongly connected component)."""
-    pairs = list(edges)
-    adj: dict[str, list[str]] = {}
-    for s, d in pairs:
-        adj.setdefault(s, []).append(d)
-        adj.setdefault(d, [])
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    comp: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    counter = [0, 0]
-
-    def strong(v: str) -> None:  # Tarjan, recursive: graphs here are small
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on_stack.add(v)
-        for w in adj[v]:
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                comp[w] = counter[1]
-                if w == v:
-                    break
-            counter[1] += 1
-
-    for v in adj:
-        if v not in index:
-            strong(v)
-    return {(s, d) for s, d in pairs if comp[s] == comp[d]}  # a self-loop is a cycle too
 
 
 def global_edges(markers: list[LiveMarker]) -> tuple[list[GlobalEdge], int]:

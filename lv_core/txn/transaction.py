@@ -364,20 +364,7 @@ class Transaction:
 
     def dag(self) -> DagView:
         """The dependency DAG around this transaction, as data (for widgets)."""
-        view = DagView(self.id)
-        view.nodes[self.id] = self.state
-        pending_now = {}
-        for e in self.out_edges():
-            view.edges.append(e)
-            pending_now[e.dst] = "pending"
-        view.nodes.update({k: v for k, v in pending_now.items() if k not in view.nodes})
-        view.cycles = [list(c) for c in self._cycles]
-        for c in self._cycles:
-            for e in c:
-                view.nodes.setdefault(e.src, "pending")
-                view.nodes.setdefault(e.dst, "pending")
-        view.shifts = [dict(x) for x in self._shifts]
-        return view
+        return DagView.around(self.id, self.state, self.out_edges(), self._cycles, self._shifts)
 
     def snapshot(self, table: str):
         """The snapshot this transaction reads ``table`` at (placing its marker on first access)."""
