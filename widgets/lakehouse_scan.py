@@ -55,9 +55,9 @@ class StuckTxn:
 
 @dataclass
 class GvlInfo:
-    """The global version log (LV[I]): "absent" (module missing), "empty" (not in use), "in use", "error"."""
+    """The global version log (LV[I]): "empty" (not in use), "in use", "error"."""
 
-    status: str = "absent"
+    status: str = "empty"
     head: int | None = None
     tables: dict[str, int] = field(default_factory=dict)
     txn: str | None = None
