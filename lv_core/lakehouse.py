@@ -1,11 +1,11 @@
-"""The Lakehouse: a warehouse (object store root) of Delta tables, and the entry point ``connect``."""
+"""The Lakehouse: a warehouse (object store root) of Delta tables, and transactions over them."""
 
 from __future__ import annotations
 
 import contextlib
 import operator
 import threading
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -21,6 +21,7 @@ from lv_core.errors import ConfigError, DeltaLogError, LvError, NotFound, TableE
 from lv_core.presets import resolve
 from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.recovery import RecoveryReport, recover
+from lv_core.protocol.scan import MAX_VERSIONS, LogEntry, MarkerScan, TableMarkers, list_tables, log_entries
 from lv_core.protocol.tablelog import TableLogs
 from lv_core.protocol.vlock import ValidationLock
 from lv_core.storage.base import ObjectStore
@@ -99,12 +100,34 @@ class Lakehouse:
 
     def list_tables(self) -> list[str]:
         """Names of the Delta tables directly under the warehouse root (also ones written by others)."""
-        names: set[str] = set()
-        for meta in self.store.list(""):
-            parts = meta.key.split("/")
-            if len(parts) >= 3 and parts[1] == "_delta_log" and not parts[0].startswith(("_", ".")):
-                names.add(parts[0])
-        return sorted(names)
+        return list_tables(self.store)
+
+    def scan_markers(self, tables: str | Iterable[str] | None = None, *, now: float | None = None,
+                     decisions: bool = False, max_versions: int | None = MAX_VERSIONS) -> list[TableMarkers]:
+        """The pending LakeVilla markers of ``tables`` (default: every table), with their owners' leases.
+
+        ``decisions``: tell expired markers whose commit was decided (recovery rolls those forward)
+        apart from plain expired ones; ``max_versions``: versions read per table after its last
+        checkpoint (None: all). Unreadable versions are reported in each result's ``errors``.
+
+        Raises:
+            InvalidTableName, TableNotFound: a named table is invalid or does not exist.
+        """
+        names = self.list_tables() if tables is None else [tables] if isinstance(tables, str) else list(tables)
+        if tables is not None:
+            for name in names:
+                self.logs.require(name)
+        scan = MarkerScan(self.store, now=now, decisions=decisions)
+        return [scan.table(name, max_versions=max_versions) for name in names]
+
+    def log(self, name: str, limit: int = 50) -> list[LogEntry]:
+        """The last ``limit`` versions of the table's Delta log, oldest first, LakeVilla markers marked.
+
+        Raises:
+            InvalidTableName, TableNotFound: a bad name, or no such table.
+        """
+        latest = self.version(name)
+        return log_entries(self.store, name, max(0, latest - limit + 1), latest)
 
     def version(self, name: str) -> int:
         """The latest version of a table (markers of running transactions count: they hold versions).
@@ -255,9 +278,13 @@ class Lakehouse:
                 write_checkpoint(self.store, table, snap)
 
     # ------------------------------------------------------------------ operations
-    def recover(self) -> RecoveryReport:
-        """Free expired markers, roll forward decided commits, clean provably orphaned leftovers."""
-        return recover(self.store, lease_grace_s=self.lease_s)
+    def recover(self, *, lease_grace_s: float | None = None) -> RecoveryReport:
+        """Free expired markers, roll forward decided commits, clean provably orphaned leftovers.
+
+        ``lease_grace_s``: how long after its lease ran out a transaction's sublog is kept (its owner
+        may return); default: the lease time.
+        """
+        return recover(self.store, lease_grace_s=self.lease_s if lease_grace_s is None else lease_grace_s)
 
     def close(self) -> None:
         self.store.close()

@@ -1,9 +1,10 @@
 """What the lakehouse inspector shows, gathered in one pass: tables, live markers, the global DAG,
 the global version log, and transactions that look stuck.
 
-:func:`scan_lakehouse` does the I/O (through ``lv_core``; one LIST of the warehouse, one of the
-transaction folders, and per table a GET of ``_last_checkpoint`` plus one GET per version after
-it); everything else here is plain data and pure functions.
+:func:`scan_lakehouse` does the I/O through ``lv_core`` (``Lakehouse.scan_markers``: one LIST of the
+warehouse, per table a GET of ``_last_checkpoint`` plus one GET per version after it; one LIST of
+the transaction folders; the global version log); everything else here is plain data and pure
+functions.
 """
 
 from __future__ import annotations
@@ -13,13 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from lv_core.delta.log import DeltaLog
-from lv_core.errors import LvError, NotFound
-from lv_core.protocol import layout
-from lv_core.protocol.lease import read_lease
-from lv_core.protocol.markers import read_version
-
-MAX_VERSIONS = 2000  # versions read per table after its last checkpoint (a safety bound)
+from lv_core.errors import LvError
+from lv_core.protocol.dag import cycle_edges
+from lv_core.protocol.scan import MAX_VERSIONS, LiveMarker, MarkerScan, transaction_ids
 
 
 @dataclass
@@ -30,29 +27,6 @@ class TableInfo:
     markers: int = 0  # pending markers after the checkpoint
     truncated: bool = False  # more than MAX_VERSIONS versions after the checkpoint: not all scanned
     error: str = ""
-
-
-@dataclass
-class LiveMarker:
-    """A pending marker found in a table's log."""
-
-    table: str
-    version: int
-    txn: str
-    client: str = ""
-    created: float = 0.0
-    lease_expires: float | None = None
-    renewed: float | None = None
-    state: str = "live"  # "live" | "expired" | "decided" (expired, commit decided: recover rolls it forward)
-    predecessors: tuple[tuple[str, str, int], ...] = ()  # (txn, table, version) it waits behind
-
-    def lease_age(self, now: float) -> float | None:
-        """Seconds since the owner last renewed its lease (None without a lease object)."""
-        return None if self.renewed is None else max(0.0, now - self.renewed)
-
-    def expires_in(self, now: float) -> float | None:
-        """Seconds until the lease expires (negative: expired that long ago)."""
-        return None if self.lease_expires is None else self.lease_expires - now
 
 
 @dataclass
@@ -81,9 +55,9 @@ class StuckTxn:
 
 @dataclass
 class GvlInfo:
-    """The global version log (LV[I]): "absent" (module missing), "empty" (not in use), "in use", "error"."""
+    """The global version log (LV[I]): "empty" (not in use), "in use", "error"."""
 
-    status: str = "absent"
+    status: str = "empty"
     head: int | None = None
     tables: dict[str, int] = field(default_factory=dict)
     txn: str | None = None
@@ -126,46 +100,6 @@ def redact_url(url: str) -> str:
     return url.split("?", 1)[0]
 
 
-def cycle_edges(edges: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
-    """The (src, dst) pairs that lie on a directed cycle (edges inside a strongly connected component)."""
-    pairs = list(edges)
-    adj: dict[str, list[str]] = {}
-    for s, d in pairs:
-        adj.setdefault(s, []).append(d)
-        adj.setdefault(d, [])
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    comp: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    counter = [0, 0]
-
-    def strong(v: str) -> None:  # Tarjan, recursive: graphs here are small
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on_stack.add(v)
-        for w in adj[v]:
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                comp[w] = counter[1]
-                if w == v:
-                    break
-            counter[1] += 1
-
-    for v in adj:
-        if v not in index:
-            strong(v)
-    return {(s, d) for s, d in pairs if comp[s] == comp[d]}  # a self-loop is a cycle too
-
-
 def global_edges(markers: list[LiveMarker]) -> tuple[list[GlobalEdge], int]:
     """The DAG from the markers' predecessor lists: edges to markers still pending, and how many are stale."""
     pending = {(m.table, m.version): m.txn for m in markers}
@@ -185,59 +119,18 @@ def global_edges(markers: list[LiveMarker]) -> tuple[list[GlobalEdge], int]:
 
 
 # ------------------------------------------------------------------------------- I/O
-def _scan_table(store: Any, name: str, max_versions: int) -> tuple[TableInfo, list[tuple[int, Any]]]:
-    info = TableInfo(name)
-    found: list[tuple[int, Any]] = []
+def _gvl_info(lh: Any, history: int) -> GvlInfo:
     try:
-        lc = DeltaLog(store, name).read_last_checkpoint()
-        info.checkpoint = int(lc["version"]) if lc else None
-        v = start = (info.checkpoint + 1) if info.checkpoint is not None else 0
-        latest = info.checkpoint
-        while True:
-            if v - start >= max_versions:
-                info.truncated = True
-                latest = DeltaLog(store, name).latest_version_by_probe(latest)
-                break
-            try:
-                st = read_version(store, name, v)
-            except NotFound:
-                break
-            latest = v
-            if st.pending and st.txn:
-                found.append((v, st))
-            v += 1
-        info.version = latest
-    except (LvError, ValueError, KeyError, TypeError) as e:
-        info.error = f"{type(e).__name__}: {e}"
-    info.markers = len(found)
-    return info, found
-
-
-def _gvl_info(store: Any, history: int) -> GvlInfo:
-    try:
-        from lv_core.protocol import gvl as gvl_mod  # LV[I]: may not exist in this version
-    except ImportError:
-        return GvlInfo("absent")
-    try:
-        log = gvl_mod.GlobalLog(store)
-        head = log.head()
+        head = lh.global_state()
         if head.version < 0:
             return GvlInfo("empty")
         out = GvlInfo("in use", head.version, dict(head.tables), head.txn, head.ts)
         for v in range(head.version - 1, max(-1, head.version - 1 - history), -1):
-            s = log.at(v)
+            s = lh.global_state(v)
             out.history.append({"version": s.version, "txn": s.txn, "ts": s.ts, "tables": dict(s.tables)})
         return out
     except Exception as e:  # noqa: BLE001 - shown to the user, never raised from a widget
         return GvlInfo("error", error=f"{type(e).__name__}: {e}")
-
-
-def _exists(store: Any, key: str) -> bool:
-    try:
-        store.head(key)
-        return True
-    except NotFound:
-        return False
 
 
 def scan_lakehouse(lh: Any, *, now: float | None = None, history: int = 5,
@@ -245,51 +138,18 @@ def scan_lakehouse(lh: Any, *, now: float | None = None, history: int = 5,
     """Scan ``lh`` (a :class:`lv_core.Lakehouse`) for the inspector. Errors are collected, not raised."""
     t0 = time.monotonic()
     now = time.time() if now is None else now
-    store = lh.store
     scan = LakehouseScan(redact_url(str(getattr(lh, "url", ""))), now)
     try:
-        names = lh.list_tables()
+        found = lh.scan_markers(now=now, decisions=True, max_versions=max_versions)
     except LvError as e:
         scan.errors.append(f"listing tables failed: {e}")
-        names = []
-    leases: dict[str, dict | None] = {}
-
-    def lease(txn: str) -> dict | None:
-        if txn not in leases:
-            try:
-                leases[txn] = read_lease(store, txn)
-            except LvError:
-                leases[txn] = None
-        return leases[txn]
-
-    decided: dict[str, bool] = {}
-    for name in names:
-        info, found = _scan_table(store, name, max_versions)
+        found = []
+    for tm in found:
+        info = TableInfo(tm.table, tm.version, tm.checkpoint, len(tm.markers), tm.truncated, "; ".join(tm.errors))
         scan.tables.append(info)
         if info.error:
-            scan.errors.append(f"{name}: {info.error}")
-        for v, st in found:
-            mi = st.marker
-            body = lease(st.txn)
-            expires = renewed = None
-            if body is not None:
-                try:
-                    expires = float(body.get("expires", 0.0))
-                    renewed = float(body["renewed"]) if "renewed" in body else None
-                except (TypeError, ValueError):
-                    expires = 0.0
-            elif mi is not None:
-                expires = mi.lease_expires
-            state = "live" if expires is not None and expires >= now else "expired"
-            if state == "expired":
-                if st.txn not in decided:
-                    decided[st.txn] = _exists(store, layout.decision_key(st.txn))
-                if decided[st.txn]:
-                    state = "decided"
-            preds = tuple((str(p.get("txn")), str(p.get("table")), int(p.get("version", -1)))
-                          for p in (mi.predecessors if mi else ()) if isinstance(p, dict) and "txn" in p)
-            scan.markers.append(LiveMarker(name, v, st.txn, mi.client if mi else "", mi.created if mi else 0.0,
-                                           expires, renewed, state, preds))
+            scan.errors.append(f"{tm.table}: {info.error}")
+        scan.markers.extend(tm.markers)
     scan.edges, scan.stale_edges = global_edges(scan.markers)
 
     # Stuck: expired owners of markers, and transaction folders whose lease ran out.
@@ -303,26 +163,26 @@ def scan_lakehouse(lh: Any, *, now: float | None = None, history: int = 5,
     for s in by_txn.values():
         s.why = ("lease expired; its commit was decided: recover rolls it forward" if s.decided
                  else "lease expired while holding markers: recover frees them")
+    leftovers = MarkerScan(lh.store, now=now, decisions=True)  # transactions holding no marker
     try:
-        folders = {meta.key[len(layout.TXNS):].split("/", 1)[0] for meta in store.list(layout.TXNS)
-                   if "/" in meta.key[len(layout.TXNS):]}
+        folders = transaction_ids(lh.store)
     except LvError as e:
         scan.errors.append(f"listing transactions failed: {e}")
         folders = set()
     holders = {m.txn for m in scan.markers}
     for txn in sorted(folders - holders):
-        body = lease(txn)
         try:
-            expires = float(body.get("expires", 0.0)) if body is not None else None
-        except (TypeError, ValueError):
-            expires = 0.0
+            body = leftovers.lease(txn)
+        except LvError:
+            body = None
+        expires = body["expires"] if body is not None else None
         if expires is None or expires < now:
             by_txn[txn] = StuckTxn(txn, "leftover objects (sublog, lease or decision) of a finished or crashed "
                                    "transaction: recover cleans them after the lease grace period",
-                                   decided=_exists(store, layout.decision_key(txn)),
+                                   decided=leftovers.decided(txn),
                                    expired_for_s=None if expires is None else now - expires)
     scan.stuck = sorted(by_txn.values(), key=lambda s: s.txn)
-    scan.gvl = _gvl_info(store, history)
+    scan.gvl = _gvl_info(lh, history)
     scan.elapsed_s = time.monotonic() - t0
     return scan
 

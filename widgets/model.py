@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from lv_core import events as ev
+from lv_core.protocol.dag import DagEdge, DagView, Shift
 
 #: Display states of a transaction, in lifecycle order ("committing": LV[R]/LV[CT] commit work
 #: without LV[I] validation; "unknown": a decided commit whose publication failed).
@@ -29,6 +30,9 @@ STATE_COLOURS: Mapping[str, str] = {
 }
 #: Marker row states.
 MARKER_STATES: tuple[str, ...] = ("placed", "waiting", "shifted", "lost", "committed", "freed", "read")
+#: The DAG around the transaction is lv_core's :class:`~lv_core.protocol.dag.DagView` (one class for
+#: ``Transaction.dag()`` and this model); ``DagData``, ``DagEdge`` and ``Shift`` keep their names here.
+DagData = DagView
 TIMELINE_KEEP = 500  # entries kept in the model (older ones are counted in ``TxnView.dropped``)
 
 #: What to do after an abort, by rule, when the reason carries no "Help:" sentence.
@@ -72,69 +76,6 @@ class MarkerRow:
     shifted_from: int | None = None
     detail: str = ""
     attempts: int = 1
-
-
-@dataclass
-class DagEdge:
-    """``src`` waits behind ``dst``'s marker at ``table@version``."""
-
-    src: str
-    dst: str
-    table: str
-    version: int
-    status: str = "pending"  # "pending" | "waiting" | "resolved"
-    outcome: str = ""  # how the wait ended: "committed", "freed", ...
-    in_cycle: bool = False
-    inverted: bool = False  # a cycle edge into this transaction that a marker shift inverted
-
-    @property
-    def label(self) -> str:
-        return f"{self.table}@{self.version}"
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.src, self.dst, self.label)
-
-
-@dataclass
-class Shift:
-    moves: tuple[tuple[str, int, int], ...]  # (table, old, new)
-    reason: str
-    ts: float
-
-
-@dataclass
-class DagData:
-    """The DAG around one transaction, as seen from its own events."""
-
-    txn: str
-    nodes: dict[str, str] = field(default_factory=dict)  # txn -> state
-    edges: list[DagEdge] = field(default_factory=list)
-    cycles: list[tuple[tuple[str, str, str], ...]] = field(default_factory=list)
-    shifts: list[Shift] = field(default_factory=list)
-
-    def edge(self, src: str, dst: str, table: str, version: int) -> DagEdge:
-        """The edge with this key (added when new)."""
-        label = f"{table}@{version}"
-        for e in self.edges:
-            if e.src == src and e.dst == dst and e.label == label:
-                return e
-        e = DagEdge(src, dst, table, version)
-        self.edges.append(e)
-        self.nodes.setdefault(src, "pending")
-        self.nodes.setdefault(dst, "pending")
-        return e
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain data (stable order) for caching and tests."""
-        return {
-            "txn": self.txn,
-            "nodes": dict(sorted(self.nodes.items())),
-            "edges": [{"src": e.src, "dst": e.dst, "label": e.label, "status": e.status, "outcome": e.outcome,
-                       "in_cycle": e.in_cycle, "inverted": e.inverted} for e in self.edges],
-            "cycles": [[list(x) for x in c] for c in self.cycles],
-            "shifts": [{"moves": [list(m) for m in s.moves], "reason": s.reason} for s in self.shifts],
-        }
 
 
 @dataclass
@@ -216,7 +157,7 @@ class TxnView:
     features: tuple[str, ...] = ()
     began: float | None = None
     markers: dict[str, MarkerRow] = field(default_factory=dict)
-    dag: DagData = field(init=False)
+    dag: DagView = field(init=False)
     validation: ValidationView | None = None
     timeline: list[TimelineEntry] = field(default_factory=list)
     dropped: int = 0  # timeline entries dropped (oldest first)
@@ -233,7 +174,7 @@ class TxnView:
     events_seen: int = 0
 
     def __post_init__(self) -> None:
-        self.dag = DagData(self.txn)
+        self.dag = DagView(self.txn)
         self.dag.nodes[self.txn] = "active"
 
     # ------------------------------------------------------------------ derived
@@ -523,6 +464,7 @@ __all__ = [
     "STATE_COLOURS",
     "DagData",
     "DagEdge",
+    "DagView",
     "MarkerRow",
     "ResultView",
     "RuleResult",

@@ -107,8 +107,8 @@ def gvl_html(scan: LakehouseScan | None) -> str:
         return head
     g = scan.gvl
     if not g.in_use:
-        msg = {"absent": "not in use (LV[I] is not available in this version)",
-               "empty": "not in use (no transaction validated with LV[I] yet)"}.get(g.status, f"unreadable: {g.error}")
+        msg = ("not in use (no transaction validated with LV[I] yet)" if g.status == "empty"
+               else f"unreadable: {g.error}")
         return head + f'<div class="lv-gvl-none lv-muted" data-status="{esc(g.status)}">{esc(msg)}</div>'
     tables = ", ".join(f"{t}@{v}" for t, v in sorted(g.tables.items())) or "no tables"
     rows = "".join(

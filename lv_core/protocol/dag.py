@@ -85,42 +85,138 @@ def invert(txn: str, edges: Iterable[Edge], tables: set[str]) -> list[Edge]:
     return out
 
 
+def cycle_edges(edges: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The (src, dst) pairs that lie on a directed cycle (edges inside a strongly connected component).
+
+    A self-loop is a cycle too. Tarjan's algorithm, recursive: the graphs here are small.
+    """
+    pairs = list(edges)
+    adj: dict[str, list[str]] = {}
+    for s, d in pairs:
+        adj.setdefault(s, []).append(d)
+        adj.setdefault(d, [])
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    comp: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    counter = [0, 0]
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in adj[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp[w] = counter[1]
+                if w == v:
+                    break
+            counter[1] += 1
+
+    for v in adj:
+        if v not in index:
+            strong(v)
+    return {(s, d) for s, d in pairs if comp[s] == comp[d]}
+
+
 def has_cycle(edges: Iterable[Edge]) -> bool:
     """True if the edge set contains a directed cycle."""
-    adj: dict[str, list[str]] = {}
-    for e in edges:
-        adj.setdefault(e.src, []).append(e.dst)
-    state: dict[str, int] = {}
+    return bool(cycle_edges((e.src, e.dst) for e in edges))
 
-    def visit(n: str) -> bool:
-        state[n] = 1
-        for m in adj.get(n, ()):
-            s = state.get(m, 0)
-            if s == 1 or (s == 0 and visit(m)):
-                return True
-        state[n] = 2
-        return False
 
-    return any(state.get(n, 0) == 0 and visit(n) for n in list(adj))
+@dataclass
+class DagEdge:
+    """An edge of a :class:`DagView`: ``src`` waits behind ``dst``'s marker at ``table@version``,
+    with what is known about that wait."""
+
+    src: str
+    dst: str
+    table: str
+    version: int
+    status: str = "pending"  # "pending" | "waiting" | "resolved"
+    outcome: str = ""  # how the wait ended: "committed", "freed", ...
+    in_cycle: bool = False
+    inverted: bool = False  # a cycle edge into the transaction that a marker shift inverted
+
+    @property
+    def label(self) -> str:
+        return f"{self.table}@{self.version}"
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.src, self.dst, self.label)
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A marker shift: the markers moved (table, old version, new version) and why."""
+
+    moves: tuple[tuple[str, int, int], ...]
+    reason: str
+    ts: float
+
+    def to_json(self) -> dict:
+        return {"tables": {t: [a, b] for t, a, b in self.moves}, "reason": self.reason, "ts": self.ts}
 
 
 @dataclass
 class DagView:
-    """The DAG around one transaction, as data for widgets."""
+    """The DAG around one transaction, as data: what ``Transaction.dag()`` returns and what the
+    transaction widget folds its events into."""
 
     txn: str
     nodes: dict[str, str] = field(default_factory=dict)  # txn -> state
-    edges: list[Edge] = field(default_factory=list)
-    cycles: list[list[Edge]] = field(default_factory=list)
-    shifts: list[dict] = field(default_factory=list)  # {"tables": [...], "reason": ..., "ts": ...}
+    edges: list[DagEdge] = field(default_factory=list)
+    cycles: list[tuple[tuple[str, str, str], ...]] = field(default_factory=list)  # (src, dst, label) per edge
+    shifts: list[Shift] = field(default_factory=list)
+
+    @classmethod
+    def around(cls, txn: str, state: str, edges: Iterable[Edge], cycles: Iterable[Sequence[Edge]],
+               shifts: Iterable[Mapping]) -> "DagView":
+        """The view of a transaction in ``state`` with outgoing ``edges``, the ``cycles`` it found and
+        its ``shifts`` (``{"tables": {table: [old, new]}, "reason": ..., "ts": ...}``)."""
+        view = cls(txn, {txn: state})
+        for e in edges:
+            view.edge(e.src, e.dst, e.table, e.version)
+        for c in cycles:
+            view.cycles.append(tuple((e.src, e.dst, e.label) for e in c))
+            for e in c:
+                view.nodes.setdefault(e.src, "pending")
+                view.nodes.setdefault(e.dst, "pending")
+        view.shifts = [Shift(tuple((str(t), int(a), int(b)) for t, (a, b) in s["tables"].items()),
+                             str(s["reason"]), float(s["ts"])) for s in shifts]
+        return view
+
+    def edge(self, src: str, dst: str, table: str, version: int) -> DagEdge:
+        """The edge with this key (added, with its nodes, when new)."""
+        label = f"{table}@{version}"
+        for e in self.edges:
+            if e.src == src and e.dst == dst and e.label == label:
+                return e
+        e = DagEdge(src, dst, table, version)
+        self.edges.append(e)
+        self.nodes.setdefault(src, "pending")
+        self.nodes.setdefault(dst, "pending")
+        return e
 
     def to_json(self) -> dict:
+        """Plain data (stable order) for notebooks, caching and tests."""
         return {
             "txn": self.txn,
-            "nodes": dict(self.nodes),
-            "edges": [{"src": e.src, "dst": e.dst, "label": e.label} for e in self.edges],
-            "cycles": [[{"src": e.src, "dst": e.dst, "label": e.label} for e in c] for c in self.cycles],
-            "shifts": list(self.shifts),
+            "nodes": dict(sorted(self.nodes.items())),
+            "edges": [{"src": e.src, "dst": e.dst, "label": e.label, "status": e.status, "outcome": e.outcome,
+                       "in_cycle": e.in_cycle, "inverted": e.inverted} for e in self.edges],
+            "cycles": [[{"src": s, "dst": d, "label": lbl} for s, d, lbl in c] for c in self.cycles],
+            "shifts": [s.to_json() for s in self.shifts],
         }
 
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 from lv_core.delta.actions import AddFile, CommitInfo, decode_commit
 from lv_core.delta.log import DeltaLog
-from lv_core.delta.snapshot import Snapshot
 from lv_core.errors import LvError, NotFound, PreconditionFailed
 from lv_core.protocol import layout
-from lv_core.protocol.lease import lease_expired, read_lease
+from lv_core.protocol.lease import read_lease
 from lv_core.protocol.markers import KEY, VersionState, free_marker, overwrite, read_version
+from lv_core.protocol.scan import MarkerScan, list_tables, transaction_ids
 from lv_core.protocol.sublog import read_sublog
 from lv_core.storage.base import ObjectStore
 
@@ -43,15 +43,6 @@ class RecoveryReport:
                 f"{len(self.live_markers)} live marker(s) left alone, cleaned {len(self.cleaned_txns)} "
                 f"transaction(s) ({len(self.deleted_files)} orphaned file(s) deleted), kept "
                 f"{len(self.kept_txns)} sublog(s) whose owner may return{lock}")
-
-
-def _tables(store: ObjectStore) -> list[str]:
-    names: set[str] = set()
-    for meta in store.list(""):
-        parts = meta.key.split("/")
-        if len(parts) >= 3 and parts[1] == "_delta_log" and not parts[0].startswith(("_", ".")):
-            names.add(parts[0])
-    return sorted(names)
 
 
 def _decision(store: ObjectStore, txn: str) -> dict | None:
@@ -158,10 +149,6 @@ class _References:
     def forget(self, table: str) -> None:
         self._known.pop(table, None)
 
-    def remember(self, table: str, snap: Snapshot) -> None:
-        """Use a snapshot already read (valid until a commit is rolled forward into the table)."""
-        self._known[table] = frozenset(snap.files) | frozenset(snap.tombstones)
-
     def of(self, table: str) -> frozenset[str] | None:
         """Referenced paths, or None when the table cannot be read (then nothing of it is deleted)."""
         if table not in self._known:
@@ -205,43 +192,24 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
     rep.validation_lock = _clear_expired_lock(store, lease_grace_s, now)
     refs = _References(store)
     pending_of: set[str] = set()
-    for table in _tables(store):
-        try:
-            snap = DeltaLog(store, table).snapshot(method="probe", check=False)
-        except LvError:
-            continue
-        refs.remember(table, snap)
-        first = snap.checkpoint_version + 1 if snap.checkpoint_version is not None else 0
-        for v in range(first, snap.version + 1):
-            ci = snap.commit_infos.get(v)
-            lv = ci.get(KEY) if ci is not None else None
-            if not isinstance(lv, dict) or lv.get("kind") != "marker":
+    scan = MarkerScan(store, now=now)
+    for table in list_tables(store):
+        for m in scan.table(table, max_versions=None).markers:
+            if m.state == "live":
+                rep.live_markers.append((table, m.version, m.txn))
+                pending_of.add(m.txn)
                 continue
+            assert m.version_state is not None
             try:
-                st = read_version(store, table, v)
-            except (NotFound, LvError):
-                continue
-            if not st.pending or st.txn is None:
-                continue
-            if not lease_expired(store, st.txn, st.marker, now):
-                rep.live_markers.append((table, v, st.txn))
-                pending_of.add(st.txn)
-                continue
-            try:
-                if resolve_expired(store, table, st, "recover") == "rolled-forward":
-                    rep.rolled_forward.append((table, v, st.txn))
+                if resolve_expired(store, table, m.version_state, "recover") == "rolled-forward":
+                    rep.rolled_forward.append((table, m.version, m.txn))
                     refs.forget(table)
                 else:
-                    rep.freed.append((table, v, st.txn))
+                    rep.freed.append((table, m.version, m.txn))
             except (PreconditionFailed, LvError):
                 continue  # changed under us (the owner or another recoverer acted), or not writable
     # Leftovers of finished or dead transactions.
-    txns: set[str] = set()
-    for meta in store.list(layout.TXNS):
-        rest = meta.key[len(layout.TXNS):]
-        if "/" in rest:
-            txns.add(rest.split("/", 1)[0])
-    for txn in sorted(txns):
+    for txn in sorted(transaction_ids(store)):
         if txn in pending_of:
             rep.kept_txns.append(txn)
             continue

@@ -29,7 +29,7 @@ from lv_core.protocol.validation import Policy
 from lv_core.storage.base import ObjectStore
 from lv_core.storage.instrumented import InstrumentedStore
 from lv_core.testing import crashpoint
-from lv_core.txn import ending, isolation, waiting
+from lv_core.txn import ending, isolation
 from lv_core.txn.access import access
 from lv_core.txn.baseline import execute_autocommit
 from lv_core.txn.core import Services, Settings, TxnCore, out_edges
@@ -158,7 +158,8 @@ class Transaction:
 
     def dag(self) -> DagView:
         """The dependency DAG around this transaction, as data (for widgets)."""
-        return waiting.dag_view(self.core, self.state)
+        book = self.core.book
+        return DagView.around(self.id, self.state, self.out_edges(), book.cycles, book.shifts)
 
     def snapshot(self, table: str) -> Snapshot:
         """The snapshot this transaction reads ``table`` at (placing its marker on first access)."""

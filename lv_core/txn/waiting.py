@@ -16,15 +16,15 @@ from lv_core.delta.actions import decode_commit
 from lv_core.errors import LvError, NotFound, PreconditionFailed
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import PredecessorCommit
-from lv_core.protocol.dag import DagView, Edge, closes_cycle, edges_from_json, shift_tables
+from lv_core.protocol.dag import Edge, closes_cycle, edges_from_json, shift_tables
 from lv_core.protocol.lease import lease_expired
 from lv_core.protocol.markers import encode_freed, encode_marker, overwrite, place_marker, read_version, unfinished_part
 from lv_core.protocol.recovery import resolve_expired
 from lv_core.testing import crashpoint
-from lv_core.txn.core import POOL, TxnCore, out_edges
+from lv_core.txn.core import POOL, TxnCore
 from lv_core.txn.state import TableState
 
-__all__ = ["Restart", "add_edges", "dag_view", "expose_predecessors", "resolve_all", "shift"]
+__all__ = ["Restart", "add_edges", "expose_predecessors", "resolve_all", "shift"]
 
 
 class Restart(Exception):
@@ -233,21 +233,3 @@ def resolve_all(core: TxnCore, group: list[str], deadline: float) -> list[Predec
     if first_error is not None:
         raise first_error
     return out
-
-
-def dag_view(core: TxnCore, state: str) -> DagView:
-    """The dependency DAG around this transaction, as data (for widgets)."""
-    view = DagView(core.id)
-    view.nodes[core.id] = state
-    pending_now = {}
-    for e in out_edges(core.id, core.book):
-        view.edges.append(e)
-        pending_now[e.dst] = "pending"
-    view.nodes.update({k: v for k, v in pending_now.items() if k not in view.nodes})
-    view.cycles = [list(c) for c in core.book.cycles]
-    for c in core.book.cycles:
-        for e in c:
-            view.nodes.setdefault(e.src, "pending")
-            view.nodes.setdefault(e.dst, "pending")
-    view.shifts = [dict(x) for x in core.book.shifts]
-    return view

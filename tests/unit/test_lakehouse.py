@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,32 @@ def test_presets_and_options_are_validated(tmp_path):
     txn = lh.begin(features="R")
     assert txn.features == frozenset({"R"})
     txn.rollback()
+
+
+def test_scan_markers_log_and_recover(tmp_path):
+    from lv_core.protocol.lease import keeper
+    from tests.helpers.bank import add_kv, make_kv
+
+    lh = lv_core.connect(str(tmp_path / "wh"), lease_s=0.3)
+    make_kv(lh, "kv", {1: 1.0})
+    make_kv(lh, "other", {1: 1.0})
+    txn = lh.begin("repeatable_read", timeout_s=5)
+    add_kv(txn, "kv", 1, 1)
+    v = txn.marker_versions()["kv"]
+    [kv, other] = lh.scan_markers()
+    assert (kv.table, kv.version, kv.errors) == ("kv", v, []) and other.markers == []
+    [m] = kv.markers
+    assert (m.table, m.version, m.txn, m.state) == ("kv", v, txn.id, "live") and m.expires_in(0) > 0
+    assert [tm.table for tm in lh.scan_markers("kv")] == ["kv"]
+    with pytest.raises(TableNotFound):
+        lh.scan_markers(["nope"])
+    entries = lh.log("kv")
+    assert [e.version for e in entries] == list(range(v + 1)) and entries[-1].kind == "marker"
+    assert entries[-1].txn == txn.id and [e.version for e in lh.log("kv", limit=1)] == [v]
+    keeper().pause(txn.id)  # the client hangs: its lease runs out
+    time.sleep(0.5)
+    [m] = lh.scan_markers("kv")[0].markers
+    assert m.state == "expired"
+    rep = lh.recover(lease_grace_s=0)
+    assert rep.freed == [("kv", v, txn.id)] and rep.cleaned_txns == [txn.id]
+    assert lh.scan_markers("kv")[0].markers == [] and lh.log("kv")[-1].kind == "freed"

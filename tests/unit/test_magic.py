@@ -125,3 +125,16 @@ def test_retries_rerun_the_cell(ip, wh, capsys):
     ip.run_cell_magic("lvtxn", "repeatable_read --python --retries 2", body)
     assert ip.user_ns["attempts"] == 2
     assert committed_kv(wh, "kv")[1] == 111.0
+
+
+def test_every_command_is_routed_and_runs_without_a_shell(capsys):
+    from lv_magic.args import COMMANDS
+    from lv_magic.context import MagicContext
+    from lv_magic.router import ROUTES, run
+    from lv_magic.state import KernelState
+
+    assert list(ROUTES) == list(COMMANDS)  # the help text lists exactly the commands that run
+    run(MagicContext(KernelState(), None), "help")
+    assert capsys.readouterr().out.startswith("LakeVilla for Jupyter")
+    with pytest.raises(lv_core.LvError, match="lv connect"):
+        run(MagicContext(KernelState(), None), "tables")

@@ -1,0 +1,42 @@
+"""``%lv connect``, ``recover``, ``inspect``, ``help``: the connection and its upkeep."""
+
+from __future__ import annotations
+
+from IPython.display import display
+
+from lv_core.errors import LvError
+from lv_magic.args import connect_parser, help_text, recover_parser
+from lv_magic.context import MagicContext
+
+
+def show_help(ctx: MagicContext, rest: list[str]) -> None:
+    print(help_text())
+
+
+def connect(ctx: MagicContext, rest: list[str]) -> None:
+    import lv_core
+
+    ns = connect_parser().parse_args(rest)
+    opts = {k: v for k, v in (("endpoint_url", ns.endpoint), ("region", ns.region), ("profile", ns.profile)) if v}
+    lh = lv_core.connect(ns.warehouse, spark=ns.spark, storage_options=opts or None)
+    ctx.state.shutdown()
+    ctx.state.txns.clear()
+    ctx.state.lh = lh
+    if ctx.user_ns is not None:
+        ctx.user_ns["lh"] = lh
+    print(f"connected to {lh.url} as `lh` (Spark starts on first data access)")
+
+
+def recover(ctx: MagicContext, rest: list[str]) -> None:
+    lh = ctx.require()
+    ns = recover_parser().parse_args(rest)
+    print(lh.recover(lease_grace_s=ns.grace).summary())
+
+
+def inspect(ctx: MagicContext, rest: list[str]) -> None:
+    lh = ctx.require()
+    try:
+        from widgets import inspect_lakehouse
+    except ImportError:
+        raise LvError("the inspector widget is not available in this installation") from None
+    display(inspect_lakehouse(lh))
