@@ -6,20 +6,22 @@ this code does not model are kept in ``extra`` (or, for unknown action kinds, in
 :class:`UnknownAction`) and written back verbatim, so reading and re-writing loses nothing.
 
 Paths in ``add``/``remove`` are URIs in the log (RFC 2396, percent-encoded). Python objects hold the
-*decoded* path (the object key relative to the table root, e.g. ``p=a%20b/part-0.parquet`` for a
-directory literally named ``p=a%20b``); :func:`encode_path` encodes it back exactly as delta-rs does
-(``%`` -> ``%25``, keeping ``/`` and ``=``).
+*decoded* path in ``path`` (the object key relative to the table root, e.g. ``p=a%20b/part-0.parquet``
+for a directory literally named ``p=a%20b``): code uses it as the key and to match a ``remove`` to its
+``add``. Actions read from a log also keep the exact log string in ``raw_path`` and write it back
+byte for byte (``AddFile.remove()`` passes it on): decoding is many-to-one, and other readers match
+``remove`` to ``add`` by the string. Only paths we create are encoded, by :func:`encode_path`
+(see :mod:`lv_core.delta.paths` for the encodings and why).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable, Iterator, Mapping, Optional, Sequence, Union
-from urllib.parse import quote, unquote
 
+from lv_core.delta.paths import decode_path, encode_path
 from lv_core.errors import DeltaLogError
 
 __all__ = [
@@ -41,25 +43,23 @@ __all__ = [
     "now_ms",
 ]
 
-_SCHEME = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.\-]*://|file:)")
-
 
 def now_ms() -> int:
     """Milliseconds since the epoch (the unit of every Delta timestamp)."""
     return int(time.time() * 1000)
 
 
-def encode_path(path: str) -> str:
-    """Percent-encode a data file path for the log (delta-rs compatible; absolute URIs keep ``scheme:``)."""
-    m = _SCHEME.match(path)  # absolute URIs (shallow clones): keep "scheme://" as it is
-    if m:
-        return m.group(0) + quote(path[m.end():], safe="/=")
-    return quote(path, safe="/=")
+def _log_path(path: str, raw_path: Optional[str]) -> str:
+    """The log string of a path: the one read from the log if it still names ``path``, else encoded."""
+    if raw_path is not None and decode_path(raw_path) == path:
+        return raw_path
+    return encode_path(path)
 
 
-def decode_path(path: str) -> str:
-    """Decode a path read from the log (inverse of :func:`encode_path`)."""
-    return unquote(path)
+def _raw_path(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"path must be a string, not {type(value).__name__}")
+    return value
 
 
 def _drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
@@ -195,10 +195,12 @@ class AddFile:
     stats: Optional[str] = None  # JSON: numRecords, minValues, maxValues, nullCount
     tags: Optional[Mapping[str, str]] = None
     extra: Mapping[str, Any] = field(default_factory=dict)  # deletionVector, baseRowId, ...
+    #: the exact ``path`` string of the log this action was read from (None: encode ``path``)
+    raw_path: Optional[str] = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "path": encode_path(self.path),
+            "path": _log_path(self.path, self.raw_path),
             "partitionValues": dict(self.partition_values),
             "size": self.size,
             "modificationTime": self.modification_time,
@@ -212,8 +214,9 @@ class AddFile:
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> "AddFile":
+        raw = _raw_path(body["path"])
         return cls(
-            path=decode_path(body["path"]),
+            path=decode_path(raw),
             partition_values=dict(body.get("partitionValues") or {}),
             size=int(body["size"]),
             modification_time=int(body.get("modificationTime") or 0),
@@ -222,6 +225,7 @@ class AddFile:
             tags=_opt_dict(body.get("tags")),
             extra=_extra(body, ("path", "partitionValues", "size", "modificationTime", "dataChange",
                                 "stats", "tags", "stats_parsed", "partitionValues_parsed")),
+            raw_path=raw,
         )
 
     def parsed_stats(self) -> Optional[dict[str, Any]]:
@@ -242,7 +246,8 @@ class AddFile:
         return int(n) if n is not None else None
 
     def remove(self, deletion_timestamp: Optional[int] = None, *, data_change: bool = True) -> "RemoveFile":
-        """The ``remove`` action for this file (extended metadata: partition values, size, stats)."""
+        """The ``remove`` action for this file (extended metadata: partition values, size, stats), naming
+        it with the add's own log string."""
         return RemoveFile(
             path=self.path,
             deletion_timestamp=now_ms() if deletion_timestamp is None else deletion_timestamp,
@@ -254,6 +259,7 @@ class AddFile:
             tags=None if self.tags is None else dict(self.tags),
             extra={k: v for k, v in self.extra.items() if k in ("deletionVector", "baseRowId",
                                                                   "defaultRowCommitVersion")},
+            raw_path=self.raw_path,
         )
 
 
@@ -271,10 +277,12 @@ class RemoveFile:
     stats: Optional[str] = None
     tags: Optional[Mapping[str, str]] = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: the exact ``path`` string of the log (or of the removed add); None: encode ``path``
+    raw_path: Optional[str] = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         body = _drop_none({
-            "path": encode_path(self.path),
+            "path": _log_path(self.path, self.raw_path),
             "deletionTimestamp": self.deletion_timestamp,
             "dataChange": self.data_change,
             "extendedFileMetadata": self.extended_file_metadata,
@@ -289,8 +297,9 @@ class RemoveFile:
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> "RemoveFile":
         size = body.get("size")
+        raw = _raw_path(body["path"])
         return cls(
-            path=decode_path(body["path"]),
+            path=decode_path(raw),
             deletion_timestamp=body.get("deletionTimestamp"),
             data_change=bool(body.get("dataChange", True)),
             extended_file_metadata=body.get("extendedFileMetadata"),
@@ -300,6 +309,7 @@ class RemoveFile:
             tags=_opt_dict(body.get("tags")),
             extra=_extra(body, ("path", "deletionTimestamp", "dataChange", "extendedFileMetadata",
                                 "partitionValues", "size", "stats", "tags")),
+            raw_path=raw,
         )
 
 

@@ -85,7 +85,9 @@ def apply_actions(actions: Iterable[Action], files: dict[str, AddFile], tombston
                   txns: Optional[dict[str, Txn]] = None) -> tuple[Optional[Metadata], Optional[Protocol]]:
     """Apply one commit's actions to mutable file/tombstone maps; returns the new (metadata, protocol).
 
-    UnknownAction (cdc, domainMetadata, ...) and commitInfo change nothing here.
+    UnknownAction (cdc, domainMetadata, ...) and commitInfo change nothing here. Files are matched by
+    their decoded path, so a ``remove`` another tool encoded differently (``a+b`` / ``a%2Bb``) still
+    removes the file; each action keeps its own log string for writing back.
     """
     for a in actions:
         if isinstance(a, AddFile):

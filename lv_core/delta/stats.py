@@ -14,15 +14,15 @@ import decimal
 import json
 import math
 from typing import Any, Mapping, Optional, Sequence
-from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lv_core.delta.paths import HIVE_NULL, partition_folder
+
 __all__ = ["HIVE_NULL", "STRING_STATS_PREFIX", "compute_stats", "partition_path", "serialize_partition_value",
            "timestamp_stat"]
 
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 STRING_STATS_PREFIX = 32
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -144,12 +144,10 @@ def serialize_partition_value(value: Any) -> Optional[str]:
 
 
 def partition_path(partition_columns: Sequence[str], values: Mapping[str, Optional[str]]) -> str:
-    """The Hive-style folder for a partition, escaped like delta-rs (``p=a%20b/q=__HIVE_DEFAULT_PARTITION__``).
+    """The Hive-style folder for a partition, escaped as Spark does (``p=a b/q=c%3Ad/r=__HIVE_DEFAULT_PARTITION__``).
 
-    Returns ``""`` for an unpartitioned table; otherwise ends without a slash.
+    Only Hive's special characters are escaped (see :mod:`lv_core.delta.paths`); a null or empty value
+    is ``__HIVE_DEFAULT_PARTITION__``. Returns ``""`` for an unpartitioned table; otherwise ends
+    without a slash.
     """
-    segs = []
-    for col in partition_columns:
-        v = values.get(col)
-        segs.append(f"{quote(col, safe='')}={HIVE_NULL if v is None or v == '' else quote(v, safe='')}")
-    return "/".join(segs)
+    return partition_folder(partition_columns, values)

@@ -20,7 +20,7 @@ from lv_core.delta.stats import compute_stats, partition_path, serialize_partiti
 from lv_core.errors import SchemaError
 from lv_core.storage.base import CREATE, ObjectStore
 
-__all__ = ["conform", "write_data_files"]
+__all__ = ["conform", "partition_value_text", "write_data_files"]
 
 
 def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -51,6 +51,12 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=schema)
 
 
+def partition_value_text(value: object) -> Optional[str]:
+    """A partition value as written in ``partitionValues``: an empty string is null (Delta spec)."""
+    text = serialize_partition_value(value)
+    return None if text == "" else text
+
+
 def write_data_files(store: ObjectStore, table: str, snapshot: Snapshot, data: pa.Table, *,
                      max_rows_per_file: Optional[int] = None,
                      new_path: Optional[Callable[[Mapping[str, Optional[str]]], str]] = None) -> list[AddFile]:
@@ -59,7 +65,8 @@ def write_data_files(store: ObjectStore, table: str, snapshot: Snapshot, data: p
     Each ``add`` has the exact file size, the partition values and ``stats`` (numRecords,
     minValues, maxValues, nullCount). Partition columns are not stored in the files.
     ``new_path(partition_values)`` names each file (relative to the table); files are written
-    put-if-absent, so a name is never reused.
+    put-if-absent, so a name is never reused. An empty partition value is written as null (the Delta
+    spec reads ``""`` as null; Spark and delta-rs read such rows back as null).
     """
     data = conform(data, snapshot.schema.to_arrow())
     parts = list(snapshot.partition_columns)
@@ -71,7 +78,7 @@ def write_data_files(store: ObjectStore, table: str, snapshot: Snapshot, data: p
             for col, val in key.items():
                 m = pc.is_null(data.column(col)) if val is None else pc.equal(data.column(col), val)
                 mask = m if mask is None else pc.and_(mask, m)
-            values = {c: serialize_partition_value(key[c]) for c in parts}
+            values = {c: partition_value_text(key[c]) for c in parts}
             groups.append((values, data.filter(mask).drop_columns(parts)))
     elif data.num_rows:
         groups.append(({}, data))

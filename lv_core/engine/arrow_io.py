@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from lv_core.delta.actions import AddFile
 from lv_core.delta.schema import DeltaSchema
+from lv_core.delta.stats import HIVE_NULL
 from lv_core.storage.base import ObjectStore
 
 
@@ -28,6 +29,7 @@ def read_data_files(store: ObjectStore, table: str, files: Iterable[AddFile], sc
         for c in partition_columns:
             field = target.field(c)
             v = add.partition_values.get(c)
+            v = None if v in ("", HIVE_NULL) else v  # Delta: an empty value is null (as on the direct path)
             arr = pa.array([v] * t.num_rows, type=pa.string()).cast(field.type)
             t = t.append_column(c, arr)
         parts.append(t.select(target.names).cast(target))

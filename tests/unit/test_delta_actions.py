@@ -49,7 +49,7 @@ def test_encode_path_matches_delta_rs() -> None:
     assert encode_path("p=c%2Fd/part-1.snappy.parquet") == "p=c%252Fd/part-1.snappy.parquet"
     assert encode_path("p=a%20b/x.parquet") == "p=a%2520b/x.parquet"
     assert encode_path("plain/part-0.parquet") == "plain/part-0.parquet"
-    assert encode_path("a b/ü.parquet") == "a%20b/%C3%BC.parquet"
+    assert encode_path("a b/ü.parquet") == "a%20b/ü.parquet"  # java.net.URI keeps non-ASCII letters
     assert encode_path("s3://bucket/t/a b.parquet") == "s3://bucket/t/a%20b.parquet"
     for p in ("p=c%2Fd/x", "a b/ü", "s3://b/k=1/%/x"):
         assert decode_path(encode_path(p)) == p

@@ -72,11 +72,13 @@ def test_serialize_partition_value(value: object, text: str | None) -> None:
     assert serialize_partition_value(value) == text
 
 
-def test_partition_path_escaping_matches_delta_rs() -> None:
+def test_partition_path_escaping_matches_spark() -> None:
     assert partition_path([], {}) == ""
-    assert partition_path(["p", "q"], {"p": "a b", "q": None}) == "p=a%20b/q=__HIVE_DEFAULT_PARTITION__"
-    assert partition_path(["p"], {"p": "c/d%=é"}) == "p=c%2Fd%25%3D%C3%A9"
-    assert partition_path(["p"], {"p": "2021-01-01 10:00:00"}) == "p=2021-01-01%2010%3A00%3A00"
+    assert partition_path(["p", "q"], {"p": "a b", "q": None}) == "p=a b/q=__HIVE_DEFAULT_PARTITION__"
+    assert partition_path(["p", "q"], {"p": "", "q": "x"}) == "p=__HIVE_DEFAULT_PARTITION__/q=x"
+    assert partition_path(["p"], {"p": "c/d%=é"}) == "p=c%2Fd%25%3Dé"
+    assert partition_path(["p"], {"p": "2021-01-01 10:00:00"}) == "p=2021-01-01 10%3A00%3A00"
+    assert partition_path(["a=b"], {"a=b": "+"}) == "a%3Db=+"
 
 
 def test_write_data_files(tmp_path: Path) -> None:
