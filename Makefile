@@ -7,12 +7,13 @@ STAMPS := build/stamps
 PYTEST := $(PY) -m pytest
 UNIT := not (s3 or spark or browser or notebook or slow)
 
-.PHONY: help install sysdeps test test-fast test-all demo lab bench clean
+.PHONY: help install sysdeps lint test test-fast test-all demo lab bench clean
 
 help:
 	@echo "make demo       run the quickstart notebook headless (build/)"
 	@echo "make test       all test tiers this machine can run (not 'slow')"
 	@echo "make test-fast  unit tests only (no JVM, no servers)"
+	@echo "make lint       ruff and mypy (part of make test)"
 	@echo "make test-all   everything, including the slow tier"
 	@echo "make lab        JupyterLab on notebooks/"
 	@echo "make bench      benchmarks -> benchmarks/results, benchmarks/RESULTS.md"
@@ -39,7 +40,11 @@ install: $(STAMPS)/venv $(STAMPS)/sysdeps
 test-fast: $(STAMPS)/venv
 	$(PYTEST) -m "$(UNIT)" -q
 
-test: install
+lint: $(STAMPS)/venv
+	$(VENV)/bin/ruff check lv_core lv_magic widgets tests benchmarks scripts
+	$(VENV)/bin/mypy
+
+test: install lint
 	$(PYTEST) -m "not slow" -q
 
 test-all: install

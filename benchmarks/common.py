@@ -132,7 +132,8 @@ def remove_warehouse(spec: StoreSpec, location: str) -> None:
 
     client = boto3.client("s3", endpoint_url=spec.endpoint, region_name=S3_REGION, **S3_CREDENTIALS)
     try:
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=spec.bucket, Prefix=location.rstrip("/") + "/"):
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=spec.bucket, Prefix=location.rstrip("/") + "/")
+        for page in pages:
             keys = [{"Key": o["Key"]} for o in page.get("Contents", ())]
             if keys:
                 client.delete_objects(Bucket=spec.bucket, Delete={"Objects": keys})
@@ -330,9 +331,8 @@ def _pool_worker(idx: int, task_q: Any, result_q: Any) -> None:
     ready: a common start), runs, and returns a JSON-able result.
     """
     import importlib
-    import traceback
-
     import queue as _queue
+    import traceback
 
     root = str(ROOT)
     if root not in sys.path:
@@ -355,7 +355,7 @@ def _pool_worker(idx: int, task_q: Any, result_q: Any) -> None:
         try:
             out = getattr(importlib.import_module(mod), fn)(args, ready)
             result_q.put(("done", idx, out))
-        except BaseException:  # noqa: BLE001 - reported to the parent
+        except BaseException:  # reported to the parent
             result_q.put(("error", idx, traceback.format_exc()))
 
 
@@ -430,7 +430,7 @@ class ClientPool:
         for q in self.task_qs:
             try:
                 q.put(None)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         for p in self.procs:
             p.join(timeout=5)

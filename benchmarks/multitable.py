@@ -15,8 +15,17 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
-from benchmarks.common import (ClientPool, StoreSpec, add_counts, mean, ms, open_lakehouse, percentile, raw_store,
-                               remove_warehouse)
+from benchmarks.common import (
+    ClientPool,
+    StoreSpec,
+    add_counts,
+    mean,
+    ms,
+    open_lakehouse,
+    percentile,
+    raw_store,
+    remove_warehouse,
+)
 
 SYSTEMS: dict[str, dict[str, Any]] = {
     "R+CT": {"preset": "repeatable_read"},
@@ -96,7 +105,7 @@ def run_one(pool: ClientPool, spec: StoreSpec, location: str, *, system: str, k:
     try:
         res = pool.run("benchmarks.multitable:client_run", args,
                        timeout_s=timeout_s * txns * (max_retries + 1) + 120)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return {**cfg, "error": f"{type(e).__name__}: {str(e)[-2000:]}"}
     finally:
         remove_warehouse(spec, location)

@@ -187,7 +187,8 @@ def targets(res: dict[str, Any]) -> dict[str, Any]:
     ct = res["features"].get("LV[CT] (R+CT - R)", {})
     names = {"write_k_per_extra_table": "LV[CT] requests per extra table, uncontended updates",
              "contended_write_k_per_extra_table": "LV[CT] requests per extra table, contended inserts (mean slope)",
-             "contended_write_k_marginal_at_kmax": "LV[CT] requests per extra table, contended inserts (at the largest k)"}
+             "contended_write_k_marginal_at_kmax":
+                 "LV[CT] requests per extra table, contended inserts (at the largest k)"}
     for scen, label in names.items():
         if scen in ct:
             v = ct[scen]

@@ -161,7 +161,8 @@ def run_ycsb(cfg: dict[str, Any], stores: list[str], s3: S3Server | None, seed: 
     return data
 
 
-def run_multitable(cfg: dict[str, Any], stores: list[str], s3: S3Server | None, workdir: str, out: Path) -> dict[str, Any]:
+def run_multitable(cfg: dict[str, Any], stores: list[str], s3: S3Server | None, workdir: str,
+                   out: Path) -> dict[str, Any]:
     from benchmarks import multitable
 
     pool = ClientPool(cfg["clients"])
@@ -188,7 +189,8 @@ def run_multitable(cfg: dict[str, Any], stores: list[str], s3: S3Server | None, 
                         f"txn p50 {r['txn_latency_ms']['p50']} ms, {r['requests_per_txn']} requests/txn")
     finally:
         pool.close()
-    data = {"params": cfg, "runs": rows, "ratios": multitable.ratios(rows), "duration_s": round(time.monotonic() - t0, 1)}
+    data = {"params": cfg, "runs": rows, "ratios": multitable.ratios(rows),
+            "duration_s": round(time.monotonic() - t0, 1)}
     write_json(out / "multitable.json", data)
     return data
 
@@ -211,7 +213,7 @@ def run_spark(cfg: dict[str, Any], out: Path) -> dict[str, Any]:
     t0 = time.monotonic()
     try:
         data = spark_e2e.run(rounds=cfg["rounds"], warmup=cfg["warmup"])
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         data = {"skipped": f"failed: {type(e).__name__}: {str(e)[:500]}"}
     data["duration_s"] = round(time.monotonic() - t0, 1)
     write_json(out / "spark.json", data)
@@ -224,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", choices=sorted(PROFILES), default="default")
     ap.add_argument("--only", default=",".join(BENCHMARKS), help=f"comma-separated subset of {','.join(BENCHMARKS)}")
     ap.add_argument("--no-spark", action="store_true", help="skip the Spark end-to-end benchmark")
-    ap.add_argument("--stores", default=None, help="comma-separated: local-0ms, local-20ms, s3 (default: the profile's)")
+    ap.add_argument("--stores", default=None,
+                    help="comma-separated: local-0ms, local-20ms, s3 (default: the profile's)")
     ap.add_argument("--out", default=str(RESULTS), help="results folder (JSON + PNG)")
     ap.add_argument("--report", default=None, help="RESULTS.md to write (default: benchmarks/RESULTS.md when --out is "
                                                    "the default folder, else <out>/RESULTS.md)")

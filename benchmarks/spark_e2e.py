@@ -31,7 +31,7 @@ def available() -> tuple[bool, str]:
         return False, "Transaction.update (the Spark data plane) is not available in this build"
     try:
         from lv_core.engine import api  # noqa: F401
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return False, f"the Spark engine cannot be imported: {type(e).__name__}: {e}"
     return True, ""
 
@@ -57,9 +57,9 @@ def run(*, rounds: int = 10, warmup: int = 2, accounts: int = 100, per_file: int
         return {"skipped": why, "params": params}
     import pyarrow as pa
 
+    from lv_core import Lakehouse
     from lv_core.delta.writer import write_data_files
     from lv_core.errors import TransactionAborted
-    from lv_core import Lakehouse
     from lv_core.storage.instrumented import InstrumentedStore
     from lv_core.storage.local import LocalStore
     from lv_core.txn.ops import Operation, OpResult
@@ -75,7 +75,8 @@ def run(*, rounds: int = 10, warmup: int = 2, accounts: int = 100, per_file: int
 
         def load(ctx: Any, t: str = t, data: pa.Table = data) -> OpResult:
             return OpResult(value=data.num_rows, adds={t: write_data_files(
-                ctx.store, t, ctx.snapshot(t), data, max_rows_per_file=per_file, new_path=lambda v: ctx.new_path(t, v))})
+                ctx.store, t, ctx.snapshot(t), data, max_rows_per_file=per_file,
+                new_path=lambda v: ctx.new_path(t, v))})
 
         txn = lh.begin("delta")
         txn.execute(Operation("load", (t,), load, blind=True))
@@ -86,7 +87,7 @@ def run(*, rounds: int = 10, warmup: int = 2, accounts: int = 100, per_file: int
 
         api.engine(lh)  # start (or connect to) Spark
         startup = time.monotonic() - t0
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return {"skipped": f"Spark could not start: {type(e).__name__}: {str(e)[:300]}", "params": params}
     rng = random.Random(seed)
     lat: dict[str, list[float]] = {p: [] for p in presets}
@@ -106,11 +107,11 @@ def run(*, rounds: int = 10, warmup: int = 2, accounts: int = 100, per_file: int
             except TransactionAborted:
                 aborts[p] += 1
                 continue
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 errors.append(f"{p}: {type(e).__name__}: {str(e)[:300]}")
                 try:
                     txn.rollback()
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
                 continue
             if rnd >= warmup:
@@ -130,7 +131,7 @@ def run(*, rounds: int = 10, warmup: int = 2, accounts: int = 100, per_file: int
                    "p50_ratio_vs_delta": round(p50 / base50, 3) if p50 and base50 else None}
     try:
         data_path = api.engine(lh).data_path
-    except Exception:  # noqa: BLE001
+    except Exception:
         data_path = None
     lh.close()
     import shutil

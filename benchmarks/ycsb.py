@@ -31,8 +31,19 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
-from benchmarks.common import (ClientPool, StoreSpec, add_counts, clone_warehouse, delta_rs_uri, mean, ms,
-                               open_lakehouse, percentile, raw_store, remove_warehouse)
+from benchmarks.common import (
+    ClientPool,
+    StoreSpec,
+    add_counts,
+    clone_warehouse,
+    delta_rs_uri,
+    mean,
+    ms,
+    open_lakehouse,
+    percentile,
+    raw_store,
+    remove_warehouse,
+)
 
 TABLE = "usertable"
 FIELDS = [f"f{i}" for i in range(10)]
@@ -105,7 +116,8 @@ def field_value(rng: random.Random) -> str:
     return "".join(rng.choices(string.ascii_letters + string.digits, k=FIELD_LEN))
 
 
-def generate_ops(workload: str, records: int, n_ops: int, client: int, n_clients: int, seed: int) -> list[dict[str, Any]]:
+def generate_ops(workload: str, records: int, n_ops: int, client: int, n_clients: int,
+                 seed: int) -> list[dict[str, Any]]:
     """The operations of one client: [{kind, key, field, value}], reproducible from the seed."""
     spec = WORKLOADS[workload]
     rng = random.Random(f"{seed}/{workload}/{client}")
@@ -114,7 +126,7 @@ def generate_ops(workload: str, records: int, n_ops: int, client: int, n_clients
     zipf = Zipfian(records, rng)
     own_inserts: list[int] = []
     ops = []
-    for i in range(n_ops):
+    for _ in range(n_ops):
         kind = rng.choices(kinds, weights)[0]
         op: dict[str, Any] = {"kind": kind}
         if kind == "insert":
@@ -234,7 +246,7 @@ def lv_insert(key: int, values: list[str]):
     from lv_core.engine import arrow_ops
 
     cols = {"id": pa.array([key], pa.int64())}
-    for f, v in zip(FIELDS, values):
+    for f, v in zip(FIELDS, values, strict=False):
         cols[f] = pa.array([v], pa.string())
     return arrow_ops.append(TABLE, pa.table(cols))
 
@@ -278,7 +290,7 @@ class DeltaRsClient:
         from deltalake import write_deltalake
 
         cols = {"id": pa.array([key], pa.int64())}
-        for f, v in zip(FIELDS, values):
+        for f, v in zip(FIELDS, values, strict=False):
             cols[f] = pa.array([v], pa.string())
         self.refresh()
         write_deltalake(self.dt, pa.table(cols), mode="append")
@@ -368,7 +380,7 @@ def client_run(args: dict[str, Any], ready: Callable[[], float]) -> dict[str, An
                 aborts[e.rule] += 1
             except LvError as e:
                 errors[type(e).__name__] += 1
-            except Exception as e:  # noqa: BLE001 - delta-rs commit conflicts and others
+            except Exception as e:  # delta-rs commit conflicts and others
                 name = type(e).__name__
                 if name == "CommitFailedError":
                     aborts["conflict"] += 1
@@ -400,8 +412,8 @@ def client_run(args: dict[str, Any], ready: Callable[[], float]) -> dict[str, An
 # --------------------------------------------------------------------------------- orchestration
 def load_template(spec: StoreSpec, location: str, records: int, per_file: int, seed: int) -> None:
     """Create the table and load the records (one commit), without injected latency."""
-    from lv_core.engine import arrow_ops
     from lv_core import Lakehouse
+    from lv_core.engine import arrow_ops
 
     lh = Lakehouse(raw_store(spec, location))
     lh.create_table(TABLE, DDL)
@@ -411,7 +423,8 @@ def load_template(spec: StoreSpec, location: str, records: int, per_file: int, s
     lh.close()
 
 
-def summarize(cfg: dict[str, Any], clients: list[dict[str, Any]], server_counts: dict[str, int] | None) -> dict[str, Any]:
+def summarize(cfg: dict[str, Any], clients: list[dict[str, Any]],
+              server_counts: dict[str, int] | None) -> dict[str, Any]:
     done = sum(c["done"] for c in clients)
     elapsed = max(c["t_end"] for c in clients) - min(c["t_start"] for c in clients)
     aborts: Counter[str] = Counter()
@@ -493,11 +506,12 @@ class YcsbRunner:
                  "seed": p["seed"], "mode": mode, "bundle": p["bundle"], "max_retries": p["max_retries"],
                  "timeout_s": p["timeout_s"], "max_seconds": p["max_seconds"]} for i in range(clients)]
         try:
-            results = self.pool.run("benchmarks.ycsb:client_run", args, timeout_s=p["max_seconds"] + p["timeout_s"] + 120,
+            results = self.pool.run("benchmarks.ycsb:client_run", args,
+                                    timeout_s=p["max_seconds"] + p["timeout_s"] + 120,
                                     on_ready=self.s3.reset if self.s3 is not None else None)
             server = self.s3.counts() if self.s3 is not None else None
             return summarize(cfg, results, server)
-        except Exception as e:  # noqa: BLE001 - one broken configuration does not stop the benchmark
+        except Exception as e:  # one broken configuration does not stop the benchmark
             return {**cfg, "error": f"{type(e).__name__}: {str(e)[-2000:]}"}
         finally:
             remove_warehouse(self.spec, loc)

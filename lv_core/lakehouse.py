@@ -49,13 +49,14 @@ class Lakehouse:
         for opt, value, allow_zero in (("lease_s", lease_s, False), ("poll_min_s", poll_min_s, False),
                                        ("poll_max_s", poll_max_s, False), ("cycle_check_s", cycle_check_s, False),
                                        ("shift_after_s", shift_after_s, False)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not allow_zero):
+            if (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
+                    or (value == 0 and not allow_zero)):
                 raise ConfigError(f"{opt} must be a positive number of seconds, not {value!r}")
         if poll_max_s < poll_min_s:
             raise ConfigError(f"poll_max_s ({poll_max_s}) must not be smaller than poll_min_s ({poll_min_s})")
         self._store = store
         self._spark_arg = spark
-        self._plane_factory = data_plane or self.default_data_plane
+        self._plane_factory = data_plane or type(self).default_data_plane  # via the class: a plain callable
         self._plane: DataPlane | None = None
         self._plane_lock = threading.Lock()
         self.lease_s = lease_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from lv_core.errors import ConfigError
 
@@ -29,7 +30,8 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def resolve(preset: str | None, features: object = None, slack: int | None = None) -> tuple[Preset, frozenset[str], int]:
+def resolve(preset: str | None, features: str | Iterable[object] | None = None,
+            slack: int | None = None) -> tuple[Preset, frozenset[str], int]:
     """Validate a preset name and optional overrides; return (preset, features, slack)."""
     if preset is not None and not isinstance(preset, str):
         raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
@@ -43,7 +45,7 @@ def resolve(preset: str | None, features: object = None, slack: int | None = Non
             items = [f.strip() for f in features.replace("+", ",").split(",") if f.strip()]
         else:
             try:
-                items = [str(f).strip() for f in features]  # type: ignore[union-attr]
+                items = [str(f).strip() for f in features]
             except TypeError:
                 raise ConfigError(f"features must be a set like {{'R','CT','I'}}, not {features!r}") from None
         bad = sorted({i.upper() for i in items} - ALL_FEATURES)

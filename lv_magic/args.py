@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from dataclasses import dataclass
+from typing import NoReturn
 
 from lv_core.presets import PRESETS
 
@@ -14,10 +15,10 @@ class ArgError(ValueError):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # no SystemExit, no usage dump on stderr
+    def error(self, message: str) -> NoReturn:  # no SystemExit, no usage dump on stderr
         raise ArgError(f"{self.prog}: {message}")
 
-    def exit(self, status: int = 0, message: str | None = None) -> None:
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         raise ArgError(message or f"{self.prog}: invalid arguments")
 
 
@@ -152,7 +153,8 @@ def split_line(line: str) -> tuple[str, list[str]]:
 def help_text() -> str:
     lines = ["LakeVilla for Jupyter", "", "%lv COMMAND:"]
     lines += [f"  {v}" for v in COMMANDS.values()]
-    lines += ["", "%%lvtxn [PRESET] [options]  (the cell body: SQL statements separated by ';', or Python with --python)"]
+    lines += ["", "%%lvtxn [PRESET] [options]  "
+              "(the cell body: SQL statements separated by ';', or Python with --python)"]
     for a in lvtxn_parser()._actions:
         if a.option_strings:
             lines.append(f"  {', '.join(a.option_strings):<12} {a.help}")

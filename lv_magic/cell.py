@@ -35,9 +35,10 @@ def run_lvtxn(ctx: MagicContext, line: str, cell: str) -> None:
 def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str) -> None:
     """One attempt: begin (or continue the named open transaction), run the body, commit unless --open."""
     state = ctx.state
-    continuing = args.name is not None and args.name in state.txns and state.txns[args.name].txn.state == "active"
-    if continuing:
-        txn = state.get(args.name).txn
+    current = state.txns.get(args.name) if args.name is not None else None  # the named transaction, if open
+    continuing = current is not None and current.txn.state == "active"
+    if current is not None and continuing:
+        txn = current.txn
     else:
         txn = lh.begin(args.preset or ctx.default_preset, features=args.features, slack=args.slack,
                        timeout_s=args.timeout or 60.0, name=args.name)
@@ -70,7 +71,7 @@ def run_body(ctx: MagicContext, txn: Any, args: LvtxnArgs, cell: str) -> None:
     if args.python:
         ns = ctx.user_ns if ctx.user_ns is not None else {}
         ns["txn"] = txn
-        exec(compile(cell, "<lvtxn>", "exec"), ns)  # noqa: S102 - the user's own cell
+        exec(compile(cell, "<lvtxn>", "exec"), ns)  # the user's own cell
         return
     from lv_core.engine.sql_parse import parse_script
 

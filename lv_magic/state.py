@@ -55,7 +55,7 @@ class KernelState:
             if ot.txn.state == "active":
                 try:
                     ot.txn.rollback()
-                except Exception:  # noqa: BLE001 - best effort at exit
+                except Exception:  # best effort at exit
                     pass
 
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_notebook import ROOT, run, summary_of  # noqa: E402
+from run_notebook import ROOT, run, summary_of
 
 NOTEBOOK = ROOT / "notebooks" / "01_quickstart.ipynb"
 
@@ -21,7 +21,7 @@ def main() -> int:
     print(f"demo: executing {NOTEBOOK.relative_to(ROOT)} (starts a local Spark Connect server; ~1 min)")
     try:
         nb = run(NOTEBOOK, out, work)
-    except Exception as e:  # noqa: BLE001 - report and fail
+    except Exception as e:  # report and fail
         print(f"demo: FAILED: {e}", file=sys.stderr)
         print(f"demo: the partially executed notebook is {out / NOTEBOOK.name}", file=sys.stderr)
         return 1

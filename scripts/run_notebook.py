@@ -33,16 +33,16 @@ def run(notebook: Path, out_dir: Path, workdir: Path, *, timeout: int = 600) -> 
 
 def write_html(nb: nbformat.NotebookNode, path: Path) -> None:
     """An HTML copy; widget views become the static HTML of their final state."""
-    from nbconvert import HTMLExporter
-
     import copy
+
+    from nbconvert import HTMLExporter
 
     nb = copy.deepcopy(nb)
     try:
         from widgets.nbstatic import make_static
 
         make_static(nb)  # in place
-    except Exception:  # noqa: BLE001 - the HTML copy is a convenience
+    except Exception:  # the HTML copy is a convenience
         pass
     body, _ = HTMLExporter().from_notebook_node(nb)
     path.write_text(body)

@@ -103,9 +103,10 @@ class LakehouseInspector(ipywidgets.VBox):
     def _guarded(self, action: Any) -> None:
         try:
             action()
-        except Exception as e:  # noqa: BLE001 - a button must report, not raise into the comm handler
+        except Exception as e:  # a button must report, not raise into the comm handler
             log.exception("inspector action failed")
-            self._set_status(f'<span class="lv-rule-fail">{html.escape(type(e).__name__)}: {html.escape(str(e))}</span>')
+            self._set_status(f'<span class="lv-rule-fail">{html.escape(type(e).__name__)}: '
+                             f'{html.escape(str(e))}</span>')
 
     def _set_status(self, value: str) -> None:
         self.status.value = value

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from lv_core.errors import LvError
 from lv_core.protocol.dag import cycle_edges
@@ -129,7 +129,7 @@ def _gvl_info(lh: Any, history: int) -> GvlInfo:
             s = lh.global_state(v)
             out.history.append({"version": s.version, "txn": s.txn, "ts": s.ts, "tables": dict(s.tables)})
         return out
-    except Exception as e:  # noqa: BLE001 - shown to the user, never raised from a widget
+    except Exception as e:  # shown to the user, never raised from a widget
         return GvlInfo("error", error=f"{type(e).__name__}: {e}")
 
 

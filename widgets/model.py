@@ -94,7 +94,7 @@ class TableValidation:
     r: int | None = None
     h: int | None = None
     w: int | None = None
-    l: int | None = None  # noqa: E741 (the paper's name)
+    l: int | None = None  # the paper's name
     written_logs: int | None = None
     rules: dict[str, RuleResult] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # new_table, moved_from, read, written, ...
@@ -320,7 +320,8 @@ class TxnView:
         self.dag.cycles.append(cycle)  # type: ignore[arg-type]
         for src, dst, label in cycle:
             table, _, v = label.rpartition("@")
-            edge = self.dag.edge(src, dst, table, _int(v) if _int(v) is not None else -1)
+            version = _int(v)
+            edge = self.dag.edge(src, dst, table, version if version is not None else -1)
             edge.in_cycle = True
         path = " → ".join([self.label(cycle[0][0])] + [f"{self.label(d)} ({lbl})" for _, d, lbl in cycle])
         self._note(e, f"cycle found: {path}", "warn")

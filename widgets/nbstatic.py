@@ -81,7 +81,7 @@ def make_static(nb: Any) -> int:
     return done
 
 
-class StaticWidgetsPreprocessor(_Base):  # type: ignore[misc,valid-type]
+class StaticWidgetsPreprocessor(_Base):
     """nbconvert preprocessor running :func:`make_static`."""
 
     def preprocess(self, nb: Any, resources: Any) -> tuple[Any, Any]:

@@ -252,7 +252,8 @@ def render_text(view: TxnView, now: float | None = None) -> str:
         out.append(f"  marker shift ({s.reason}): " + ", ".join(f"{t} @{a} -> @{b}" for t, a, b in s.moves))
     val = view.validation
     if val is not None:
-        out.append(f"  validation: {'compatible' if val.compatible else 'INCOMPATIBLE (' + (val.failed_rule or '?') + ')'}"
+        verdict = "compatible" if val.compatible else "INCOMPATIBLE (" + (val.failed_rule or "?") + ")"
+        out.append(f"  validation: {verdict}"
                    + (f", global version {val.gvl_version}" if val.gvl_version is not None else ""))
         for t, tv in val.tables.items():
             rules = " ".join(f"{n}:{'-' if not r.applies else 'ok' if r.passed else 'FAIL'}"
@@ -272,7 +273,8 @@ def render_text(view: TxnView, now: float | None = None) -> str:
         what = ", ".join(f"{t}@{v}" for t, v in sorted(res.versions.items())) or "nothing written"
         out.append(f"  result: committed {what}" + (f", {res.redo_count} redo(s)" if res.redo_count else ""))
     else:
-        out.append(f"  result: {'outcome unknown' if res.outcome == 'unknown' else 'aborted'} ({res.rule}): {res.reason}")
+        outcome = "outcome unknown" if res.outcome == "unknown" else "aborted"
+        out.append(f"  result: {outcome} ({res.rule}): {res.reason}")
         out.append(f"  what to do: {res.help}")
     return "\n".join(out)
 

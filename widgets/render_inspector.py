@@ -168,7 +168,8 @@ def inspector_text(scan: LakehouseScan | None, names: dict[str, str] | None = No
         lease = "no lease" if exp is None else f"lease {'expires in' if exp >= 0 else 'expired'} {fmt_s(abs(exp))}"
         out.append(f"  marker {m.table}@{m.version} owner {_name(m.txn, names)} [{m.state}] {lease}")
     for e in scan.edges:
-        out.append(f"  edge {_name(e.src, names)} -> {_name(e.dst, names)} at {e.label}" + (" (cycle)" if e.cycle else ""))
+        out.append(f"  edge {_name(e.src, names)} -> {_name(e.dst, names)} at {e.label}"
+                   + (" (cycle)" if e.cycle else ""))
     g = scan.gvl
     out.append(f"  global version log: head {g.head}" if g.in_use else f"  global version log: not in use ({g.status})")
     for s in scan.stuck:

@@ -59,7 +59,7 @@ def flush_live_widgets(*_args: Any) -> None:
             w._resend_background_changes()
             if w.view.done:
                 _LIVE.discard(w)
-        except Exception:  # noqa: BLE001 - never break the user's cell
+        except Exception:  # never break the user's cell
             log.exception("transaction widget update failed")
 
 

@@ -267,7 +267,7 @@ def write_checkpoint(store: ObjectStore, table: str, snapshot: Snapshot, *, part
     blobs = encode_checkpoint(actions, parts)
     prefix = f"{table}/_delta_log/"
     names = checkpoint_names(snapshot.version, len(blobs))
-    for name, blob in zip(names, blobs):
+    for name, blob in zip(names, blobs, strict=False):
         try:
             store.put(prefix + name, blob, mode=CREATE)
         except AlreadyExists:

@@ -24,6 +24,7 @@ from lv_core.txn.ports import LakehousePort, TransactionPort
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 __all__ = ["SparkDataPlane"]
 
@@ -78,7 +79,7 @@ class SparkDataPlane:
 
     # -- DataPlane -----------------------------------------------------------------------------
     @property
-    def spark(self) -> "SparkSession":
+    def spark(self) -> "SparkSession | ConnectSession":
         return self.engine().spark
 
     def read(self, name: str, version: Optional[int] = None) -> "DataFrame":
@@ -127,7 +128,7 @@ def _insertable(data: Any) -> ops.Insertable:
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is a dependency
-        pd = None  # type: ignore[assignment]
+        pd = None
     if pd is not None and isinstance(data, pd.DataFrame):
         try:
             return pa.Table.from_pandas(data, preserve_index=False)

@@ -42,6 +42,7 @@ from lv_core.errors import ConfigError, EngineError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 __all__ = ["LocalServer", "find_java", "get_spark", "local_server", "stop_spark"]
 
@@ -341,7 +342,7 @@ class _Server:
             shutil.rmtree(self.info.work_dir, ignore_errors=True)
 
 
-def _connect(url: str, what: str) -> SparkSession:
+def _connect(url: str, what: str) -> ConnectSession:
     """A new Spark Connect client for ``url``, checked with one cheap request."""
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
@@ -375,8 +376,8 @@ def _check_reachable(url: str) -> None:
 _lock = threading.RLock()
 _owner_pid = os.getpid()
 _server: _Server | None = None
-_embedded: SparkSession | None = None
-_remote: dict[str, SparkSession] = {}
+_embedded: ConnectSession | None = None
+_remote: dict[str, ConnectSession] = {}
 _atexit_registered = False
 
 
@@ -388,8 +389,8 @@ def _reset_after_fork() -> None:
 
 
 def get_spark(
-    spark: str | SparkSession | None = None, *, conf: Mapping[str, str] | None = None
-) -> SparkSession:
+    spark: str | SparkSession | ConnectSession | None = None, *, conf: Mapping[str, str] | None = None
+) -> SparkSession | ConnectSession:
     """Return a Spark Connect session.
 
     Args:
@@ -426,7 +427,7 @@ def get_spark(
         return session
 
 
-def _get_embedded(conf: Mapping[str, str] | None) -> SparkSession:
+def _get_embedded(conf: Mapping[str, str] | None) -> ConnectSession:
     global _server, _embedded, _atexit_registered
     if _server is not None and not _server.alive():
         dead = _server
@@ -460,13 +461,13 @@ def _get_embedded(conf: Mapping[str, str] | None) -> SparkSession:
     return _embedded
 
 
-def _short_retries(session: SparkSession) -> None:
+def _short_retries(session: ConnectSession) -> None:
     """Give up on a dead loopback server within seconds, not pyspark's default 10 minutes."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     with contextlib.suppress(AttributeError):  # private-ish client API; keep the default if gone
         policy = DefaultPolicy(max_retries=6, backoff_multiplier=2.0, max_backoff=2000)
-        session.client.set_retry_policies([policy])  # type: ignore[attr-defined]
+        session.client.set_retry_policies([policy])
 
 
 def _drop_embedded(*, release: bool, keep_work_dir: bool = False) -> None:

@@ -116,6 +116,11 @@ class _Col:
     partition: bool
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """A stats section (``minValues``, ...): the JSON object, or {} when it is missing or not an object."""
+    return value if isinstance(value, dict) else {}
+
+
 class _Stats:
     """The parts of an ``add`` that skipping looks at."""
 
@@ -123,9 +128,9 @@ class _Stats:
         self.add = add
         s = add.parsed_stats() or {}
         self.num_records: Optional[int] = s.get("numRecords") if isinstance(s.get("numRecords"), int) else None
-        self.mins: Mapping[str, Any] = s.get("minValues") if isinstance(s.get("minValues"), dict) else {}
-        self.maxs: Mapping[str, Any] = s.get("maxValues") if isinstance(s.get("maxValues"), dict) else {}
-        self.nulls: Mapping[str, Any] = s.get("nullCount") if isinstance(s.get("nullCount"), dict) else {}
+        self.mins = _mapping(s.get("minValues"))
+        self.maxs = _mapping(s.get("maxValues"))
+        self.nulls = _mapping(s.get("nullCount"))
 
     def null_count(self, col: str) -> Optional[int]:
         n = self.nulls.get(col)
@@ -330,7 +335,7 @@ class FileFilter:
             import sqlglot
 
             tree = sqlglot.parse_one(str(where), read="spark")
-        except Exception:  # noqa: BLE001 - unparsable here: Spark will report it; skip nothing
+        except Exception:  # unparsable here: Spark will report it; skip nothing
             return
         self._pred = _Compiler(schema, partition_columns).compile(tree)
 

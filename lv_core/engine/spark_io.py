@@ -40,14 +40,22 @@ from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import HIVE_NULL
 from lv_core.delta.writer import write_data_files
 from lv_core.engine.arrow_io import read_data_files
-from lv_core.engine.spark_schema import (col, conform_frame, needs_fix, nullable_type, spark_errors, spark_schema,
-                                         with_exact_schema)
+from lv_core.engine.spark_schema import (
+    col,
+    conform_frame,
+    needs_fix,
+    nullable_type,
+    spark_errors,
+    spark_schema,
+    with_exact_schema,
+)
 from lv_core.engine.spark_stats import stats_aggregates, unmask
 from lv_core.errors import ConfigError, EngineError, LvError, TableError
 from lv_core.storage.base import ObjectStore
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     from lv_core.txn.context import OpContext
 
@@ -77,7 +85,7 @@ class SparkEngine:
         embedded: the session is this process's embedded local server (it sees local folders).
     """
 
-    def __init__(self, spark: "SparkSession", store: ObjectStore, *, data_path: str = "auto",
+    def __init__(self, spark: "SparkSession | ConnectSession", store: ObjectStore, *, data_path: str = "auto",
                  s3_scheme: str = "s3a", embedded: bool = False) -> None:
         if data_path not in DATA_PATHS:
             raise ConfigError(f"data_path must be one of {', '.join(DATA_PATHS)}, not {data_path!r}")
@@ -245,7 +253,8 @@ class SparkEngine:
                                      for f in spark_schema(snapshot.schema).fields])
                 data = df.toArrow()
             if nested_not_null:
-                data = pa.Table.from_arrays([unmask(c.combine_chunks(), f.type) for c, f in zip(data.columns, target)],
+                data = pa.Table.from_arrays([unmask(c.combine_chunks(), f.type)
+                                             for c, f in zip(data.columns, target, strict=False)],
                                             names=data.column_names)
             return write_data_files(self.store, table, snapshot, data,
                                     new_path=lambda values: ctx.new_path(table, values))

@@ -158,7 +158,7 @@ def _dml(engine: SparkEngine, table: str, where: Optional[str], assignments: Opt
 
     def run(ctx: OpContext) -> OpResult:
         snap = ctx.snapshot(table)
-        sets = _resolve_set(assignments, snap.schema, table) if is_update else {}
+        sets = _resolve_set(assignments, snap.schema, table) if assignments is not None else {}  # = is_update
         view = ctx.files(table)
         may_match = file_filter(where, snap.schema, snap.partition_columns)
         candidates = sorted((f for f in view.values() if may_match(f)), key=lambda f: f.path)

@@ -152,7 +152,7 @@ def fits(src: Any, dst: Any) -> bool:
         if isinstance(src, T.StructType) and isinstance(dst, T.StructType):
             return len(src.fields) == len(dst.fields) and all(
                 a.name.lower() == b.name.lower() and fits(a.dataType, b.dataType)
-                for a, b in zip(src.fields, dst.fields))
+                for a, b in zip(src.fields, dst.fields, strict=False))
         if isinstance(src, T.ArrayType) and isinstance(dst, T.ArrayType):
             return fits(src.elementType, dst.elementType)
         if isinstance(src, T.MapType) and isinstance(dst, T.MapType):

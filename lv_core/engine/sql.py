@@ -128,8 +128,8 @@ def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort],
         lh.create_table(s.name, s.ddl, s.partition_by or None, if_not_exists=s.if_not_exists, description=s.description)
         return None
     if st.kind == "show":
-        names = [t for t in lh.list_tables() if show_matches(st.spec.pattern, t)]
-        return engine_fn().spark.createDataFrame([(n,) for n in names], "tableName string")
+        shown = [t for t in lh.list_tables() if show_matches(st.spec.pattern, t)]
+        return engine_fn().spark.createDataFrame([(n,) for n in shown], "tableName string")
     if st.kind == "describe":
         return _describe(lh, engine_fn, resolve_tables(lh, (st.spec.name,))[st.spec.name])
     if txn is not None:

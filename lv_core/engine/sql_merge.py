@@ -96,7 +96,8 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                 cols = c.columns if c.columns is not None else [f.name for f in fields.values()]
                 if len(cols) != len(c.values):
                     raise SchemaError(f"{what}: INSERT gives {len(c.values)} value(s) for {len(cols)} column(s)")
-                iplans[code] = [(resolve_column(fields, n, target, what), r.expr(e)) for n, e in zip(cols, c.values)]
+                iplans[code] = [(resolve_column(fields, n, target, what), r.expr(e))
+                                for n, e in zip(cols, c.values, strict=False)]
         # type-check every assigned expression once, before touching data
         exprs = [e for items in (*plans.values(), *iplans.values()) for _, e in items]
         types: list[Any] = []
@@ -108,8 +109,8 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
         it = iter(types)
         typed = {code: [(f, e, next(it)) for f, e in items] for code, items in plans.items()}
         ityped = {code: [(f, e, next(it)) for f, e in items] for code, items in iplans.items()}
-        for items in (*typed.values(), *ityped.values()):
-            for f, _, t in items:
+        for typed_items in (*typed.values(), *ityped.values()):
+            for f, _, t in typed_items:
                 assign(F.lit(None), t, f, what)  # raises SchemaError for a type that cannot be stored
 
         def assigned(plan: Mapping[int, list], action: str, prefix: str, unchanged: Any) -> list[Any]:

@@ -20,9 +20,23 @@ from __future__ import annotations
 import re
 from typing import Any, Optional, Sequence
 
-from lv_core.engine.sql_ast import (SUPPORTED, CreateSpec, DeleteSpec, DescribeSpec, InsertSpec, MergeClause,
-                                    MergeSpec, ShowSpec, SqlError, Statement, UnsupportedStatement, UpdateSpec,
-                                    check_plain, source_refs, unsupported)
+from lv_core.engine.sql_ast import (
+    SUPPORTED,
+    CreateSpec,
+    DeleteSpec,
+    DescribeSpec,
+    InsertSpec,
+    MergeClause,
+    MergeSpec,
+    ShowSpec,
+    SqlError,
+    Statement,
+    UnsupportedStatement,
+    UpdateSpec,
+    check_plain,
+    source_refs,
+    unsupported,
+)
 from lv_core.engine.sqlsplit import first_unterminated, skip_comments, split_statements
 
 __all__ = ["parse_script", "parse_statement", "show_matches"]
@@ -107,12 +121,12 @@ def _syntax_error(err: Exception, stmt: str, script: str, start: int) -> SqlErro
         near = f" near {hl!r}" if hl else " at the end of the statement"
         return SqlError(f"SQL syntax error at line {line}, column {col}{near}: {_describe(str(e.get('description')))}."
                         f"{_caret(script, line, col, len(hl))}", line=line, column=col, text=hl or None)
-    off = first_unterminated(stmt)
-    if off is not None:
-        line, col = _pos(script, start + off)
-        what = "block comment" if stmt.startswith("/*", off) else f"quoted text starting with {stmt[off]}"
+    open_at = first_unterminated(stmt)
+    if open_at is not None:
+        line, col = _pos(script, start + open_at)
+        what = "block comment" if stmt.startswith("/*", open_at) else f"quoted text starting with {stmt[open_at]}"
         return SqlError(f"SQL syntax error at line {line}, column {col}: unterminated {what}."
-                        f"{_caret(script, line, col, 1)}", line=line, column=col, text=stmt[off:off + 20])
+                        f"{_caret(script, line, col, 1)}", line=line, column=col, text=stmt[open_at:open_at + 20])
     line, col = _pos(script, start)
     return SqlError(f"SQL syntax error in the statement starting at line {line}: {err}", line=line, column=col,
                     text=stmt[:40])
@@ -230,7 +244,8 @@ def _update(st: Statement, tree: Any) -> Statement:
 
 
 def _delete(st: Statement, tree: Any) -> Statement:
-    target, alias, where = _dml_target(st, tree, "DELETE", ("using", "tables", "order", "limit", "returning", "cluster"),
+    target, alias, where = _dml_target(st, tree, "DELETE",
+                                       ("using", "tables", "order", "limit", "returning", "cluster"),
                                        "Use a subquery in WHERE.")
     st.kind, st.target = "delete", target
     st.spec = DeleteSpec(target, alias, where)
@@ -242,7 +257,8 @@ def _insert(st: Statement, tree: Any) -> Statement:
     from sqlglot import expressions as exp
 
     if tree.args.get("overwrite"):
-        raise unsupported(st, "INSERT OVERWRITE", "In a transaction, DELETE FROM t; then INSERT INTO t ... does the same.")
+        raise unsupported(st, "INSERT OVERWRITE",
+                          "In a transaction, DELETE FROM t; then INSERT INTO t ... does the same.")
     if tree.args.get("by_name"):
         raise unsupported(st, "INSERT ... BY NAME", "Give a column list: INSERT INTO t (a, b) SELECT a, b ...")
     for k in ("conflict", "returning", "where", "alternative", "ignore", "exists"):

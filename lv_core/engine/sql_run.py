@@ -114,7 +114,7 @@ def sql_errors(what: str) -> Iterator[None]:
         raise
     except LvError:
         raise
-    except Exception as e:  # noqa: BLE001 - translated below
+    except Exception as e:  # translated below
         if _user_error(e):
             raise _translate(e, what) from None
         try:
@@ -381,7 +381,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
                               f"FROM {tkey} AS {alias}", r, frames)
             with sql_errors(what):
                 types = [x.dataType for x in probe.schema.fields]
-            for (f, _), t in zip(sets, types):
+            for (f, _), t in zip(sets, types, strict=False):
                 assign(F.lit(None), t, f, what)  # raises SchemaError for an impossible type
         extra: dict[str, Any] = {"reads": {target: {f.path for f in candidates}}, "scans": {target},
                                  "adds": {target: []}, "removes": {target: []}}
@@ -413,7 +413,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
             sel = ", ".join([f"{alias}.*", f"{cond} AS `__lv_hit`",
                              *[f"CASE WHEN {cond} THEN ({e}) END AS `__lv_s{i}`" for i, e in enumerate(exprs)]])
             raw = scope.sql(f"SELECT {sel} FROM {skey} AS {alias}", r, frames)
-            assigned = {f.name: (i, t) for i, ((f, _), t) in enumerate(zip(sets, types))}
+            assigned = {f.name: (i, t) for i, ((f, _), t) in enumerate(zip(sets, types, strict=False))}
             out_cols = []
             for f in fields.values():
                 if f.name in assigned:

@@ -26,7 +26,8 @@ class AbortRule:
 
 ABORTS: dict[str, AbortRule] = {
     # LV[R]: waiting and redo
-    "timeout": AbortRule("timeout", "timed out after {timeout:g}s waiting for transaction {on_txn} (marker {table}@{version}).",
+    "timeout": AbortRule("timeout", "timed out after {timeout:g}s waiting for transaction {on_txn} "
+                         "(marker {table}@{version}).",
                          "commit or roll back that transaction, or retry."),
     "redo_exhausted": AbortRule("conflict", "gave up after {redos} redo(s): {table}@{version} by {on_txn} keeps "
                                 "invalidating step {step} ({why}).",

@@ -35,12 +35,12 @@ from typing import Any, Mapping, Sequence
 from lv_core.delta.actions import decode_commit
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import AlreadyExists, LvError, NotFound, PreconditionFailed
-from lv_core.testing import crashpoint
 from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.layout import commit_key
 from lv_core.protocol.markers import classify, encode_freed
 from lv_core.protocol.validation import ValidationOutcome
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
+from lv_core.testing import crashpoint
 
 CREATE_MODE = "create"
 OVERWRITE_MARKER = "overwrite-marker"

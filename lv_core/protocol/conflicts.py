@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
-from lv_core.delta.actions import AddFile, Metadata, Protocol, RemoveFile
+from lv_core.delta.actions import Action, AddFile, Metadata, Protocol, RemoveFile
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class PredecessorCommit:
     table: str
     version: int
     txn: str | None
-    actions: Sequence[object]
+    actions: Sequence[Action]
 
     @property
     def added(self) -> list[AddFile]:

@@ -52,7 +52,7 @@ def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | Non
         v += 1
 
 
-def _tail_start(access: TableAccess, l: int | None, store: ObjectStore) -> int | None:  # noqa: E741
+def _tail_start(access: TableAccess, l: int | None, store: ObjectStore) -> int | None:
     """Where to probe from, or None when no probe is needed (decided by the caller)."""
     if access.marker is not None:
         return max(access.marker, l) if l is not None else access.marker
@@ -63,7 +63,7 @@ def _tail_start(access: TableAccess, l: int | None, store: ObjectStore) -> int |
     return DeltaLog(store, access.table).latest_version_by_probe(access.hint)
 
 
-def needs_tail(access: TableAccess, l: int | None, policy: Policy, txn_writes: bool) -> bool:  # noqa: E741
+def needs_tail(access: TableAccess, l: int | None, policy: Policy, txn_writes: bool) -> bool:
     """Whether validating ``access`` needs its log probed (pure)."""
     if l is None:
         return access.written and access.marker is None
@@ -102,7 +102,7 @@ def collect(
     txn_writes = any(a.written for a in items)
 
     def one(access: TableAccess) -> TableInputs:
-        l = gvl.table_version(access.table)  # noqa: E741
+        l = gvl.table_version(access.table)
         tail: LogTail | None = None
         if needs_tail(access, l, policy, txn_writes):
             start = _tail_start(access, l, store)

@@ -40,8 +40,9 @@ def close_parts(store: ObjectStore, state: GvlState, versions: Mapping[str, int]
     current global version of a table is read once (1 GET each), except the versions ``fixed``
     tables name (the new global version's own commits): uncontended, this costs nothing.
 
-    Raises :class:`PartMissing` when a part's table has a pending marker at or below the part (it cannot be included yet), or when a table in ``fixed`` (written by the new global
-    version's own commit, at the version given) would have to move.
+    Raises :class:`PartMissing` when a part's table has a pending marker at or below the part (it
+    cannot be included yet), or when a table in ``fixed`` (written by the new global version's own
+    commit, at the version given) would have to move.
     """
     result = dict(versions)
     scanned: dict[str, int] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from lv_core.delta.actions import decode_commit
+from lv_core.delta.actions import Action, decode_commit
 from lv_core.delta.log import DeltaLog
 from lv_core.delta.snapshot import Snapshot, replay
 from lv_core.delta.table import validate_table_name
@@ -82,8 +82,8 @@ class TableLogs:
         pending: dict[int, str] = {}
         if cached is not None and cached.version <= upto:
             snap = cached
-            last_resolved = cached
-            commits = []
+            last_resolved: Snapshot | None = cached
+            commits: list[tuple[int, list[Action]]] = []
             for v in range(cached.version + 1, upto + 1):
                 st = read_version(store, table, v)
                 if st.pending:

@@ -23,7 +23,7 @@ applies the rules and returns the outcome as data (for widgets), which can becom
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypedDict
 
 from lv_core.errors import ConfigError, TransactionAborted
 
@@ -41,7 +41,7 @@ def r2_version_taken(w: int, h: int) -> bool:
     return w <= h
 
 
-def r3_lost_update(l: int, written_logs: int, w: int) -> bool:  # noqa: E741 (the paper's name)
+def r3_lost_update(l: int, written_logs: int, w: int) -> bool:  # the paper's name
     """R3 fires: the logs between the log version ``l`` and ``w`` do not account for ``w``."""
     return l + written_logs + 1 != w
 
@@ -170,7 +170,7 @@ class TableInputs:
     r: int | None
     h: int | None
     w: int | None
-    l: int | None  # noqa: E741
+    l: int | None
     written_logs: int
     top: int | None = None
     marker: int | None = None
@@ -178,7 +178,7 @@ class TableInputs:
     pending: tuple[int, ...] = ()
 
 
-def derive(access: TableAccess, l: int | None, tail: LogTail | None) -> TableInputs:  # noqa: E741
+def derive(access: TableAccess, l: int | None, tail: LogTail | None) -> TableInputs:
     """Compute ``r, h, w, written_logs`` of one table from the log version and the probe result.
 
     With a marker: ``w`` = the marker, ``r`` = ``w - 1`` unless given, every version below ``w`` is
@@ -256,7 +256,7 @@ class TableVerdict:
     r: int | None
     h: int | None
     w: int | None
-    l: int | None  # noqa: E741
+    l: int | None
     written_logs: int
     rules: Mapping[str, RuleCheck]
     read: bool = False
@@ -342,7 +342,8 @@ def _check(inp: TableInputs, policy: Policy, txn_writes: bool) -> dict[str, Rule
         fired = r3_lost_update(inp.l, inp.written_logs, inp.w)
         expect = inp.l + inp.written_logs + 1
         rules["R3"] = RuleCheck(True, not fired,
-                                f"l+written_logs+1={inp.l}+{inp.written_logs}+1={expect} {'!=' if fired else '=='} w={inp.w}")
+                                f"l+written_logs+1={inp.l}+{inp.written_logs}+1={expect} "
+                                f"{'!=' if fired else '=='} w={inp.w}")
     else:
         rules["R2"] = rules["R3"] = RuleCheck(False, True, "not written")
     return rules
@@ -363,6 +364,16 @@ def _sentence(rule: str, v: TableVerdict, policy: Policy) -> str:
             "Help: retry the transaction.")
 
 
+class _VerdictFlags(TypedDict):
+    """The :class:`TableVerdict` fields copied from a table's :class:`TableInputs` unchanged."""
+
+    read: bool
+    written: bool
+    blind: bool
+    foreign: tuple[int, ...]
+    pending: tuple[int, ...]
+
+
 def validate(inputs: Iterable[TableInputs], policy: Policy = SERIALIZABLE) -> ValidationOutcome:
     """Apply R1-R3 to every table (a table the log does not know is always compatible).
 
@@ -375,7 +386,8 @@ def validate(inputs: Iterable[TableInputs], policy: Policy = SERIALIZABLE) -> Va
     verdicts: dict[str, TableVerdict] = {}
     first: tuple[str, TableVerdict] | None = None
     for inp in items:
-        common = dict(read=inp.read, written=inp.written, blind=inp.blind, foreign=inp.foreign, pending=inp.pending)
+        common = _VerdictFlags(read=inp.read, written=inp.written, blind=inp.blind, foreign=inp.foreign,
+                               pending=inp.pending)
         if inp.l is None:
             what = f"added at version {inp.w if inp.written else inp.r}"
             rules = {n: RuleCheck(False, True, f"table not in the global log yet: {what} (always compatible)")

@@ -51,7 +51,14 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
-from lv_core.errors import AlreadyExists, NotFound, PreconditionFailed, StorageError, TransactionAborted, TransactionError
+from lv_core.errors import (
+    AlreadyExists,
+    NotFound,
+    PreconditionFailed,
+    StorageError,
+    TransactionAborted,
+    TransactionError,
+)
 from lv_core.protocol.commitplan import InvalidPlan, PlannedCommit, PlanResult, execute_plan, parse_plan
 from lv_core.protocol.gvl import GlobalLog, GlobalLogConflict, GlobalVersionNotFound, GvlState
 from lv_core.protocol.layout import LV_ROOT, client_label

@@ -116,5 +116,5 @@ class ObjectStore(ABC):
         """The ``storage_options`` a delta-rs reader/writer needs for :meth:`url` paths ({} for a folder)."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook: only stores holding connections override it
         """Release connections (no-op by default)."""

@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Mapping, TypeVar, Union
+from typing import Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, Union
 
 from lv_core.errors import StorageError
 from lv_core.storage.base import CREATE, OVERWRITE, GetResult, IfMatch, ObjectMeta, ObjectStore, PutMode
@@ -310,13 +310,14 @@ class InstrumentedStore(ObjectStore):
 
         def first_page() -> tuple[list[ObjectMeta], Iterator[ObjectMeta]]:
             it = iter(self.inner.list(prefix, start_after=start_after))
-            page = [m for _, m in zip(range(LIST_PAGE_SIZE), it)]
+            page = [m for _, m in zip(range(LIST_PAGE_SIZE), it, strict=False)]
             return page, it
 
         page, rest = self._request("LIST", prefix, first_page)
         return self._pages(prefix, page, rest)
 
-    def _pages(self, prefix: str, page: list[ObjectMeta], rest: Iterator[ObjectMeta]) -> Iterator[ObjectMeta]:
+    # (Sequence, not list: in the class body ``list`` names the method above)
+    def _pages(self, prefix: str, page: Sequence[ObjectMeta], rest: Iterator[ObjectMeta]) -> Iterator[ObjectMeta]:
         yield from page
         if len(page) < LIST_PAGE_SIZE:
             return
@@ -327,7 +328,7 @@ class InstrumentedStore(ObjectStore):
                 return
 
             def next_page(first: ObjectMeta = first) -> list[ObjectMeta]:
-                return [first, *(m for _, m in zip(range(LIST_PAGE_SIZE - 1), rest))]
+                return [first, *(m for _, m in zip(range(LIST_PAGE_SIZE - 1), rest, strict=False))]
 
             page = self._request("LIST", prefix, next_page)
             yield from page

@@ -143,23 +143,24 @@ class LocalStore(ObjectStore):
         if not (mode in (CREATE, OVERWRITE) or isinstance(mode, IfMatch)):
             raise ValueError(f"unknown put mode {mode!r}")
         path = self._path(key)
-        tmp: Path | None = self._write_temp(key, path, data)
+        written = self._write_temp(key, path, data)
+        tmp: Path | None = written  # the temp file still to remove in finally (None once renamed into place)
         try:
-            etag = _etag(os.stat(tmp))
+            etag = _etag(os.stat(written))
             if mode == CREATE:
                 try:
-                    os.link(tmp, path)
+                    os.link(written, path)
                 except FileExistsError as e:
                     raise AlreadyExists(key) from e
                 except IsADirectoryError as e:
                     raise AlreadyExists(f"{key} (a folder)") from e
                 return etag
             if mode == OVERWRITE:
-                self._replace_locked(key, path, tmp)
+                self._replace_locked(key, path, written)
                 tmp = None
                 return etag
             assert isinstance(mode, IfMatch)
-            self._put_if_match(key, path, tmp, mode.etag)
+            self._put_if_match(key, path, written, mode.etag)
             tmp = None
             return etag
         except (IsADirectoryError, NotADirectoryError) as e:
@@ -199,11 +200,11 @@ class LocalStore(ObjectStore):
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 same = os.stat(path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
+            except FileNotFoundError as e:
                 same = False
                 if not os.path.lexists(path):
                     os.close(fd)
-                    raise NotFound(key)
+                    raise NotFound(key) from e
             if same:
                 return fd
             os.close(fd)  # replaced while we waited: lock the new file
@@ -256,7 +257,8 @@ class LocalStore(ObjectStore):
         for dirpath, dirnames, filenames in os.walk(top):
             rel_dir = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
             rel_dir = "" if rel_dir == "." else rel_dir + "/"
-            dirnames[:] = [d for d in dirnames if (rel_dir + d + "/").startswith(prefix) or prefix.startswith(rel_dir + d + "/")]
+            dirnames[:] = [d for d in dirnames
+                           if (rel_dir + d + "/").startswith(prefix) or prefix.startswith(rel_dir + d + "/")]
             for name in filenames:
                 if name.startswith(_TMP_PREFIX):
                     continue

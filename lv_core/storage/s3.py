@@ -105,7 +105,7 @@ class _RedactCredentials(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a bad format string: leave the record to the handler
+        except Exception:  # a bad format string: leave the record to the handler
             return True
         clean = self.redact(message)
         if clean != message:
@@ -175,7 +175,8 @@ class S3Store(ObjectStore):
         if self.endpoint_url is not None:
             parsed = urlparse(str(self.endpoint_url))
             if parsed.username or parsed.password:
-                raise ConfigError("endpoint_url must not contain credentials; use aws_access_key_id/aws_secret_access_key")
+                raise ConfigError("endpoint_url must not contain credentials; "
+                                  "use aws_access_key_id/aws_secret_access_key")
             if parsed.scheme not in ("http", "https") or not parsed.hostname:
                 raise ConfigError(f"endpoint_url must be an http(s) URL, got {self.endpoint_url!r}")
         region, region_name = opts.get("region"), opts.get("region_name")

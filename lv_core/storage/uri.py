@@ -11,7 +11,8 @@ from lv_core.storage.base import ObjectStore
 from lv_core.storage.local import LocalStore
 
 
-def open_store(warehouse: str | os.PathLike[str] | None, storage_options: Mapping[str, Any] | None = None) -> ObjectStore:
+def open_store(warehouse: str | os.PathLike[str] | None,
+               storage_options: Mapping[str, Any] | None = None) -> ObjectStore:
     """Open the object store a warehouse URI names (``None`` -> ``$LV_WAREHOUSE`` or ``./lakehouse``)."""
     if warehouse is None:
         warehouse = os.environ.get("LV_WAREHOUSE") or "lakehouse"

@@ -15,11 +15,10 @@ from lv_core.delta.features import check_readable
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import LvError, PreconditionFailed
 from lv_core.protocol import layout
-from lv_core.protocol.lease import keeper, write_lease
-from lv_core.protocol.markers import (MarkerInfo, VersionState, encode_freed, overwrite, place_marker,
-                                      read_version)
-from lv_core.testing import crashpoint
 from lv_core.protocol.gvl import GvlState, read_versions
+from lv_core.protocol.lease import keeper, write_lease
+from lv_core.protocol.markers import MarkerInfo, VersionState, encode_freed, overwrite, place_marker, read_version
+from lv_core.testing import crashpoint
 from lv_core.txn import waiting
 from lv_core.txn.core import TxnCore
 from lv_core.txn.state import TableState

@@ -18,13 +18,13 @@ from typing import Any
 
 from lv_core import events as ev
 from lv_core.delta.actions import CommitInfo, decode_commit, encode_commit
+from lv_core.protocol.aborts import aborted
 from lv_core.protocol.commitplan import build_plan
 from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
-from lv_core.protocol.aborts import aborted
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect
-from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, overwrite, read_version
+from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import TableAccess, ValidationOutcome, validate
 from lv_core.testing import crashpoint
 from lv_core.txn.core import TxnCore
@@ -121,7 +121,7 @@ def _catch_up(core: TxnCore, outcome: ValidationOutcome, deadline: float) -> Non
         with core.services.vlock.acquire(core.id, timeout_s=left) as held:
             state = core.services.glog.head()
             fresh = _whole(core, state, {t: v for t, v in updates.items()
-                                        if state.table_version(t) is None or state.table_version(t) < v})
+                                        if (known := state.table_version(t)) is None or known < v})
             held.commit([], state, additions=fresh) if fresh else held.release()
     except Exception:  # the abort below is what the caller needs; a retry catches up
         pass

@@ -108,8 +108,8 @@ def publish(core: TxnCore, prepared: Prepared) -> list[str]:
     lost: list[str] = []
     guard = threading.Lock()
 
-    def lose(t: str, ts: TableState) -> None:
-        core.events.emit(ev.MarkerLost(core.id, table=t, version=ts.marker_version))
+    def lose(t: str, ts: TableState, version: int) -> None:  # version: ts.marker_version, the lost marker's
+        core.events.emit(ev.MarkerLost(core.id, table=t, version=version))
         replace_marker(core, ts)
         with guard:
             lost.append(t)
@@ -122,7 +122,7 @@ def publish(core: TxnCore, prepared: Prepared) -> list[str]:
             # starting from that checkpoint would never see our actions there. Move the marker.
             with contextlib.suppress(PreconditionFailed):
                 overwrite(core.store, t, ts.marker_version, ts.marker_etag, encode_freed(core.id, "checkpoint"))
-            lose(t, ts)
+            lose(t, ts, ts.marker_version)
             return
         if t in writes:
             book.attempted.add(t)
@@ -132,7 +132,7 @@ def publish(core: TxnCore, prepared: Prepared) -> list[str]:
                 with guard:
                     book.mark_published(t, ts.marker_version, writes.get(t, []))
                 return
-            lose(t, ts)
+            lose(t, ts, ts.marker_version)
             return
         if t in writes:
             with guard:

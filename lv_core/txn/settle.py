@@ -41,7 +41,9 @@ def rebase(base: Snapshot, preds: list[PredecessorCommit]) -> Snapshot:
         files, tombstones = dict(base.files), dict(base.tombstones)
         metadata, protocol = base.metadata, base.protocol
         for p in inside:
-            metadata, protocol = apply_actions(p.actions, files, tombstones, metadata, protocol)
+            md, pr = apply_actions(p.actions, files, tombstones, metadata, protocol)
+            assert md is not None and pr is not None  # given both, apply_actions only ever replaces them
+            metadata, protocol = md, pr
         base = dataclasses.replace(base, files=MappingProxyType(files), tombstones=MappingProxyType(tombstones),
                                    metadata=metadata, protocol=protocol)
     if after:

@@ -23,7 +23,7 @@ def make_kv(lh: lv_core.Lakehouse, table: str, rows: dict[int, float]) -> None:
 def read_kv(txn: lv_core.Transaction, table: str, key: int | None = None, *, exposed: bool = True) -> dict[int, float]:
     where = None if key is None else ops.eq("id", key)
     t = txn.execute(ops.read(table, where, exposed=exposed))
-    return dict(zip(t["id"].to_pylist(), t["val"].to_pylist()))
+    return dict(zip(t["id"].to_pylist(), t["val"].to_pylist(), strict=False))
 
 
 def write_kv(txn: lv_core.Transaction, table: str, key: int, value: float) -> int:
@@ -41,7 +41,7 @@ def committed_kv(lh: lv_core.Lakehouse, table: str) -> dict[int, float]:
     import deltalake
 
     t = deltalake.DeltaTable(lh.store.url(table)).to_pyarrow_table()
-    return dict(zip(t["id"].to_pylist(), t["val"].to_pylist()))
+    return dict(zip(t["id"].to_pylist(), t["val"].to_pylist(), strict=False))
 
 
 def total(t: pa.Table) -> float:

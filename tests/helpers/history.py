@@ -232,7 +232,7 @@ def check(logs: list[TxnLog], *, tables: list[str], initial: Mapping[str, Mappin
         if strict and t.gvl_version is not None and gvl is not None and any(op.is_read for op in ops):
             try:
                 g = gvl(t.gvl_version)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 problems.append(f"{t.name}: global version {t.gvl_version} unreadable: {e}")
                 continue
             point = {}
@@ -254,7 +254,7 @@ def check(logs: list[TxnLog], *, tables: list[str], initial: Mapping[str, Mappin
                 problems.append(f"{tb}@{v} is still a pending marker")
             try:
                 states.rows(tb, v)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 problems.append(f"{tb}@{v} does not load with delta-rs: {e}")
     left = sorted({m.key for m in lh.store.list(layout.TXNS)})
     if left:
@@ -264,7 +264,7 @@ def check(logs: list[TxnLog], *, tables: list[str], initial: Mapping[str, Mappin
         for n in range(head.version + 1):
             try:
                 g = gvl(n)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 problems.append(f"global version {n}: {e}")
                 continue
             for tb, v in g.tables.items():

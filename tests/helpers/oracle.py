@@ -63,7 +63,7 @@ class Pred:
 
     def mask(self, t: pa.Table) -> Any:
         ids, vals = t["id"].to_pylist(), t["val"].to_pylist()
-        return pa.array([self.test(i, v) for i, v in zip(ids, vals)], pa.bool_())
+        return pa.array([self.test(i, v) for i, v in zip(ids, vals, strict=False)], pa.bool_())
 
 
 ALL = Pred("all")
@@ -208,7 +208,7 @@ def scan_result(rows: Iterable[tuple[int, float]], pred: Pred) -> tuple:
 
 
 def _kv(table: pa.Table) -> list[tuple[int, float]]:
-    return list(zip(table["id"].to_pylist(), table["val"].to_pylist()))
+    return list(zip(table["id"].to_pylist(), table["val"].to_pylist(), strict=False))
 
 
 def to_operation(op: Op) -> Any:
@@ -324,7 +324,7 @@ def replay_on(rows: Mapping[str, Iterable[tuple[int, float]]], ops: Sequence[Op]
     """Run ``ops`` in order on ``rows``: (observed values of the reads, final rows)."""
     ref = Reference(rows)
     seen = [ref.apply(op) for op in ops]
-    return [s for s, op in zip(seen, ops) if op.is_read], ref.state()
+    return [s for s, op in zip(seen, ops, strict=False) if op.is_read], ref.state()
 
 
 # ----------------------------------------------------------------------------------- histories
@@ -425,7 +425,7 @@ def explain_snapshot(initial: Mapping[str, Iterable[tuple[int, float]]], history
             states = [start]  # states[k]: after the first k commits
             diffs: list[dict] = []
             ok = True
-            for pos, (txn, s) in enumerate(zip(order, snaps)):
+            for pos, (txn, s) in enumerate(zip(order, snaps, strict=False)):
                 snap = states[s]
                 ref = Reference(snap)
                 for op, observed in txn.ops:
@@ -442,7 +442,7 @@ def explain_snapshot(initial: Mapping[str, Iterable[tuple[int, float]]], history
                 diffs.append(d)
                 states.append(_install(states[-1], d))
             if ok and all(states[-1].get(t, []) == want[t] for t in want):
-                return Verdict([f"{t.name}@{s}" for t, s in zip(order, snaps)], tried)
+                return Verdict([f"{t.name}@{s}" for t, s in zip(order, snaps, strict=False)], tried)
     return Verdict(None, tried)
 
 

@@ -230,7 +230,9 @@ _DONE = "([path, indices]) => {" + _PANEL + """
 }"""
 _COUNTS = "(path) => {" + _PANEL + """
   const cells = panel(path).content.model.cells, out = [];
-  for (let i = 0; i < cells.length; i++) { out.push(cells.get(i).type === 'code' ? cells.get(i).executionCount : null); }
+  for (let i = 0; i < cells.length; i++) {
+    out.push(cells.get(i).type === 'code' ? cells.get(i).executionCount : null);
+  }
   return out;
 }"""
 _ERRORS = "(path) => {" + _PANEL + """

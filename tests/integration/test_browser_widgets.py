@@ -17,8 +17,14 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.integration.browser_utils import (ARTIFACTS, NotebookPage, copy_notebooks, lab_server, launch_chromium,
-                                             missing_requirements)
+from tests.integration.browser_utils import (
+    ARTIFACTS,
+    NotebookPage,
+    copy_notebooks,
+    lab_server,
+    launch_chromium,
+    missing_requirements,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 

@@ -84,7 +84,7 @@ def seed(lh: lv_core.Lakehouse, table: str, data: pa.Table, rows_per_file: int) 
 
 
 def balances(t: pa.Table) -> dict[int, float]:
-    return dict(zip(t["id"].to_pylist(), t["balance"].to_pylist()))
+    return dict(zip(t["id"].to_pylist(), t["balance"].to_pylist(), strict=False))
 
 
 # -- reads and writes: every column type, partitioned or not, against delta-rs ---------------------

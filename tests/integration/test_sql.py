@@ -104,7 +104,8 @@ def test_update_and_delete_with_subqueries(lh: lv_core.Lakehouse) -> None:
     step = txn.book.ops[-1].result
     assert len(step.removes["bank_x"]) == 1 and step.reads["bank_x"] and len(step.reads["bank_x"]) == 1  # skipping
     # SET and WHERE with subqueries over the other table, one correlated
-    assert got(txn.sql("UPDATE bank_x AS x SET balance = x.balance + (SELECT y.balance FROM bank_y y WHERE y.id = x.id) "
+    assert got(txn.sql("UPDATE bank_x AS x "
+                       "SET balance = x.balance + (SELECT y.balance FROM bank_y y WHERE y.id = x.id) "
                        "WHERE x.id IN (SELECT id FROM bank_y)")) == [(2,)]
     assert set(txn.book.ops[-1].result.reads) == {"bank_x", "bank_y"}
     # a subquery over the target itself sees the transaction's own writes

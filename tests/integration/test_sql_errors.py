@@ -77,7 +77,8 @@ CASES = [
     ("merge-ambiguous-match",
      "MERGE INTO bank_x t USING (SELECT 1 AS id UNION ALL SELECT 1) s ON t.id = s.id "
      "WHEN MATCHED THEN UPDATE SET balance = 0", SqlError, "1 target row.* match more than one source row"),
-    ("merge-insert-star-missing-column", "MERGE INTO bank_x t USING small s ON t.id = s.id WHEN NOT MATCHED THEN INSERT *",
+    ("merge-insert-star-missing-column",
+     "MERGE INTO bank_x t USING small s ON t.id = s.id WHEN NOT MATCHED THEN INSERT *",
      SchemaError, "needs a source column 'balance'; the source has id, n, note"),
     ("insert-overwrite", "INSERT OVERWRITE bank_x SELECT * FROM bank_y", UnsupportedStatement,
      "INSERT OVERWRITE is not supported"),

@@ -250,7 +250,7 @@ def setup_tables(lh: lv_core.Lakehouse, initial: dict[str, list[tuple[int, float
         txn.commit()
     if register:  # the first validated write adds a table to the global log (built on demand)
         txn = lh.begin("serializable")
-        for t, rows in initial.items():
+        for t in initial:
             txn.execute(O.to_operation(O.add_where(t, O.ALL, 0)))
         txn.commit()
 
@@ -313,7 +313,7 @@ def run_case(root: str, anomaly: Anomaly, form: str, config: str, *, store_wrapp
             records[name].outcome = "committed"
         except TransactionAborted as e:
             records[name].outcome = e.rule
-        except Exception as e:  # noqa: BLE001 - reported, fails the case
+        except Exception as e:  # reported, fails the case
             records[name].outcome = "error"
             errors.append(f"{name} commit: {type(e).__name__}: {e}")
     for name, txn in txns.items():  # a transaction the schedule never ended
@@ -340,17 +340,17 @@ def cell(results: dict[str, CaseResult]) -> str:
 def parse_matrix(text: str) -> tuple[list[str], dict[str, dict[str, str]]]:
     lines = [ln.split() for ln in text.strip().splitlines() if ln.strip() and not ln.strip().startswith("#")]
     header = lines[0][1:]  # the first word labels the row names
-    return header, {row[0]: dict(zip(header, row[1:])) for row in lines[1:]}
+    return header, {row[0]: dict(zip(header, row[1:], strict=False)) for row in lines[1:]}
 
 
 def format_matrix(header: list[str], rows: dict[str, dict[str, str]],
                   expected: dict[str, dict[str, str]] | None = None) -> str:
     w0 = max(len(r) for r in [*rows, "anomaly"]) + 2
     widths = [max(len(h), 6) + 2 for h in header]
-    out = ["anomaly".ljust(w0) + "".join(h.ljust(w) for h, w in zip(header, widths))]
+    out = ["anomaly".ljust(w0) + "".join(h.ljust(w) for h, w in zip(header, widths, strict=False))]
     for name, row in rows.items():
         cells = []
-        for h, w in zip(header, widths):
+        for h, w in zip(header, widths, strict=False):
             c = row.get(h, "?")
             if expected is not None and expected.get(name, {}).get(h) not in (None, c):
                 c += "!"

@@ -27,8 +27,17 @@ import os
 
 import pytest
 
-from tests.reliability.anomalies import (ANOMALIES, BY_NAME, CONFIGS, LEGEND, CaseResult, cell, format_matrix,
-                                         parse_matrix, run_case)
+from tests.reliability.anomalies import (
+    ANOMALIES,
+    BY_NAME,
+    CONFIGS,
+    LEGEND,
+    CaseResult,
+    cell,
+    format_matrix,
+    parse_matrix,
+    run_case,
+)
 
 EXPECTED_TEXT = """
 anomaly           serializable  snapshot  write_serializable  repeatable_read  R    delta

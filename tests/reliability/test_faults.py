@@ -55,7 +55,7 @@ class FlakyStore(InstrumentedStore):
         self._slow_lock = threading.Lock()
         self.slow_rate, self.slow_s = slow_rate, slow_s
 
-    def _request(self, kind, key, call):  # noqa: ANN001 - the base class's signature
+    def _request(self, kind, key, call):  # the base class's signature
         with self._slow_lock:
             slow = self.slow_rate and self._slow_rng.random() < self.slow_rate
         if slow:
@@ -114,7 +114,7 @@ def _client(store, seed: int, stop: threading.Event, out: Outcomes, presets) -> 
                     txn.rollback()
                 except LvError:
                     pass  # left to its lease and to `lv recover`
-        except Exception as e:  # noqa: BLE001 - not an LvError: a bug
+        except Exception as e:  # not an LvError: a bug
             with out.lock:
                 out.errors.append(f"{type(e).__name__}: {e}")
             cat, detail = "unknown", f"{type(e).__name__}"
@@ -257,7 +257,7 @@ def _two_tables(tmp_path, lease_s: float = 1.0):
 def _loads(plain, table: str):
     try:
         return O.table_rows(plain.store.url(table))
-    except Exception as e:  # noqa: BLE001 - what a reader gets
+    except Exception as e:  # what a reader gets
         return f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
 
 
@@ -442,5 +442,5 @@ def test_recover_keeps_files_committed_before_a_checkpoint(tmp_path):
 def _loads_at(plain, table: str, version: int):
     try:
         return O.table_rows(plain.store.url(table), version)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"

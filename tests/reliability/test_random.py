@@ -22,7 +22,6 @@ from tests.reliability.anomalies import CONFIGS, setup_tables
 from tests.reliability.procs import spawn, wait_all
 from tests.reliability.randworker import ACCOUNTS
 
-
 #: Presets the workload draws from. ``R`` (features={"R"} alone) is left out: it commits table by table
 #: (no multi-table atomicity, paper Table 3), so a transfer across tables may commit half and the
 #: conserved-total invariant does not hold for it by design (the anomaly suite shows what it allows).

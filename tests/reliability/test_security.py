@@ -66,7 +66,7 @@ class Capture(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             text = self.format(record)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             text = f"(unformattable: {e})"
         self.sink.add(f"log:{record.name}", text)
 
@@ -169,7 +169,7 @@ def run_workload(sink: Sink, endpoint: str, bucket: str, capsys: Any) -> lv_core
         try:
             other = lv_core.connect(url, storage_options={**_options(ep), "max_attempts": 1, "connect_timeout": 1})
             other.create_table("t", "id BIGINT")
-        except Exception as e:  # noqa: BLE001 - every message is checked
+        except Exception as e:  # every message is checked
             sink.error(where, e)
 
     # the inspector
@@ -209,11 +209,11 @@ def _magics_and_cli(sink: Sink, ip: Any, endpoint: str, bucket: str, monkeypatch
             for bad in ("log ../x", "commit nope", "begin"):
                 try:
                     ip.run_line_magic("lv", bad)
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     sink.error(f"magic {bad}", e)
             try:
                 ip.run_cell_magic("lvtxn", "--python", "O.run_op(txn, O.read('nope', 1))")
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 sink.error("magic cell error", e)
         sink.add("magic stdout", cap.stdout)
         sink.add("magic stderr", cap.stderr)

@@ -13,8 +13,8 @@ from lv_core.delta import commit
 from lv_core.delta.actions import CommitInfo, Protocol
 from lv_core.delta.errors import VersionNotFound
 from lv_core.errors import ConfigError, DeltaLogError, InvalidTableName, UnsupportedFeature
-from lv_core.protocol.lease import lease_expired, read_lease
 from lv_core.protocol.layout import lease_key
+from lv_core.protocol.lease import lease_expired, read_lease
 from lv_core.protocol.markers import classify
 from lv_core.storage import s3 as s3mod
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import time
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import deltalake

@@ -8,8 +8,8 @@ import pytest
 
 import lv_core
 from lv_core import events as ev
-from lv_core.engine.arrow_io import read_data_files
 from lv_core.delta.writer import write_data_files
+from lv_core.engine.arrow_io import read_data_files
 from lv_core.protocol.dag import Edge, closes_cycle, find_path, has_cycle, invert, shift_tables
 from lv_core.protocol.markers import read_version
 from lv_core.txn.ops import Operation, OpResult

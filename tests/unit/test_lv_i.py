@@ -8,10 +8,10 @@ import pyarrow as pa
 import pytest
 
 import lv_core
+from lv_core import Lakehouse
 from lv_core import events as ev
 from lv_core.engine import arrow_ops as ops
 from lv_core.errors import TransactionAborted
-from lv_core import Lakehouse
 from lv_core.storage.instrumented import InstrumentedStore
 from tests.helpers.bank import add_kv, committed_kv, make_kv, read_kv, write_kv
 

@@ -11,8 +11,8 @@ import deltalake
 import pytest
 
 import lv_core
-from lv_core.errors import TransactionAborted
 from lv_core import Lakehouse
+from lv_core.errors import TransactionAborted
 from lv_core.storage.instrumented import InstrumentedStore
 from tests.helpers.bank import add_kv, committed_kv, make_kv, read_kv
 from tests.unit.test_lv_r_processes import _worker
@@ -43,7 +43,7 @@ def _observe(tmp_path, reader_preset: str, reader_features=None, n_readers: int 
                 txn.commit()
             except TransactionAborted:
                 pass
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:
                 errors.append(e)
                 return
 
@@ -118,8 +118,10 @@ def test_sigkill_while_validating(tmp_path, point):
         state = lh.global_state(g)
         assert sum(f.num_records or 0 for f in lh.snapshot("kv", as_of=g).files.values()) == 1  # one row, no dup
 
-        kv = deltalake.DeltaTable(lh.store.url("kv"), version=state.tables["kv"]).to_pyarrow_table()["val"].to_pylist()
-        kv2 = deltalake.DeltaTable(lh.store.url("kv2"), version=state.tables["kv2"]).to_pyarrow_table()["val"].to_pylist()
+        kv = deltalake.DeltaTable(lh.store.url("kv"), version=state.tables["kv"]).to_pyarrow_table()
+        kv = kv["val"].to_pylist()
+        kv2 = deltalake.DeltaTable(lh.store.url("kv2"), version=state.tables["kv2"]).to_pyarrow_table()
+        kv2 = kv2["val"].to_pylist()
         assert sum(kv) + sum(kv2) in (200.0, 220.0), (g, kv, kv2)
         if g == head.version:
             moved = 110.0 - kv[0]  # the other client's +10 is in; the transfer moved 1 or nothing

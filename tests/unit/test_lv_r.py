@@ -238,7 +238,7 @@ def test_delta_reader_only_sees_committed_states(tmp_path):
 
         reader = threading.Thread(target=poll)
         reader.start()
-        for i in range(6):
+        for _ in range(6):
             txn = lh.begin(preset)
             add_kv(txn, "kv", 1, -10)
             add_kv(txn, "kv", 2, +10)

@@ -8,8 +8,17 @@ import string
 import pytest
 
 from lv_core.delta.schema import parse_ddl
-from lv_core.engine.sql_ast import (CreateSpec, DeleteSpec, DescribeSpec, InsertSpec, MergeSpec, ShowSpec, SqlError,
-                                    UnsupportedStatement, UpdateSpec)
+from lv_core.engine.sql_ast import (
+    CreateSpec,
+    DeleteSpec,
+    DescribeSpec,
+    InsertSpec,
+    MergeSpec,
+    ShowSpec,
+    SqlError,
+    UnsupportedStatement,
+    UpdateSpec,
+)
 from lv_core.engine.sql_bind import Renderer, has_subquery, q, skip_text, target_conjuncts
 from lv_core.engine.sql_parse import parse_script, parse_statement, show_matches
 from lv_core.engine.sql_run import SqlRead

@@ -382,7 +382,7 @@ def test_if_match_race_has_exactly_one_winner_per_etag(store: ObjectStore) -> No
     for rnd in range(ROUNDS):
         results: dict[int, str] = {}
 
-        def attempt(i: int, etag: str = etag, rnd: int = rnd) -> None:
+        def attempt(i: int, etag: str = etag, rnd: int = rnd, results: dict[int, str] = results) -> None:
             results[i] = store.put("cas", payload(100 * rnd + i), mode=IfMatch(etag))
 
         wins, losses = race(RACERS, attempt)
@@ -406,7 +406,7 @@ def _process_racer(
         etag = None if rnd == 0 else store.head(key).etag
         barrier.wait(timeout=60)
 
-        def attempt(tid: int) -> None:
+        def attempt(tid: int, rnd: int = rnd, etag: str | None = etag) -> None:
             ident = f"p{pid}-t{tid}-r{rnd}"
             data = ident.encode() * 50
             try:
@@ -443,7 +443,8 @@ def test_races_across_processes_local(tmp_path: Path) -> None:
             barrier.wait(timeout=60)  # everyone has finished writing
             results = [out.get(timeout=30) for _ in range(procs_n * threads_n)]
             assert {r for r, _, _ in results} == {rnd}
-            winners = [(ident, etag) for _, ident, etag in results if etag not in ("AlreadyExists", "PreconditionFailed")]
+            winners = [(ident, etag) for _, ident, etag in results
+                       if etag not in ("AlreadyExists", "PreconditionFailed")]
             loser_kind = "AlreadyExists" if rnd == 0 else "PreconditionFailed"
             assert len(winners) == 1, f"round {rnd}: winners {winners}"
             assert sum(1 for _, _, e in results if e == loser_kind) == procs_n * threads_n - 1

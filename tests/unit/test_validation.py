@@ -31,7 +31,7 @@ from lv_core.storage.base import ObjectStore
 from lv_core.storage.instrumented import InstrumentedStore
 
 
-def inputs(table: str = "t", *, r: int | None = 5, h: int | None = 5, w: int | None = None, l: int | None = 5,  # noqa: E741
+def inputs(table: str = "t", *, r: int | None = 5, h: int | None = 5, w: int | None = None, l: int | None = 5,
            written_logs: int = 0, read: bool = True, blind: bool = False, top: int | None = None) -> TableInputs:
     return TableInputs(table, read, w is not None, blind, r, h, w, l, written_logs, top if top is not None else h)
 

@@ -90,7 +90,7 @@ def test_mutual_exclusion_across_8_threads(store: ObjectStore) -> None:
                 glog.publish(head, {f"t{i}": i}, f"t-{i}")
                 with mu:
                     inside -= 1
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
@@ -251,7 +251,8 @@ def test_build_plan_from_a_validation_outcome() -> None:
     assert out.compatible and out.tables["moved"].moved_from == 7
     plan = build_plan(out, {"m": b"M", "c": b"C", "moved": b"V"}, {"m": (5, "e5"), "moved": (7, "e7")})
     assert [(e.table, e.version, e.mode, e.etag, e.blind) for e in plan] == [
-        ("m", 5, OVERWRITE_MARKER, "e5", False), ("c", 3, CREATE_MODE, None, False), ("moved", 8, CREATE_MODE, None, True)]
+        ("m", 5, OVERWRITE_MARKER, "e5", False), ("c", 3, CREATE_MODE, None, False),
+        ("moved", 8, CREATE_MODE, None, True)]
     with pytest.raises(ValueError, match="no commit bytes"):
         build_plan(out, {"m": b"M"})
     bad = validate([TableInputs("c", True, True, False, 1, 3, 2, 3, 0, 3)])

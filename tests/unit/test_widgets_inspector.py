@@ -11,7 +11,6 @@ import lv_core
 from lv_core.protocol.lease import keeper
 from lv_core.protocol.markers import read_version
 from tests.helpers.bank import add_kv, make_kv
-from tests.unit.test_widgets_widget import comms  # noqa: F401 (fixture)
 from widgets.lakehouse_scan import LiveMarker, cycle_edges, global_edges, redact_url, scan_lakehouse
 from widgets.render_inspector import inspector_html, inspector_text
 

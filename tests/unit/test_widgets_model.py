@@ -50,7 +50,8 @@ def test_header_markers_and_dag_while_waiting():
     assert view.state == "waiting" and view.colour == "#c77700"
     assert view.elapsed(now=1000.0 + 5) == pytest.approx(5.0)
     x, y = view.markers["bank_x"], view.markers["bank_y"]
-    assert (x.version, x.state, x.waiting_on, x.read_version, x.since) == (4, "waiting", (B, 3), 3, pytest.approx(1000.8))
+    assert (x.version, x.state, x.waiting_on, x.read_version, x.since) == (4, "waiting", (B, 3), 3,
+                                                                           pytest.approx(1000.8))
     assert (y.version, y.state, y.read_version) == (3, "placed", 2)
     assert view.label(B) == "T1" and view.label(A) == "T2" and view.label(C) == "T3"
     [edge] = view.dag.edges
@@ -82,7 +83,8 @@ def test_wait_end_conflict_redo_and_commit():
     assert view.requests == {"GET": 7, "PUT": 4, "PUT-create": 3} and view.requests_total == 14
     assert "Requests" not in [e.kind for e in view.timeline]  # counts, not timeline noise
     res = view.result
-    assert (res.outcome, res.versions, res.redo_count, res.elapsed_s) == ("committed", {"bank_x": 4, "bank_y": 3}, 1, 1.25)
+    assert (res.outcome, res.versions, res.redo_count, res.elapsed_s) == ("committed", {"bank_x": 4, "bank_y": 3},
+                                                                          1, 1.25)
     assert view.elapsed() == 1.25  # the committed elapsed time, not "now"
     assert view.timeline[-1].text == "committed: bank_x@4, bank_y@3, 1 redo, 1.25 s"
 
@@ -206,7 +208,8 @@ def test_freeing_someone_elses_expired_marker_and_losing_ours():
 
 
 def test_read_only_marker_freed_and_delta_preset():
-    view = fold(stream(began(), ev.MarkerPlaced(A, table="kv", version=2), ev.SnapshotRead(A, table="kv", version=1, files=1),
+    view = fold(stream(began(), ev.MarkerPlaced(A, table="kv", version=2),
+                       ev.SnapshotRead(A, table="kv", version=1, files=1),
                        ev.MarkerFreed(A, table="kv", version=2, reason="read-only"),
                        ev.Committed(A, versions={}, redo_count=0, elapsed_s=0.01)))
     assert view.markers["kv"].state == "freed" and view.markers["kv"].detail == "read-only"

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from lv_core import events as ev
-from tests.unit.test_widgets_model import A, B, NAMES, began, stream, waiting_stream
+from tests.unit.test_widgets_model import NAMES, A, B, began, stream, waiting_stream
 from widgets import dag_svg
 from widgets.model import fold
 from widgets.render import fmt_s, render_html, render_parts, render_text

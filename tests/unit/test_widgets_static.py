@@ -9,7 +9,7 @@ import pytest
 
 from lv_core import events as ev
 from tests.unit.test_widgets_model import A, B, began, stream, waiting_stream
-from tests.unit.test_widgets_widget import FakeTxn, comms  # noqa: F401 (fixture)
+from tests.unit.test_widgets_widget import FakeTxn
 from widgets.nbstatic import WIDGET_STATE, WIDGET_VIEW, StaticWidgetsPreprocessor, make_static
 
 ipywidgets = pytest.importorskip("ipywidgets")

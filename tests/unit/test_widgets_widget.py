@@ -1,14 +1,13 @@
 """TransactionWidget without a browser: parts, classes, live updates from threads, throttling, bundles.
 
-A recording comm stands in for the kernel (as ipywidgets' own tests do), so every state update the
-frontend would receive is counted.
+A recording comm (the ``comms`` fixture, tests/unit/conftest.py) stands in for the kernel (as
+ipywidgets' own tests do), so every state update the frontend would receive is counted.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import uuid
 from typing import Any
 
 import pytest
@@ -21,40 +20,6 @@ from tests.unit.test_widgets_model import A, B, began, stream, waiting_stream
 ipywidgets = pytest.importorskip("ipywidgets")
 
 from widgets.txn_widget import TransactionWidget, known_names  # noqa: E402
-
-
-class RecordingComm:
-    """Stands in for a kernel comm: records every message a widget sends."""
-
-    kernel = "a kernel"
-    log: list[tuple[str, Any]] = []
-    lock = threading.Lock()
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.comm_id = kwargs.get("comm_id") or uuid.uuid4().hex
-        self.target_name = kwargs.get("target_name")
-
-    def open(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def on_msg(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def close(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def send(self, data: Any = None, metadata: Any = None, buffers: Any = None) -> None:
-        with self.lock:
-            self.log.append((self.comm_id, data))
-
-
-@pytest.fixture
-def comms(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    import ipywidgets.comm
-
-    RecordingComm.log = []
-    monkeypatch.setattr(ipywidgets.comm, "create_comm", lambda **kw: RecordingComm(**kw))
-    return RecordingComm.log
 
 
 class FakeTxn:
