@@ -356,12 +356,11 @@ class DeltaLog:
         if target > latest:
             raise VersionNotFound(self.table, target, f"the latest version is {latest}")
         cp = listing.best_checkpoint(target)
-        if cp is None and version is not None and listing.commits and min(listing.commits) > target:
-            raise VersionNotFound(self.table, version, "its commits were cleaned up")
         needed = range((cp if cp is not None else -1) + 1, target + 1)
         missing = [v for v in needed if v not in listing.commits]
         if missing:
-            if version is not None and cp is None and missing[-1] < min(listing.commits, default=0):
+            earliest = min(listing.commits | set(listing.checkpoints) | set(listing.v2_checkpoints))
+            if version is not None and cp is None and missing[-1] < earliest:
                 raise VersionNotFound(self.table, version, "its commits were cleaned up")
             raise _missing(self.table, missing)
         base = None
