@@ -116,7 +116,8 @@ class Metadata:
 
     KEY: ClassVar[str] = "metaData"
     id: str
-    schema_string: str
+    #: None only in a ``metaData`` a later version supersedes (e.g. a Databricks DLT table's first commit)
+    schema_string: Optional[str]
     partition_columns: tuple[str, ...] = ()
     configuration: Mapping[str, str] = field(default_factory=dict)
     name: Optional[str] = None
@@ -169,7 +170,7 @@ class Metadata:
         fmt = body.get("format") or {}
         return cls(
             id=str(body["id"]),
-            schema_string=str(body["schemaString"]),
+            schema_string=None if body.get("schemaString") is None else str(body["schemaString"]),
             partition_columns=tuple(body.get("partitionColumns") or ()),
             configuration=dict(body.get("configuration") or {}),
             name=body.get("name"),
@@ -405,12 +406,21 @@ _KINDS: dict[str, Any] = {c.KEY: c for c in (Protocol, Metadata, AddFile, Remove
 def action_from_json(obj: Mapping[str, Any]) -> Action:
     """Parse one log line's object (``{"add": {...}}``) into an action.
 
+    Top-level keys next to one known action are ignored (the Delta spec asks readers to ignore what
+    they do not know); a lone unknown key is kept as an :class:`UnknownAction`.
+
     Raises:
-        DeltaLogError: not a one-key object, or a required field is missing / has a bad type.
+        DeltaLogError: no action key, two known actions (or several unknown keys) in one object, or a
+            required field is missing / has a bad type.
     """
-    if not isinstance(obj, Mapping) or len(obj) != 1:
+    if not isinstance(obj, Mapping) or not obj:
         raise DeltaLogError("an action must be a JSON object with exactly one key")
-    (key, body), = obj.items()
+    known = [k for k in obj if k in _KINDS]
+    if len(known) > 1 or (not known and len(obj) != 1):
+        what = f"actions {known}" if len(known) > 1 else f"keys {sorted(obj)[:5]}"
+        raise DeltaLogError(f"an action must be a JSON object with exactly one key naming the action, not {what}")
+    key = known[0] if known else next(iter(obj))
+    body = obj[key]
     cls = _KINDS.get(key)
     if cls is None:
         return UnknownAction(key, body)

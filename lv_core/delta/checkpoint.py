@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from lv_core.delta.actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn, UnknownAction, now_ms
 from lv_core.delta.features import check_writable
 from lv_core.delta.snapshot import Snapshot
-from lv_core.errors import AlreadyExists, DeltaLogError, NotFound, PreconditionFailed, UnsupportedFeature
+from lv_core.errors import AlreadyExists, DeltaLogError, NotFound, PreconditionFailed
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
 
 __all__ = [
@@ -33,6 +33,10 @@ __all__ = [
     "checkpoint_names",
     "encode_checkpoint",
     "decode_checkpoint",
+    "decode_json_checkpoint",
+    "parse_checkpoint_name",
+    "parse_v2_checkpoint_name",
+    "sidecar_name",
     "should_checkpoint",
     "write_checkpoint",
 ]
@@ -95,9 +99,10 @@ CHECKPOINT_SCHEMA = pa.schema([
 ])
 
 _MAP_FIELDS = {"add": ("partitionValues", "tags"), "remove": ("partitionValues", "tags"),
-               "metaData": ("configuration",)}
+               "metaData": ("configuration",), "sidecar": ("tags",), "checkpointMetadata": ("tags",)}
 _SINGLE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _MULTI = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+_UUID = re.compile(r"^(\d{20})\.checkpoint\.([0-9A-Za-z-]+)\.(json|parquet)$")
 
 
 def checkpoint_names(version: int, parts: int = 1) -> list[str]:
@@ -116,6 +121,50 @@ def parse_checkpoint_name(name: str) -> Optional[tuple[int, int, int]]:
     if m:
         return int(m.group(1)), int(m.group(2)), int(m.group(3))
     return None
+
+
+def parse_v2_checkpoint_name(name: str) -> Optional[int]:
+    """The version of a UUID-named (V2) checkpoint file name ``<v>.checkpoint.<uuid>.json|parquet``, else None."""
+    m = _UUID.match(name)
+    if not m or m.group(2).isdigit():
+        return None
+    return int(m.group(1))
+
+
+def sidecar_name(body: Any) -> str:
+    """The file name (inside ``_delta_log/_sidecars/``) a ``sidecar`` action points to.
+
+    The spec stores a URI-encoded path, ideally the bare file name; sidecars always live in the
+    table's own ``_delta_log/_sidecars``, so only the last path segment is used.
+
+    Raises:
+        DeltaLogError: no usable ``path``.
+    """
+    from lv_core.delta.paths import decode_path
+
+    path = body.get("path") if isinstance(body, Mapping) else None
+    if not isinstance(path, str) or not path.strip("/"):
+        raise DeltaLogError(f"bad 'sidecar' action: no path ({body!r})")
+    return decode_path(path.rstrip("/").rsplit("/", 1)[-1])
+
+
+def decode_json_checkpoint(data: bytes, *, name: str = "checkpoint") -> list[Action]:
+    """Parse a UUID-named JSON (V2) checkpoint: newline-delimited actions, like a commit (pure).
+
+    ``sidecar`` and ``checkpointMetadata`` come back as :class:`UnknownAction` for the caller to resolve.
+
+    Raises:
+        DeltaLogError: not UTF-8 / JSON, or a malformed action (the message names the file and line).
+    """
+    from lv_core.delta.actions import action_from_json, json_lines
+
+    out: list[Action] = []
+    for n, obj in json_lines(data, f"checkpoint {name}"):
+        try:
+            out.append(action_from_json(obj))
+        except DeltaLogError as e:
+            raise DeltaLogError(f"malformed Delta checkpoint {name}, line {n}: {e}") from e
+    return out
 
 
 def checkpoint_interval(metadata: Metadata, default: int = DEFAULT_CHECKPOINT_INTERVAL) -> int:
@@ -209,9 +258,11 @@ def encode_checkpoint(actions: Sequence[Action], parts: int = 1) -> list[bytes]:
 def decode_checkpoint(data: bytes, *, name: str = "checkpoint") -> list[Action]:
     """Parse one checkpoint Parquet file into actions (pure).
 
+    ``sidecar`` and ``checkpointMetadata`` rows (V2 spec) come back as :class:`UnknownAction`: the
+    caller reads the sidecar files (:meth:`~lv_core.delta.log.DeltaLog.read_checkpoint_files`).
+
     Raises:
         DeltaLogError: not a readable checkpoint.
-        UnsupportedFeature: a V2 checkpoint (sidecars / checkpointMetadata).
     """
     try:
         pf = pq.ParquetFile(pa.BufferReader(data))
@@ -227,9 +278,6 @@ def decode_checkpoint(data: bytes, *, name: str = "checkpoint") -> list[Action]:
         arr = table.column(col)
         if arr.null_count == len(arr):
             continue
-        if col in ("sidecar", "checkpointMetadata"):
-            raise UnsupportedFeature(f"checkpoint {name} is a V2 checkpoint (v2Checkpoint); "
-                                     "LakeVilla reads classic checkpoints only")
         for body in arr.to_pylist():
             if body is None:
                 continue
@@ -241,7 +289,7 @@ def decode_checkpoint(data: bytes, *, name: str = "checkpoint") -> list[Action]:
                 fmt = dict(body["format"])
                 fmt["options"] = dict(fmt.get("options") or [])
                 body["format"] = fmt
-            if col == "domainMetadata":
+            if col in ("domainMetadata", "sidecar", "checkpointMetadata"):
                 actions.append(UnknownAction(col, body))
                 continue
             try:

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 #: Reader features whose reader requirements we meet.
-READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck"})
+READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "v2Checkpoint"})
 #: Writer features whose writer requirements we meet (some only while not in use, see below).
 WRITER_FEATURES_SUPPORTED = frozenset({"appendOnly", "timestampNtz", "invariants", "checkConstraints",
                                        "changeDataFeed", "generatedColumns", "identityColumns",
@@ -66,7 +66,7 @@ _WHAT = {
 
 
 def _schema(metadata: Optional[Metadata]) -> Optional[DeltaSchema]:
-    if metadata is None:
+    if metadata is None or metadata.schema_string is None:
         return None
     try:
         return DeltaSchema.from_json(metadata.schema_string)

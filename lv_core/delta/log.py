@@ -12,8 +12,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from lv_core.delta.actions import Action, decode_commit
-from lv_core.delta.checkpoint import checkpoint_names, decode_checkpoint, parse_checkpoint_name
+from lv_core.delta.actions import Action, UnknownAction, decode_commit
+from lv_core.delta.checkpoint import (
+    checkpoint_names,
+    decode_checkpoint,
+    decode_json_checkpoint,
+    parse_checkpoint_name,
+    parse_v2_checkpoint_name,
+    sidecar_name,
+)
 from lv_core.delta.errors import VersionNotFound
 from lv_core.delta.features import check_readable
 from lv_core.delta.snapshot import Snapshot, replay
@@ -27,19 +34,40 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 
 @dataclass
 class LogListing:
-    """What one LIST of ``_delta_log/`` found: commit versions and complete classic checkpoints."""
+    """What one LIST of ``_delta_log/`` found: commit versions and complete checkpoints.
+
+    ``checkpoints`` holds classic ones (single or multi-part, complete only: version -> parts),
+    ``v2_checkpoints`` UUID-named ones (version -> file name).
+    """
 
     commits: set[int] = field(default_factory=set)
     checkpoints: dict[int, int] = field(default_factory=dict)  # version -> parts (complete ones only)
+    v2_checkpoints: dict[int, str] = field(default_factory=dict)  # version -> UUID-named file name
 
     @property
     def latest(self) -> Optional[int]:
-        vs = self.commits | set(self.checkpoints)
+        vs = self.commits | set(self.checkpoints) | set(self.v2_checkpoints)
         return max(vs) if vs else None
 
+    def has_checkpoint(self, version: int) -> bool:
+        return version in self.checkpoints or version in self.v2_checkpoints
+
     def best_checkpoint(self, at_most: int) -> Optional[int]:
-        vs = [v for v in self.checkpoints if v <= at_most]
+        vs = [v for v in set(self.checkpoints) | set(self.v2_checkpoints) if v <= at_most]
         return max(vs) if vs else None
+
+    def checkpoint_files(self, version: int) -> list[str]:
+        """File names of the checkpoint at ``version`` (a UUID-named one if there is one)."""
+        if version in self.v2_checkpoints:
+            return [self.v2_checkpoints[version]]
+        return checkpoint_names(version, self.checkpoints[version])
+
+
+def _missing(table: str, missing: list[int]) -> DeltaLogError:
+    shown = ", ".join(str(v) for v in missing[:10]) + (", ..." if len(missing) > 10 else "")
+    return DeltaLogError(f"table {table!r}: the Delta log has a gap: commit files missing for versions "
+                         f"[{shown}] ({len(missing)} in all), with no checkpoint covering them. Help: restore "
+                         "the missing files from a backup; readers cannot reconstruct the table without them.")
 
 
 class DeltaLog:
@@ -91,16 +119,55 @@ class DeltaLog:
             return None
 
     def read_checkpoint(self, version: int, parts: int = 1) -> list[Action]:
-        """GET and decode every part of the classic checkpoint at ``version``.
+        """GET and decode every part of the classic checkpoint at ``version`` (and its sidecars).
 
         Raises:
             NotFound: a part is missing.
         """
+        return self.read_checkpoint_files(checkpoint_names(version, parts))
+
+    def read_checkpoint_files(self, names: list[str]) -> list[Action]:
+        """GET and decode checkpoint files (names inside ``_delta_log/``), classic or UUID-named
+        (JSON or Parquet), then the sidecar files (``_delta_log/_sidecars/``) they reference.
+
+        Cost: one GET per file and per sidecar. ``checkpointMetadata`` and ``sidecar`` actions are
+        resolved here and not returned.
+
+        Raises:
+            NotFound: a file or sidecar is missing.
+            DeltaLogError: a file is malformed.
+        """
         actions: list[Action] = []
-        for name in checkpoint_names(version, parts):
+        for name in names:
             data = self.store.get(self.prefix + name).data
-            actions.extend(decode_checkpoint(data, name=f"{self.table}/{name}"))
-        return actions
+            where = f"{self.table}/{name}"
+            actions.extend(decode_json_checkpoint(data, name=where) if name.endswith(".json")
+                           else decode_checkpoint(data, name=where))
+        out: list[Action] = []
+        for a in actions:
+            if isinstance(a, UnknownAction) and a.key == "sidecar":
+                side = f"_sidecars/{sidecar_name(a.body)}"
+                data = self.store.get(self.prefix + side).data
+                out.extend(decode_checkpoint(data, name=f"{self.table}/{side}"))
+            elif not (isinstance(a, UnknownAction) and a.key == "checkpointMetadata"):
+                out.append(a)
+        return out
+
+    def hinted_checkpoint(self, lc: Optional[dict[str, Any]]) -> Optional[tuple[int, list[str]]]:
+        """(version, file names) of the checkpoint ``_last_checkpoint`` names (a V2 one via ``v2Checkpoint.path``)."""
+        if lc is None:
+            return None
+        v = int(lc["version"])
+        v2 = lc.get("v2Checkpoint")
+        if isinstance(v2, dict) and isinstance(v2.get("path"), str) and v2["path"]:
+            name = v2["path"].rstrip("/").rsplit("/", 1)[-1]
+            if parse_v2_checkpoint_name(name) == v:
+                return v, [name]
+        try:
+            parts = int(lc.get("parts") or 1)
+        except (TypeError, ValueError):
+            parts = 1
+        return v, checkpoint_names(v, parts)
 
     def list_log(self, start_after_version: Optional[int] = None) -> LogListing:
         """One LIST of the log (from the files of ``start_after_version`` on, if given)."""
@@ -117,54 +184,78 @@ class DeltaLog:
             if cp:
                 v, part, n = cp
                 parts_seen.setdefault((v, n), set()).add(part)
+                continue
+            v2 = parse_v2_checkpoint_name(name)
+            if v2 is not None:
+                out.v2_checkpoints.setdefault(v2, name)
         for (v, n), seen in parts_seen.items():
             if len(seen) == n and (v not in out.checkpoints or n < out.checkpoints[v]):
                 out.checkpoints[v] = n
         return out
 
     # ------------------------------------------------------------------ latest version
+    def latest_version(self, hint: Optional[int] = None) -> int:
+        """The latest version: probing forward from ``hint`` (a version known to exist, e.g. one this
+        process read) or, without one, by LIST (:meth:`latest_version_by_list`): only a LIST can prove
+        that ``_last_checkpoint`` is not stale (a newer checkpoint, older commits cleaned up)."""
+        return self.latest_version_by_probe(hint) if hint is not None else self.latest_version_by_list()
+
     def latest_version_by_list(self) -> int:
         """Latest version via ``_last_checkpoint`` + one LIST from that checkpoint on.
 
-        Cost: 1 GET (``_last_checkpoint``, found or not) + 1 LIST.
+        Cost: 1 GET (``_last_checkpoint``, found or not) + 1 LIST; 1 more LIST (the whole log) when
+        ``_last_checkpoint`` names a checkpoint that is not there (missing, incomplete, ahead of the files).
 
         Raises:
             TableNotFound: no log at all.
         """
-        lc = self.read_last_checkpoint()
-        listing = self.list_log(int(lc["version"]) if lc else None)
-        latest = listing.latest
+        latest = self._listing(self.read_last_checkpoint()).latest
         if latest is None:
-            if lc is not None:
-                return int(lc["version"])
             raise self._not_found()
         return latest
 
     def latest_version_by_probe(self, hint: Optional[int] = None) -> int:
-        """Latest version without LIST: HEAD ``v+1``, ``v+2``, ... until one is missing.
+        """Latest version without LIST when it can be proven: HEAD ``v+1``, ``v+2``, ... until one is missing.
 
         ``v`` is ``hint`` (a version known to exist) or else the ``_last_checkpoint`` version.
         Cost: with a hint, ``d + 1`` HEADs where ``d`` is how far the log moved past the hint;
         without one, 1 GET (``_last_checkpoint``) + ``d + 1`` HEADs (``d`` counted from the
-        checkpoint, or from -1 when there is none).
+        checkpoint, or from -1 when there is none). Without a hint it falls back to
+        :meth:`latest_version_by_list` when the HEADs prove nothing: no ``0.json`` and no
+        ``_last_checkpoint`` (a cleaned-up or checkpoint-only log), or no commit after the hinted
+        checkpoint (which may be missing or ahead of the files). A stale ``_last_checkpoint`` with
+        commits after it is not detected: use :meth:`latest_version` for a cold start.
 
         Raises:
-            TableNotFound: no hint, no checkpoint and no version 0.
+            TableNotFound: no log at all.
         """
+        lc_version: Optional[int] = None
         if hint is None:
             lc = self.read_last_checkpoint()
-            v = int(lc["version"]) if lc else -1
+            lc_version = int(lc["version"]) if lc else None
+            v = lc_version if lc_version is not None else -1
         else:
             v = hint
+        start = v
         while True:
             try:
                 self.store.head(self.commit_key(v + 1))
             except NotFound:
                 break
             v += 1
-        if v < 0:
-            raise self._not_found()
+        if hint is None and v == start:
+            return self.latest_version_by_list()
         return v
+
+    def _listing(self, lc: Optional[dict[str, Any]], version: Optional[int] = None) -> LogListing:
+        """LIST from the checkpoint ``_last_checkpoint`` names (if not after ``version``), or the whole
+        log when there is no such hint or the hinted checkpoint is not there."""
+        lc_version = int(lc["version"]) if lc else None
+        if lc_version is not None and (version is None or lc_version <= version):
+            listing = self.list_log(lc_version)
+            if listing.has_checkpoint(lc_version):
+                return listing
+        return self.list_log(None)
 
     # ------------------------------------------------------------------ snapshots
     def snapshot(self, version: Optional[int] = None, *, method: str = "list", check: bool = True) -> Snapshot:
@@ -223,40 +314,41 @@ class DeltaLog:
             v += 1
         return out
 
-    def _from_checkpoint(self, version: int, parts: int) -> Optional[Snapshot]:
+    def _from_checkpoint(self, version: int, names: list[str]) -> Optional[Snapshot]:
+        """The snapshot a checkpoint holds (None if a file of it, or a sidecar, is missing)."""
         try:
-            actions = self.read_checkpoint(version, parts)
+            actions = self.read_checkpoint_files(names)
         except NotFound:
             return None
         return replay(None, [(version, actions)], table=self.table).with_checkpoint_version(version)
 
     def _snapshot_by_probe(self, version: Optional[int]) -> Snapshot:
+        """Checkpoint named by ``_last_checkpoint``, then GETs of the commits after it. Falls back to
+        :meth:`_snapshot_by_list` whenever that cannot prove its answer: the hinted checkpoint is
+        missing, no ``0.json`` without a checkpoint, or a commit below ``version`` is missing."""
         lc = self.read_last_checkpoint()
+        hinted = self.hinted_checkpoint(lc)
         base: Optional[Snapshot] = None
-        if lc is not None and (version is None or int(lc["version"]) <= version):
-            base = self._from_checkpoint(int(lc["version"]), int(lc.get("parts") or 1))
+        if hinted is not None and (version is None or hinted[0] <= version):
+            base = self._from_checkpoint(*hinted)
+            if base is None:
+                return self._snapshot_by_list(version, lc)
         first = base.version + 1 if base else 0
         try:
             commits = self._read_from(first, version)
-        except VersionNotFound as e:
-            if base is None and e.version == 0:
-                if version is not None and lc is not None:
-                    raise VersionNotFound(self.table, version, "its commits were cleaned up; "
-                                          "try method='list' to use an older checkpoint") from None
-                raise self._not_found() from None
-            raise VersionNotFound(self.table, version if version is not None else e.version) from None
+        except VersionNotFound:
+            return self._snapshot_by_list(version, lc)
         if base is None and not commits:
-            raise self._not_found()
+            return self._snapshot_by_list(version, lc)
         return replay(base, commits, table=self.table) if commits else base  # type: ignore[return-value]
 
-    def _snapshot_by_list(self, version: Optional[int]) -> Snapshot:
-        lc = self.read_last_checkpoint()
-        lc_version = int(lc["version"]) if lc else None
-        partial = lc_version is not None and (version is None or lc_version <= version)
-        listing = self.list_log(lc_version if partial else None)
-        if partial and lc_version not in listing.checkpoints:
-            partial = False  # the hinted checkpoint is gone or incomplete: look at the whole log
-            listing = self.list_log(None)
+    def _snapshot_by_list(self, version: Optional[int], lc: Any = False) -> Snapshot:
+        """Newest complete checkpoint at or below the target found by LIST, then the commits after it.
+
+        ``lc``: the ``_last_checkpoint`` content already read (False: read it now)."""
+        if lc is False:
+            lc = self.read_last_checkpoint()
+        listing = self._listing(lc, version)
         latest = listing.latest
         if latest is None:
             raise self._not_found()
@@ -267,14 +359,15 @@ class DeltaLog:
         needed = range((cp if cp is not None else -1) + 1, target + 1)
         missing = [v for v in needed if v not in listing.commits]
         if missing:
-            if version is not None and (cp is None and min(listing.commits, default=0) > 0):
+            earliest = min(listing.commits | set(listing.checkpoints) | set(listing.v2_checkpoints))
+            if version is not None and cp is None and missing[-1] < earliest:
                 raise VersionNotFound(self.table, version, "its commits were cleaned up")
-            raise DeltaLogError(f"table {self.table!r}: commit files missing for versions "
-                                f"{missing[:5]}{'...' if len(missing) > 5 else ''}")
+            raise _missing(self.table, missing)
         base = None
         if cp is not None:
-            base = self._from_checkpoint(cp, listing.checkpoints[cp])
+            base = self._from_checkpoint(cp, listing.checkpoint_files(cp))
             if base is None:
-                raise DeltaLogError(f"table {self.table!r}: checkpoint {cp} vanished while reading")
+                raise DeltaLogError(f"table {self.table!r}: checkpoint {cp} (or a sidecar of it) vanished while "
+                                    "reading")
         commits = [(v, self.read_commit(v)[0]) for v in needed]
         return replay(base, commits, table=self.table) if commits else base  # type: ignore[return-value]

@@ -41,7 +41,14 @@ class Snapshot:
 
     @cached_property
     def schema(self) -> DeltaSchema:
-        """The table schema parsed from ``metaData.schemaString``."""
+        """The table schema parsed from ``metaData.schemaString``.
+
+        Raises:
+            DeltaLogError: the ``metaData`` of this version has no ``schemaString``.
+        """
+        if self.metadata.schema_string is None:
+            raise DeltaLogError(f"table {self.table!r} has no schema at version {self.version} "
+                                "(its metaData has no schemaString)")
         return DeltaSchema.from_json(self.metadata.schema_string)
 
     @property

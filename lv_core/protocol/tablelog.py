@@ -41,7 +41,7 @@ class TableLogs:
         with self._lock:
             hint = self._latest.get(table)
         try:
-            v = DeltaLog(store or self.store, table).latest_version_by_probe(hint)
+            v = DeltaLog(store or self.store, table).latest_version(hint)
         except TableNotFound:
             raise TableNotFound(f"table {table!r} does not exist. Help: create it first, or check the name "
                                 "(`list_tables()` shows what exists).") from None

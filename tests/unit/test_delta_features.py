@@ -33,7 +33,6 @@ def test_plain_tables_are_readable_and_writable() -> None:
 
 @pytest.mark.parametrize("protocol, config, feature", [
     (Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)), {}, "deletionVectors"),
-    (Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint",)), {}, "v2Checkpoint"),
     (Protocol(3, 7, ("columnMapping",), ("columnMapping",)), {"delta.columnMapping.mode": "name"}, "columnMapping"),
     (Protocol(2, 5), {"delta.columnMapping.mode": "id"}, "columnMapping"),
     (Protocol(3, 7, ("typeWidening",), ("typeWidening",)), {}, "typeWidening"),
@@ -50,6 +49,7 @@ def test_unreadable(protocol: Protocol, config: dict, feature: str) -> None:
 
 @pytest.mark.parametrize("protocol, config, feature", [
     (Protocol(1, 7, None, ("rowTracking", "domainMetadata")), {}, "rowTracking"),
+    (Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint",)), {}, "v2Checkpoint"),
     (Protocol(1, 7, None, ("domainMetadata",)), {}, "domainMetadata"),
     (Protocol(1, 7, None, ("clustering",)), {}, "clustering"),
     (Protocol(1, 7, None, ("icebergCompatV2",)), {}, "icebergCompatV2"),
