@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from lv_core.delta.paths import HIVE_NULL, partition_folder
 
 __all__ = ["HIVE_NULL", "STRING_STATS_PREFIX", "compute_stats", "partition_path", "serialize_partition_value",
-           "timestamp_stat"]
+           "timestamp_bounds", "timestamp_stat"]
 
 STRING_STATS_PREFIX = 32
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -33,6 +33,19 @@ def timestamp_stat(us: int, tz: bool) -> str:
     t = _EPOCH + dt.timedelta(microseconds=us)
     s = t.strftime("%Y-%m-%dT%H:%M:%S") + f".{t.microsecond // 1000:03d}"
     return s + "Z" if tz else s
+
+
+#: The last millisecond a stats timestamp can show (year 9999).
+_LAST_MS_US = (dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.timezone.utc) - _EPOCH) // dt.timedelta(
+    microseconds=1)
+
+
+def timestamp_bounds(lo_us: int, hi_us: int, tz: bool) -> tuple[Optional[str], Optional[str]]:
+    """Stats bounds of timestamps from ``lo_us`` to ``hi_us`` (microseconds since the epoch): the minimum
+    rounded down and the maximum rounded up to the millisecond; a maximum that would round past year
+    9999 is left out (no bound is safe, a wrong one is not)."""
+    hi_ms = -(-hi_us // 1000) * 1000
+    return timestamp_stat(lo_us // 1000 * 1000, tz), (timestamp_stat(hi_ms, tz) if hi_ms <= _LAST_MS_US else None)
 
 
 _US_PER = {"s": 1_000_000, "ms": 1000, "us": 1}
@@ -53,9 +66,7 @@ def _minmax(col: pa.ChunkedArray) -> Optional[tuple[Any, Any]]:
     if pa.types.is_timestamp(t):
         mm = pc.min_max(col.cast(pa.int64()))
         lo_us, hi_us = _floor_us(mm["min"].as_py(), t.unit), _ceil_us(mm["max"].as_py(), t.unit)
-        lo_ms = lo_us // 1000 * 1000
-        hi_ms = -(-hi_us // 1000) * 1000
-        return timestamp_stat(lo_ms, bool(t.tz)), timestamp_stat(hi_ms, bool(t.tz))
+        return timestamp_bounds(lo_us, hi_us, bool(t.tz))
     if pa.types.is_date(t):
         mm = pc.min_max(col)
         return mm["min"].as_py().isoformat(), mm["max"].as_py().isoformat()
