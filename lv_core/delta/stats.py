@@ -19,9 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lv_core.delta.paths import HIVE_NULL, partition_folder
+from lv_core.errors import DeltaLogError
 
-__all__ = ["HIVE_NULL", "STRING_STATS_PREFIX", "compute_stats", "partition_path", "serialize_partition_value",
-           "timestamp_bounds", "timestamp_stat"]
+__all__ = ["HIVE_NULL", "STRING_STATS_PREFIX", "compute_stats", "parse_partition_value", "partition_path",
+           "serialize_partition_value", "spark_partition_text", "timestamp_bounds", "timestamp_stat"]
 
 STRING_STATS_PREFIX = 32
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -152,6 +153,68 @@ def serialize_partition_value(value: Any) -> Optional[str]:
     if isinstance(value, bytes):
         return value.decode("latin-1")
     return str(value)
+
+
+_INTS = ("long", "integer", "short", "byte")
+
+
+def parse_partition_value(text: Optional[str], dtype: object) -> Any:
+    """A ``partitionValues`` string as the Python value of Delta type ``dtype`` (the spec's serialization).
+
+    Null, ``""`` and ``__HIVE_DEFAULT_PARTITION__`` are None. A TIMESTAMP may have no zone
+    (``2021-09-08 11:11:11[.ffffff]``, as Delta on Spark and delta-rs write it: UTC) or be ISO 8601 with
+    a zone (``2021-09-08T11:11:11.000000Z``); it becomes an aware datetime in UTC. A TIMESTAMP_NTZ is a
+    naive datetime; a DATE a date; a DECIMAL a Decimal; a BINARY the UTF-8 bytes of the text.
+
+    Raises:
+        DeltaLogError: the text is not a value of that type.
+    """
+    if text is None or text == "" or text == HIVE_NULL:
+        return None
+    try:
+        if dtype == "string":
+            return text
+        if dtype in _INTS:
+            return int(text)
+        if dtype in ("double", "float"):
+            return float(text)
+        if dtype == "boolean":
+            return {"true": True, "false": False}[text.lower()]
+        if dtype == "date":
+            return dt.date.fromisoformat(text)
+        if dtype == "timestamp":
+            t = dt.datetime.fromisoformat(text)
+            return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+        if dtype == "timestamp_ntz":
+            t = dt.datetime.fromisoformat(text)
+            if t.tzinfo is not None:
+                raise ValueError("a TIMESTAMP_NTZ has no time zone")
+            return t
+        if isinstance(dtype, str) and dtype.startswith("decimal"):
+            value = decimal.Decimal(text)
+            if not value.is_finite():
+                raise ValueError("not a finite number")
+            return value
+        if dtype == "binary":
+            return text.encode("utf-8")
+    except (ValueError, KeyError, decimal.InvalidOperation, OverflowError) as e:
+        raise DeltaLogError(f"partition value {text!r} is not a valid {dtype} ({e})") from None
+    raise DeltaLogError(f"partition values of type {dtype} are not supported")
+
+
+def spark_partition_text(text: Optional[str], dtype: object) -> Optional[str]:
+    """A ``partitionValues`` string as text that Spark casts to ``dtype`` whatever its session time zone:
+    a TIMESTAMP gets an explicit ``+00:00`` (a zone-less one means UTC), other types are checked and kept.
+
+    Raises:
+        DeltaLogError: the text is not a value of that type.
+    """
+    value = parse_partition_value(text, dtype)
+    if value is None:
+        return None
+    if dtype in ("timestamp", "timestamp_ntz"):
+        return value.isoformat(sep=" ")
+    return text
 
 
 def partition_path(partition_columns: Sequence[str], values: Mapping[str, Optional[str]]) -> str:
