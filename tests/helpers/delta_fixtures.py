@@ -297,7 +297,8 @@ def int96_handwritten(root: Path) -> DeltaFixture:
 
 def evolved_deltars(root: Path) -> DeltaFixture:
     """Columns added by schema evolution (``schema_mode="merge"``): files older than a column lack it and
-    read it as null. Partitioned, so a new data column sits between old ones and partition columns."""
+    read it as null; the last version adds a field to a struct column (older structs read it as null).
+    Partitioned, so a new data column sits between old ones and partition columns."""
     from deltalake import write_deltalake
 
     path = root / "evolved_deltars"
@@ -312,7 +313,11 @@ def evolved_deltars(root: Path) -> DeltaFixture:
     write_deltalake(str(path), t2, partition_by=["p"], mode="append", schema_mode="merge")
     t3 = pa.table({"id": pa.array([30], pa.int64()), "col1": ["e"], "p": ["x"]})
     write_deltalake(str(path), t3, partition_by=["p"], mode="append", schema_mode="merge")
-    return DeltaFixture("evolved_deltars", path, [0, 1, 3], partition_columns=["p"])
+    st = pa.struct([("a", pa.int32()), ("b", pa.string()), ("c", pa.list_(pa.int64()))])  # a field added in a struct
+    t4 = pa.table({"id": pa.array([40, 41], pa.int64()), "col1": ["f", "g"], "p": ["z", "x"],
+                   "col3": pa.array([{"a": 4, "b": None, "c": [1, None]}, None], st)})
+    write_deltalake(str(path), t4, partition_by=["p"], mode="append", schema_mode="merge")
+    return DeltaFixture("evolved_deltars", path, [0, 2, 4], partition_columns=["p"])
 
 
 BUILDERS: dict[str, Callable[[Path], DeltaFixture]] = {
