@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lv_core.delta.paths import HIVE_NULL, partition_folder
-from lv_core.errors import DeltaLogError
+from lv_core.errors import DeltaLogError, SchemaError
 
 __all__ = ["HIVE_NULL", "STRING_STATS_PREFIX", "compute_stats", "parse_partition_value", "partition_path",
            "serialize_partition_value", "spark_partition_text", "timestamp_bounds", "timestamp_stat"]
@@ -137,7 +137,11 @@ def compute_stats(table: pa.Table, *, exclude: Sequence[str] = (), num_indexed_c
 
 
 def serialize_partition_value(value: Any) -> Optional[str]:
-    """A Python value as a Delta ``partitionValues`` string (None stays None)."""
+    """A Python value as a Delta ``partitionValues`` string (None stays None).
+
+    Raises:
+        SchemaError: a binary value that is not UTF-8 text (it could not be read back).
+    """
     if value is None:
         return None
     if isinstance(value, bool):
@@ -150,8 +154,12 @@ def serialize_partition_value(value: Any) -> Optional[str]:
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
         return format(value, "f")
-    if isinstance(value, bytes):
-        return value.decode("latin-1")
+    if isinstance(value, bytes):  # read back as the UTF-8 bytes of the text (Delta on Spark, delta-rs, LakeVilla)
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SchemaError(f"binary partition value {value!r} is not UTF-8 text, which Delta partition values "
+                              "must be; partition by a column holding text") from None
     return str(value)
 
 

@@ -9,12 +9,13 @@ import datetime as dt
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import lv_core
 from lv_core.delta.stats import parse_partition_value, spark_partition_text, timestamp_bounds
 from lv_core.engine.arrow_io import read_data_files
-from lv_core.errors import DeltaLogError
+from lv_core.errors import DeltaLogError, SchemaError
 from lv_core.storage.local import LocalStore
 from tests.helpers.delta_fixtures import BUILDERS, canonical_rows, check_fixture, expected_rows
 
@@ -90,5 +91,25 @@ def test_a_bad_partition_value_in_the_log_is_a_clear_error(tmp_path: Path) -> No
         with pytest.raises(DeltaLogError, match="not-a-date"):
             read_data_files(lh.store, fx.path.name, [bad], snap.schema, snap.partition_columns)
         read_data_files(lh.store, fx.path.name, list(snap.files.values()), snap.schema, snap.partition_columns)
+    finally:
+        lh.close()
+
+
+def test_binary_partition_values_round_trip_or_are_refused(tmp_path: Path) -> None:
+    from lv_core.delta.writer import write_data_files
+
+    lh = lv_core.Lakehouse(LocalStore(tmp_path))
+    try:
+        lh.create_table("t", "id BIGINT, b BINARY", partition_by=["b"])
+        snap = lh.snapshot("t")
+        data = pa.table({"id": pa.array([1, 2], pa.int64()), "b": pa.array(["ü".encode(), b"ab"])})
+        adds = write_data_files(lh.store, "t", snap, data)
+        assert sorted(a.partition_values["b"] for a in adds) == ["ab", "ü"]
+        back = read_data_files(lh.store, "t", adds, snap.schema, snap.partition_columns)
+        assert sorted(back.column("b").to_pylist()) == [b"ab", "ü".encode()]
+        before = sorted(p.name for p in (tmp_path / "t").rglob("*"))
+        with pytest.raises(SchemaError, match="not UTF-8"):
+            write_data_files(lh.store, "t", snap, pa.table({"id": pa.array([3], pa.int64()), "b": [b"\xff"]}))
+        assert sorted(p.name for p in (tmp_path / "t").rglob("*")) == before  # nothing written
     finally:
         lh.close()
