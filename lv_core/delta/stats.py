@@ -154,7 +154,7 @@ def serialize_partition_value(value: Any) -> Optional[str]:
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
         return format(value, "f")
-    if isinstance(value, bytes):  # read back as the UTF-8 bytes of the text (Delta on Spark, delta-rs, LakeVilla)
+    if isinstance(value, (bytes, bytearray)):  # readers take the UTF-8 bytes of the text
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError:

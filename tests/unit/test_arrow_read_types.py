@@ -113,3 +113,9 @@ def test_binary_partition_values_round_trip_or_are_refused(tmp_path: Path) -> No
         assert sorted(p.name for p in (tmp_path / "t").rglob("*")) == before  # nothing written
     finally:
         lh.close()
+
+
+def test_binary_partition_values_from_spark_rows() -> None:
+    from lv_core.delta.stats import serialize_partition_value
+
+    assert serialize_partition_value(bytearray(b"ab")) == "ab"  # pyspark gives BINARY values as bytearray
