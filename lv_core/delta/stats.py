@@ -19,9 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lv_core.delta.paths import HIVE_NULL, partition_folder
+from lv_core.errors import DeltaLogError, SchemaError
 
-__all__ = ["HIVE_NULL", "STRING_STATS_PREFIX", "compute_stats", "partition_path", "serialize_partition_value",
-           "timestamp_stat"]
+__all__ = ["HIVE_NULL", "STRING_STATS_PREFIX", "compute_stats", "parse_partition_value", "partition_path",
+           "serialize_partition_value", "spark_partition_text", "timestamp_bounds", "timestamp_stat"]
 
 STRING_STATS_PREFIX = 32
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -33,6 +34,19 @@ def timestamp_stat(us: int, tz: bool) -> str:
     t = _EPOCH + dt.timedelta(microseconds=us)
     s = t.strftime("%Y-%m-%dT%H:%M:%S") + f".{t.microsecond // 1000:03d}"
     return s + "Z" if tz else s
+
+
+#: The last millisecond a stats timestamp can show (year 9999).
+_LAST_MS_US = (dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.timezone.utc) - _EPOCH) // dt.timedelta(
+    microseconds=1)
+
+
+def timestamp_bounds(lo_us: int, hi_us: int, tz: bool) -> tuple[Optional[str], Optional[str]]:
+    """Stats bounds of timestamps from ``lo_us`` to ``hi_us`` (microseconds since the epoch): the minimum
+    rounded down and the maximum rounded up to the millisecond; a maximum that would round past year
+    9999 is left out (no bound is safe, a wrong one is not)."""
+    hi_ms = -(-hi_us // 1000) * 1000
+    return timestamp_stat(lo_us // 1000 * 1000, tz), (timestamp_stat(hi_ms, tz) if hi_ms <= _LAST_MS_US else None)
 
 
 _US_PER = {"s": 1_000_000, "ms": 1000, "us": 1}
@@ -53,9 +67,7 @@ def _minmax(col: pa.ChunkedArray) -> Optional[tuple[Any, Any]]:
     if pa.types.is_timestamp(t):
         mm = pc.min_max(col.cast(pa.int64()))
         lo_us, hi_us = _floor_us(mm["min"].as_py(), t.unit), _ceil_us(mm["max"].as_py(), t.unit)
-        lo_ms = lo_us // 1000 * 1000
-        hi_ms = -(-hi_us // 1000) * 1000
-        return timestamp_stat(lo_ms, bool(t.tz)), timestamp_stat(hi_ms, bool(t.tz))
+        return timestamp_bounds(lo_us, hi_us, bool(t.tz))
     if pa.types.is_date(t):
         mm = pc.min_max(col)
         return mm["min"].as_py().isoformat(), mm["max"].as_py().isoformat()
@@ -125,7 +137,11 @@ def compute_stats(table: pa.Table, *, exclude: Sequence[str] = (), num_indexed_c
 
 
 def serialize_partition_value(value: Any) -> Optional[str]:
-    """A Python value as a Delta ``partitionValues`` string (None stays None)."""
+    """A Python value as a Delta ``partitionValues`` string (None stays None).
+
+    Raises:
+        SchemaError: a binary value that is not UTF-8 text (it could not be read back).
+    """
     if value is None:
         return None
     if isinstance(value, bool):
@@ -138,9 +154,75 @@ def serialize_partition_value(value: Any) -> Optional[str]:
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
         return format(value, "f")
-    if isinstance(value, bytes):
-        return value.decode("latin-1")
+    if isinstance(value, (bytes, bytearray)):  # readers take the UTF-8 bytes of the text
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SchemaError(f"binary partition value {value!r} is not UTF-8 text, which Delta partition values "
+                              "must be; partition by a column holding text") from None
     return str(value)
+
+
+_INTS = ("long", "integer", "short", "byte")
+
+
+def parse_partition_value(text: Optional[str], dtype: object) -> Any:
+    """A ``partitionValues`` string as the Python value of Delta type ``dtype`` (the spec's serialization).
+
+    Null, ``""`` and ``__HIVE_DEFAULT_PARTITION__`` are None. A TIMESTAMP may have no zone
+    (``2021-09-08 11:11:11[.ffffff]``, as Delta on Spark and delta-rs write it: UTC) or be ISO 8601 with
+    a zone (``2021-09-08T11:11:11.000000Z``); it becomes an aware datetime in UTC. A TIMESTAMP_NTZ is a
+    naive datetime; a DATE a date; a DECIMAL a Decimal; a BINARY the UTF-8 bytes of the text.
+
+    Raises:
+        DeltaLogError: the text is not a value of that type.
+    """
+    if text is None or text == "" or text == HIVE_NULL:
+        return None
+    try:
+        if dtype == "string":
+            return text
+        if dtype in _INTS:
+            return int(text)
+        if dtype in ("double", "float"):
+            return float(text)
+        if dtype == "boolean":
+            return {"true": True, "false": False}[text.lower()]
+        if dtype == "date":
+            return dt.date.fromisoformat(text)
+        if dtype == "timestamp":
+            t = dt.datetime.fromisoformat(text)
+            return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+        if dtype == "timestamp_ntz":
+            t = dt.datetime.fromisoformat(text)
+            if t.tzinfo is not None:
+                raise ValueError("a TIMESTAMP_NTZ has no time zone")
+            return t
+        if isinstance(dtype, str) and dtype.startswith("decimal"):
+            value = decimal.Decimal(text)
+            if not value.is_finite():
+                raise ValueError("not a finite number")
+            return value
+        if dtype == "binary":
+            return text.encode("utf-8")
+    except (ValueError, KeyError, decimal.InvalidOperation, OverflowError) as e:
+        raise DeltaLogError(f"partition value {text!r} is not a valid {dtype} ({e})") from None
+    raise DeltaLogError(f"partition values of type {dtype} are not supported")
+
+
+def spark_partition_text(text: Optional[str], dtype: object) -> Optional[str]:
+    """A ``partitionValues`` string as text that Spark casts to ``dtype`` whatever its session time zone:
+    a TIMESTAMP gets an explicit ``+00:00`` (a zone-less one means UTC), other types are checked and kept.
+
+    Raises:
+        DeltaLogError: the text is not a value of that type.
+    """
+    value = parse_partition_value(text, dtype)
+    if value is None:
+        return None
+    if dtype in ("timestamp", "timestamp_ntz"):
+        return value.isoformat(sep=" ")
+    return text
 
 
 def partition_path(partition_columns: Sequence[str], values: Mapping[str, Optional[str]]) -> str:

@@ -2,37 +2,80 @@
 
 This is the engine's client path (the S3 path when the Spark server cannot reach the bucket) and what
 the file-level protocol tests use. Only the files asked for are read.
+
+Each file is fitted to the table schema as Delta readers do: partition columns come from the
+``partitionValues`` strings (see :func:`lv_core.delta.stats.parse_partition_value`), columns (and
+struct fields) the file lacks, e.g. added to the schema after it was written, read as null, and
+INT96 timestamps are read as microseconds (so year 9999 fits).
 """
 
 from __future__ import annotations
 
 import io
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lv_core.delta.actions import AddFile
 from lv_core.delta.schema import DeltaSchema
-from lv_core.delta.stats import HIVE_NULL
+from lv_core.delta.stats import parse_partition_value
+from lv_core.errors import DeltaLogError, SchemaError
 from lv_core.storage.base import ObjectStore
+
+
+def _by_name(names: Sequence[str], name: str) -> Optional[int]:
+    """Index of ``name`` in ``names``: exact match, else case-insensitive (Delta names are), else None."""
+    if name in names:
+        return list(names).index(name)
+    lower = [n.lower() for n in names]
+    return lower.index(name.lower()) if name.lower() in lower else None
+
+
+def _fit(arr: pa.Array, target: pa.DataType, where: str) -> pa.Array:
+    """``arr`` as ``target``: struct fields matched by name (missing ones null), other types cast."""
+    if arr.type.equals(target):
+        return arr
+    if pa.types.is_struct(target) and pa.types.is_struct(arr.type):
+        names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+        children = arr.flatten()
+        out = []
+        for f in target:
+            i = _by_name(names, f.name)
+            out.append(pa.nulls(len(arr), f.type) if i is None else _fit(children[i], f.type, f"{where}.{f.name}"))
+        return pa.StructArray.from_arrays(out, fields=list(target), mask=arr.is_null() if arr.null_count else None)
+    try:
+        return arr.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise SchemaError(f"column {where}: the file's {arr.type} does not read as {target}: {e}") from None
 
 
 def read_data_files(store: ObjectStore, table: str, files: Iterable[AddFile], schema: DeltaSchema,
                     partition_columns: Sequence[str] = ()) -> pa.Table:
     """Read the given data files into one Arrow table with the table's schema (partition columns filled)."""
     target = schema.to_arrow()
+    parts_lower = {c.lower() for c in partition_columns}
     parts: list[pa.Table] = []
     for add in files:
         raw = store.get(f"{table}/{add.path}").data
-        t = pq.read_table(io.BytesIO(raw))
-        for c in partition_columns:
-            field = target.field(c)
-            v = add.partition_values.get(c)
-            v = None if v in ("", HIVE_NULL) else v  # Delta: an empty value is null (as on the direct path)
-            arr = pa.array([v] * t.num_rows, type=pa.string()).cast(field.type)
-            t = t.append_column(c, arr)
-        parts.append(t.select(target.names).cast(target))
+        t = pq.read_table(io.BytesIO(raw), coerce_int96_timestamp_unit="us")
+        cols = []
+        for field, delta_field in zip(target, schema, strict=True):
+            if field.name.lower() in parts_lower:
+                text = add.partition_values.get(field.name)
+                try:
+                    value = parse_partition_value(text, delta_field.type)
+                    cols.append(pa.repeat(pa.scalar(value, field.type), t.num_rows))
+                except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+                    raise DeltaLogError(f"table {table!r}, file {add.path!r}: partition value {text!r} of column "
+                                        f"{field.name!r} is not a valid {delta_field.type}: {e}") from None
+                continue
+            i = _by_name(t.column_names, field.name)
+            if i is None:  # written before the column was added to the table
+                cols.append(pa.nulls(t.num_rows, field.type))
+            else:
+                cols.append(_fit(t.column(i).combine_chunks(), field.type, repr(field.name)))
+        parts.append(pa.Table.from_arrays(cols, schema=target))
     if not parts:
         return target.empty_table()
     return pa.concat_tables(parts)

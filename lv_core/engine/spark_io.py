@@ -37,7 +37,7 @@ import pyarrow as pa
 from lv_core.delta.actions import AddFile, now_ms
 from lv_core.delta.features import check_readable
 from lv_core.delta.snapshot import Snapshot
-from lv_core.delta.stats import HIVE_NULL
+from lv_core.delta.stats import spark_partition_text
 from lv_core.delta.writer import write_data_files
 from lv_core.engine.arrow_io import read_data_files
 from lv_core.engine.spark_schema import (
@@ -190,7 +190,7 @@ class SparkEngine:
                 for field in full.fields:
                     if field.name in parts:
                         v = values[parts.index(field.name)]
-                        v = None if v in ("", HIVE_NULL) else v  # Delta: an empty value is null
+                        v = spark_partition_text(v, snapshot.schema.field(field.name).type)  # "" is null
                         cols.append(F.lit(v).cast(field.dataType).alias(field.name))
                     else:
                         cols.append(col(field.name))

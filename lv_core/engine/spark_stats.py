@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lv_core.delta.schema import ArrayType, DeltaSchema, MapType, StructType
-from lv_core.delta.stats import STRING_STATS_PREFIX, serialize_partition_value, timestamp_stat
+from lv_core.delta.stats import STRING_STATS_PREFIX, serialize_partition_value, timestamp_bounds
 from lv_core.engine.spark_schema import col
 
 if TYPE_CHECKING:
@@ -171,8 +171,7 @@ def _stat_values(kind: str, lo: Any, hi: Any, nan: Any) -> tuple[Any, Any]:
     if kind == "decimal":
         return float(lo), float(hi)
     if kind in ("timestamp", "timestamp_ntz"):
-        tz = kind == "timestamp"
-        return timestamp_stat(lo // 1000 * 1000, tz), timestamp_stat(-(-hi // 1000) * 1000, tz)
+        return timestamp_bounds(lo, hi, kind == "timestamp")
     return lo, hi
 
 
