@@ -6,8 +6,9 @@ and leaves the table exactly as it was (same version, same files, same rows; no 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pytest

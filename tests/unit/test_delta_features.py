@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from lv_core.delta import DeltaLog, commit, create_table
-from lv_core.delta.actions import CommitInfo, Metadata, Protocol
-from lv_core.delta.actions import AddFile, RemoveFile
+from lv_core.delta.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
 from lv_core.delta.features import (check_changes, check_readable, check_writable, constraints, is_append_only,
                                      required_protocol)
 from lv_core.delta.schema import parse_ddl

@@ -5,8 +5,9 @@ refused naming the feature and what to do, and the table (as delta-rs reads it) 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pytest
