@@ -47,6 +47,10 @@ class SchemaError(TableError):
     """A schema could not be parsed, or data does not match the table's schema."""
 
 
+class ConstraintViolation(SchemaError):
+    """A row to write breaks a CHECK constraint or column invariant of the table; nothing was written."""
+
+
 class UnsupportedFeature(TableError):
     """The table uses a Delta reader/writer feature this code does not implement."""
 

@@ -2,11 +2,15 @@
 
 We read reader version 1 (plus reader 2/3 tables whose only reader feature we handle:
 ``timestampNtz``, ``vacuumProtocolCheck``, or column mapping switched off) and write writer
-version <= 2 (``appendOnly``; ``invariants`` only when no column declares one) or writer 7 with only
-features we honour. A feature is refused for writing when a correct writer would have to do
-something we do not (write deletion vectors, CDC files, row ids, evaluate CHECK constraints or
+version <= 3 or writer 7 with only features we honour. A feature is refused for writing when a
+correct writer would have to do something we do not (write deletion vectors, CDC files, row ids,
 generated columns ...): LakeVilla never writes to such tables, it refuses with
 :class:`~lv_core.errors.UnsupportedFeature` naming the feature.
+
+Rules on the *changes* of a write (:func:`check_changes`): an append-only table gets no data-changing
+``remove``; rows added to a table with CHECK constraints or column invariants (:func:`constraints`)
+must have been checked by the data plane (the Spark engine evaluates the SQL on every row it writes),
+otherwise the write is refused.
 
 Legacy protocols (writer 3-6) imply features; like delta-rs we only refuse those that are *in use*
 (e.g. writer 4 with ``delta.enableChangeDataFeed`` off is writable).
@@ -24,8 +28,10 @@ from lv_core.errors import SchemaError, UnsupportedFeature
 __all__ = [
     "READER_FEATURES_SUPPORTED",
     "WRITER_FEATURES_SUPPORTED",
+    "check_changes",
     "check_readable",
     "check_writable",
+    "constraints",
     "is_append_only",
     "required_protocol",
 ]
@@ -101,6 +107,9 @@ _IN_USE: dict[str, Callable[[Optional[Metadata]], bool]] = {
     "columnMapping": _column_mapping_on,
 }
 
+#: In use, but writable: the data plane enforces them on every row it writes (see :func:`check_changes`).
+_ENFORCED = frozenset({"invariants", "checkConstraints"})
+
 # Features implied by legacy writer versions (Delta spec, "Table Features" section).
 _LEGACY_WRITER = {
     2: ("appendOnly", "invariants"),
@@ -156,7 +165,7 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
     else:
         features = [f for v, fs in _LEGACY_WRITER.items() if v <= wv for f in fs]
     for f in features:
-        if f in _IN_USE:
+        if f in _IN_USE and f not in _ENFORCED:
             if _IN_USE[f](metadata):
                 raise _refuse(table, f, "write")
             continue
@@ -172,9 +181,65 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
             raise _refuse(table, feature, "write")
     if _conf(metadata, "delta.checkpointPolicy", "classic") == "v2":
         raise _refuse(table, "v2Checkpoint", "write")
-    for feature in ("invariants", "checkConstraints", "generatedColumns", "identityColumns", "columnMapping"):
+    for feature in ("generatedColumns", "identityColumns", "columnMapping"):
         if _IN_USE[feature](metadata):
             raise _refuse(table, feature, "write")
+
+
+def constraints(metadata: Optional[Metadata]) -> list[tuple[str, str]]:
+    """The row rules of a table: ``(description, SQL boolean expression)`` for each CHECK constraint
+    (``delta.constraints.<name>`` in the configuration) and each column invariant
+    (``delta.invariants`` in a field's metadata, ``{"expression": {"expression": "<SQL>"}}``).
+    A row satisfies a rule only when the expression is true (false or null violate it).
+
+    Raises:
+        SchemaError: an invariant that is not the JSON the spec describes (we cannot enforce it).
+    """
+    out: list[tuple[str, str]] = []
+    for key, value in sorted((metadata.configuration if metadata else {}).items()):
+        if key.startswith("delta.constraints."):
+            out.append((f"CHECK constraint {key[len('delta.constraints.'):]!r}", str(value)))
+    schema = _schema(metadata)
+    for path, _t, f in schema.iter_types() if schema is not None else ():
+        raw = f.metadata.get("delta.invariants")
+        if raw is None:
+            continue
+        try:
+            sql = (json.loads(raw) if isinstance(raw, str) else raw)["expression"]["expression"]
+        except (ValueError, TypeError, KeyError):
+            raise SchemaError(f"column {path!r} has an invariant LakeVilla cannot parse ({raw!r}); "
+                              "nothing was written") from None
+        out.append((f"invariant of column {path!r}", str(sql)))
+    return out
+
+
+def check_changes(protocol: Protocol, metadata: Optional[Metadata], *, adds: Iterable[Any] = (),
+                  removes: Iterable[Any] = (), rows_checked: bool = False, table: Optional[str] = None) -> None:
+    """Raise :class:`UnsupportedFeature` if a write's ``adds``/``removes`` break a table feature.
+
+    * ``delta.appendOnly``: no ``remove`` with ``dataChange`` (UPDATE, DELETE, MERGE that matches);
+    * CHECK constraints / invariants: rows are added only if ``rows_checked`` (the data plane
+      evaluated every rule on them).
+    """
+    if metadata is not None and is_append_only(metadata) and any(r.data_change for r in removes):
+        where = f"table {table!r}" if table else "this table"
+        err = UnsupportedFeature(
+            f"{where} is append-only (table feature appendOnly, delta.appendOnly = true): UPDATE, DELETE and "
+            "MERGE that change or remove rows are not allowed; nothing was changed. Help: only INSERT into it, "
+            "or write the changed rows into a new table; to allow changes, set the table property "
+            "delta.appendOnly = false with Spark/Delta.")
+        err.feature = "appendOnly"  # type: ignore[attr-defined]
+        raise err
+    rules = constraints(metadata)
+    if rules and not rows_checked and any(a.data_change for a in adds):
+        feature = "checkConstraints" if rules[0][0].startswith("CHECK") else "invariants"
+        where = f"table {table!r}" if table else "this table"
+        err = UnsupportedFeature(
+            f"{where} has {rules[0][0]} ({_WHAT[feature]}, {feature}) and this write path cannot evaluate it "
+            "on the rows; nothing was written. Help: write through the Spark data plane (txn.insert / "
+            "txn.update / txn.sql), which checks every row.")
+        err.feature = feature  # type: ignore[attr-defined]
+        raise err
 
 
 def is_append_only(metadata: Metadata) -> bool:

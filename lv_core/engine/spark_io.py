@@ -40,6 +40,7 @@ from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import spark_partition_text
 from lv_core.delta.writer import write_data_files
 from lv_core.engine.arrow_io import read_data_files
+from lv_core.engine.spark_checks import check_rows, enforce
 from lv_core.engine.spark_schema import (
     col,
     conform_frame,
@@ -244,6 +245,8 @@ class SparkEngine:
         snapshot = ctx.snapshot(table)
         if not conformed:
             df = conform_frame(df, snapshot.schema, table)
+        df = enforce(df, snapshot.metadata, table)
+        ctx.rows_checked.add(table)
         if self.ensure_path(table) == "arrow":
             target = snapshot.schema.to_arrow()
             nested_not_null = any(needs_fix(f.type, True) for f in snapshot.schema)
@@ -337,5 +340,7 @@ class SparkEngine:
     # -- client data -------------------------------------------------------------------------
     def write_arrow(self, ctx: "OpContext", table: str, data: pa.Table) -> list[AddFile]:
         """Write rows already held by this client with pyarrow (both data paths)."""
+        check_rows(self.spark, data, ctx.snapshot(table).metadata, table)
+        ctx.rows_checked.add(table)
         return write_data_files(self.store, table, ctx.snapshot(table), data,
                                 new_path=lambda values: ctx.new_path(table, values))

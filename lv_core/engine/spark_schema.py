@@ -12,16 +12,18 @@ import contextlib
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from lv_core.delta.schema import ArrayType, DeltaSchema, MapType, StructType
-from lv_core.errors import ConfigError, EngineError, LvError, SchemaError
+from lv_core.errors import ConfigError, ConstraintViolation, EngineError, LvError, SchemaError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["NOT_NULL_TAG", "col", "conform_frame", "fits", "needs_fix", "nullable_type", "spark_errors",
+__all__ = ["CHECK_TAG", "NOT_NULL_TAG", "col", "conform_frame", "fits", "needs_fix", "nullable_type", "spark_errors",
            "spark_schema", "with_exact_schema"]
 
 #: Marks the run-time NOT NULL errors this package raises inside Spark (turned into SchemaError).
 NOT_NULL_TAG = "[LV_NOT_NULL]"
+#: Marks the run-time CHECK constraint / invariant errors (turned into ConstraintViolation).
+CHECK_TAG = "[LV_CHECK]"
 _INT_RANK = {"byte": 1, "short": 2, "integer": 3, "long": 4}
 _INT_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}
 
@@ -44,10 +46,11 @@ def spark_errors(what: str) -> Iterator[None]:
             raise
         msg = _first_line(e)
         full = str(e)
-        if NOT_NULL_TAG in full:
-            start = full.index(NOT_NULL_TAG) + len(NOT_NULL_TAG)
-            text = full[start:].split("\n")[0].split(" SQLSTATE")[0].strip().rstrip(".'\"")
-            raise SchemaError(text + "; nothing was written.") from None
+        for tag, cls in ((NOT_NULL_TAG, SchemaError), (CHECK_TAG, ConstraintViolation)):
+            if tag in full:
+                start = full.index(tag) + len(tag)
+                text = full[start:].split("\n")[0].split(" SQLSTATE")[0].strip().rstrip(".'\"")
+                raise cls(text + "; nothing was written.") from None
         if any(k in full for k in ("UNRESOLVED_COLUMN", "DATATYPE_MISMATCH", "CAST_INVALID_INPUT",
                                    "INVALID_EXTRACT", "FIELD_NOT_FOUND", "CANNOT_PARSE")):
             raise SchemaError(f"{what}: {msg}") from None

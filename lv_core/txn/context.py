@@ -19,6 +19,8 @@ class OpContext:
         txn_id: the transaction's id (names staged files).
         step: the operation's position in the transaction; attempt: 0, then one per redo.
         store: the object store (the transaction's counting view).
+        rows_checked: tables whose written rows the data plane checked against the table's CHECK
+            constraints and invariants (see :func:`lv_core.delta.features.check_changes`).
     """
 
     def __init__(self, txn_id: str, store: ObjectStore, step: int, attempt: int, *,
@@ -30,6 +32,7 @@ class OpContext:
         self.attempt = attempt
         self.store = store
         self._n = 0
+        self.rows_checked: set[str] = set()
 
     def snapshot(self, table: str) -> Snapshot:
         """The snapshot the operation builds on for ``table``."""

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from lv_core import events as ev
-from lv_core.delta.features import check_writable
+from lv_core.delta.features import check_changes, check_writable
 from lv_core.errors import TransactionError
 from lv_core.protocol import layout
 from lv_core.protocol.aborts import aborted
@@ -47,6 +47,8 @@ def run(core: TxnCore, op: Operation, step: int, attempt: int) -> OpResult:
             if result.adds.get(t) or result.removes.get(t):
                 base = core.book.tables[t].base
                 check_writable(base.protocol, base.metadata, table=t)
+                check_changes(base.protocol, base.metadata, adds=result.adds.get(t, ()),
+                              removes=result.removes.get(t, ()), rows_checked=t in ctx.rows_checked, table=t)
     except BaseException:
         _delete_staged(core, op.tables, ctx)
         raise

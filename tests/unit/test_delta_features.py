@@ -8,11 +8,18 @@ from pathlib import Path
 import pytest
 
 from lv_core.delta import DeltaLog, commit, create_table
-from lv_core.delta.actions import CommitInfo, Metadata, Protocol
-from lv_core.delta.features import check_readable, check_writable, is_append_only, required_protocol
+from lv_core.delta.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
+from lv_core.delta.features import (
+    check_changes,
+    check_readable,
+    check_writable,
+    constraints,
+    is_append_only,
+    required_protocol,
+)
 from lv_core.delta.schema import parse_ddl
 from lv_core.delta.table import create_table as create_table2
-from lv_core.errors import UnsupportedFeature
+from lv_core.errors import SchemaError, UnsupportedFeature
 from lv_core.storage.local import LocalStore
 
 SCHEMA = parse_ddl("id BIGINT, v STRING")
@@ -57,7 +64,6 @@ def test_unreadable(protocol: Protocol, config: dict, feature: str) -> None:
     (Protocol(1, 7, None, ("someFutureFeature",)), {}, "someFutureFeature"),
     (Protocol(1, 4), {"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
     (Protocol(1, 7, None, ("changeDataFeed",)), {"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
-    (Protocol(1, 3), {"delta.constraints.positive": "id > 0"}, "checkConstraints"),
     (Protocol(1, 2), {"delta.enableDeletionVectors": "true"}, "deletionVectors"),
     (Protocol(1, 8), {}, "writerVersion8"),
 ])
@@ -82,7 +88,6 @@ def _schema_with_field_metadata(key: str, value: object) -> str:
 
 
 @pytest.mark.parametrize("key, value, feature", [
-    ("delta.invariants", '{"expression":{"expression":"id > 0"}}', "invariants"),
     ("delta.generationExpression", "id * 2", "generatedColumns"),
     ("delta.identity.start", 1, "identityColumns"),
 ])
@@ -91,6 +96,42 @@ def test_in_use_column_features_refused(key: str, value: object, feature: str) -
     check_readable(Protocol(1, 6), m)
     with pytest.raises(UnsupportedFeature, match=feature):
         check_writable(Protocol(1, 6), m)
+
+
+def test_constraints_and_invariants_are_writable_when_the_rows_are_checked() -> None:
+    """CHECK constraints and invariants are in use but writable: the data plane must check the rows."""
+    inv = md({"delta.constraints.pos": "id > 0", "delta.constraints.Big": "id < 100"},
+             schema_json=_schema_with_field_metadata("delta.invariants", '{"expression":{"expression":"id > 3"}}'))
+    for p in (Protocol(1, 3), Protocol(1, 2), Protocol(1, 7, None, ("checkConstraints", "invariants"))):
+        check_writable(p, inv, table="t")
+    assert constraints(inv) == [("CHECK constraint 'Big'", "id < 100"), ("CHECK constraint 'pos'", "id > 0"),
+                                ("invariant of column 'id'", "id > 3")]
+    assert constraints(md()) == []
+    add = AddFile("a.parquet", {}, 1, 1)
+    check_changes(Protocol(1, 3), inv, adds=[add], rows_checked=True, table="t")
+    check_changes(Protocol(1, 3), inv, removes=[add.remove()], table="t")  # removes add no rows
+    check_changes(Protocol(1, 3), inv, adds=[AddFile("b.parquet", {}, 1, 1, data_change=False)], table="t")
+    with pytest.raises(UnsupportedFeature) as e:
+        check_changes(Protocol(1, 3), inv, adds=[add], table="t")
+    assert "CHECK constraint 'Big'" in str(e.value) and "'t'" in str(e.value) and "Spark" in str(e.value)
+    assert e.value.feature == "checkConstraints"  # type: ignore[attr-defined]
+    bad = md(schema_json=_schema_with_field_metadata("delta.invariants", "not json"))
+    with pytest.raises(SchemaError, match="invariant"):
+        constraints(bad)
+
+
+def test_append_only_refuses_data_changing_removes() -> None:
+    ao = md({"delta.appendOnly": "true"})
+    p = Protocol(1, 2)
+    add = AddFile("a.parquet", {}, 1, 1)
+    check_changes(p, ao, adds=[add], table="t")  # appends are fine
+    check_changes(p, ao, adds=[add], removes=[RemoveFile("old.parquet", data_change=False)], table="t")  # compaction
+    with pytest.raises(UnsupportedFeature) as e:
+        check_changes(p, ao, adds=[add], removes=[add.remove()], table="t")
+    msg = str(e.value)
+    assert "append-only" in msg and "appendOnly" in msg and "INSERT" in msg and "'t'" in msg
+    assert e.value.feature == "appendOnly"  # type: ignore[attr-defined]
+    check_changes(p, md(), removes=[add.remove()], table="t")
 
 
 def test_append_only_and_required_protocol() -> None:
