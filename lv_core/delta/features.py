@@ -1,10 +1,10 @@
 """Which Delta protocol versions and table features this code can read and write.
 
 We read reader version 1 (plus reader 2/3 tables whose only reader feature we handle:
-``timestampNtz``, ``vacuumProtocolCheck``, or column mapping switched off) and write writer
+``timestampNtz``, ``vacuumProtocolCheck``, ``deletionVectors``, or column mapping switched off) and write writer
 version <= 2 (``appendOnly``; ``invariants`` only when no column declares one) or writer 7 with only
 features we honour. A feature is refused for writing when a correct writer would have to do
-something we do not (write deletion vectors, CDC files, row ids, evaluate CHECK constraints or
+something we do not (CDC files, row ids, evaluate CHECK constraints or
 generated columns ...): LakeVilla never writes to such tables, it refuses with
 :class:`~lv_core.errors.UnsupportedFeature` naming the feature.
 
@@ -31,11 +31,11 @@ __all__ = [
 ]
 
 #: Reader features whose reader requirements we meet.
-READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck"})
+READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "deletionVectors"})
 #: Writer features whose writer requirements we meet (some only while not in use, see below).
 WRITER_FEATURES_SUPPORTED = frozenset({"appendOnly", "timestampNtz", "invariants", "checkConstraints",
                                        "changeDataFeed", "generatedColumns", "identityColumns",
-                                       "columnMapping", "vacuumProtocolCheck"})
+                                       "columnMapping", "vacuumProtocolCheck", "deletionVectors"})
 
 _WHAT = {
     "deletionVectors": "deletion vectors",
@@ -163,8 +163,8 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
         if f not in WRITER_FEATURES_SUPPORTED:
             raise _refuse(table, f, "write")
     # Configuration that asks writers for a feature even if the protocol lacks it: refuse too.
-    for key, feature in (("delta.enableDeletionVectors", "deletionVectors"),
-                         ("delta.enableRowTracking", "rowTracking"),
+    # (delta.enableDeletionVectors only allows writers to write DVs; copy-on-write writers need none.)
+    for key, feature in (("delta.enableRowTracking", "rowTracking"),
                          ("delta.enableTypeWidening", "typeWidening"),
                          ("delta.enableInCommitTimestamps", "inCommitTimestamp"),
                          ("delta.enableChangeDataFeed", "changeDataFeed")):

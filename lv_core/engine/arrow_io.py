@@ -1,7 +1,8 @@
 """Data files through the client as Arrow: read a table's data files (writing: lv_core.delta.writer).
 
 This is the engine's client path (the S3 path when the Spark server cannot reach the bucket) and what
-the file-level protocol tests use. Only the files asked for are read.
+the file-level protocol tests use. Only the files asked for are read. Rows a file's deletion vector
+deletes (:func:`lv_core.delta.dv.deleted_rows`) are dropped.
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from __future__ import annotations
 import io
 from typing import Iterable, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lv_core.delta.actions import AddFile
+from lv_core.delta.dv import deleted_rows
 from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.stats import HIVE_NULL
 from lv_core.storage.base import ObjectStore
@@ -26,6 +29,11 @@ def read_data_files(store: ObjectStore, table: str, files: Iterable[AddFile], sc
     for add in files:
         raw = store.get(f"{table}/{add.path}").data
         t = pq.read_table(io.BytesIO(raw))
+        gone = deleted_rows(store, table, add)
+        if gone is not None and len(gone):
+            keep = np.ones(t.num_rows, dtype=bool)
+            keep[gone[gone < t.num_rows].astype(np.int64)] = False
+            t = t.filter(pa.array(keep))
         for c in partition_columns:
             field = target.field(c)
             v = add.partition_values.get(c)

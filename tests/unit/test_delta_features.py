@@ -29,10 +29,13 @@ def test_plain_tables_are_readable_and_writable() -> None:
     check_writable(Protocol(3, 7, ("timestampNtz",), ("timestampNtz", "appendOnly")), md())
     check_writable(Protocol(3, 7, ("vacuumProtocolCheck",), ("vacuumProtocolCheck",)), md())
     check_readable(Protocol(2, 5), md({"delta.columnMapping.mode": "none"}))
+    # deletion vectors: read, and written copy-on-write (no writer has to write a DV)
+    check_writable(Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)),
+                   md({"delta.enableDeletionVectors": "true"}))
+    check_writable(Protocol(1, 2), md({"delta.enableDeletionVectors": "true"}))
 
 
 @pytest.mark.parametrize("protocol, config, feature", [
-    (Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)), {}, "deletionVectors"),
     (Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint",)), {}, "v2Checkpoint"),
     (Protocol(3, 7, ("columnMapping",), ("columnMapping",)), {"delta.columnMapping.mode": "name"}, "columnMapping"),
     (Protocol(2, 5), {"delta.columnMapping.mode": "id"}, "columnMapping"),
@@ -58,7 +61,6 @@ def test_unreadable(protocol: Protocol, config: dict, feature: str) -> None:
     (Protocol(1, 4), {"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
     (Protocol(1, 7, None, ("changeDataFeed",)), {"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
     (Protocol(1, 3), {"delta.constraints.positive": "id > 0"}, "checkConstraints"),
-    (Protocol(1, 2), {"delta.enableDeletionVectors": "true"}, "deletionVectors"),
     (Protocol(1, 8), {}, "writerVersion8"),
 ])
 def test_refused_for_writing_only(protocol: Protocol, config: dict, feature: str) -> None:
@@ -101,18 +103,18 @@ def test_append_only_and_required_protocol() -> None:
     assert p == Protocol(3, 7, ("timestampNtz",), ("timestampNtz", "appendOnly"))
 
 
-def test_crafted_deletion_vector_table_is_refused(tmp_path: Path) -> None:
-    """A table whose protocol (in a later commit) enables deletionVectors cannot be read by us."""
+def test_crafted_unreadable_table_is_refused(tmp_path: Path) -> None:
+    """A table whose protocol (in a later commit) enables v2Checkpoint cannot be read by us."""
     store = LocalStore(tmp_path)
     create_table(store, "dv", "id BIGINT")
     commit(store, "dv", 1, [CommitInfo({"operation": "UPGRADE PROTOCOL"}),
-                            Protocol(3, 7, ("deletionVectors",), ("deletionVectors",))])
+                            Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint",))])
     log = DeltaLog(store, "dv")
     for method in ("list", "probe"):
         with pytest.raises(UnsupportedFeature) as e:
             log.snapshot(method=method)
-        assert "deletionVectors" in str(e.value) and "'dv'" in str(e.value)
-    assert log.snapshot(check=False).protocol.reader_features == ("deletionVectors",)
+        assert "v2Checkpoint" in str(e.value) and "'dv'" in str(e.value)
+    assert log.snapshot(check=False).protocol.reader_features == ("v2Checkpoint",)
 
 
 def test_create_table_refuses_feature_configuration(tmp_path: Path) -> None:
