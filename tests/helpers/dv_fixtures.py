@@ -46,10 +46,13 @@ def commit(root: Path, version: int, actions: Iterable[dict[str, Any]], operatio
     (log / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in lines) + "\n")
 
 
-def create(root: Path, partition_columns: Sequence[str] = ("p",), *, enable: bool = True) -> None:
-    """Version 0: protocol 3/7 with the ``deletionVectors`` feature, metadata, no files."""
+def create(root: Path, partition_columns: Sequence[str] = ("p",), *, enable: bool = True,
+           dv_feature: bool = True) -> None:
+    """Version 0: protocol 3/7 with the ``deletionVectors`` feature (1/2 without ``dv_feature``), metadata,
+    no files; ``enable`` sets ``delta.enableDeletionVectors``."""
     conf = {"delta.enableDeletionVectors": "true"} if enable else {}
-    commit(root, 0, [{"protocol": DV_PROTOCOL},
+    protocol = DV_PROTOCOL if dv_feature else {"minReaderVersion": 1, "minWriterVersion": 2}
+    commit(root, 0, [{"protocol": protocol},
                      {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
                                    "schemaString": DELTA_SCHEMA, "partitionColumns": list(partition_columns),
                                    "configuration": conf, "createdTime": _now()}}], "CREATE TABLE")
