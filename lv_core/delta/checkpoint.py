@@ -51,6 +51,14 @@ def _map(value_nullable: bool = True) -> pa.DataType:
 
 
 _STR_LIST = pa.list_(pa.field("element", pa.string(), False))
+#: ``deletionVector`` of add/remove (Delta spec, DeletionVectorDescriptor): never dropped by a checkpoint.
+_DV = pa.struct([
+    pa.field("storageType", pa.string(), False),
+    pa.field("pathOrInlineDv", pa.string(), False),
+    pa.field("offset", pa.int32()),
+    pa.field("sizeInBytes", pa.int32(), False),
+    pa.field("cardinality", pa.int64(), False),
+])
 
 CHECKPOINT_SCHEMA = pa.schema([
     pa.field("add", pa.struct([
@@ -61,6 +69,7 @@ CHECKPOINT_SCHEMA = pa.schema([
         pa.field("dataChange", pa.bool_(), False),
         pa.field("stats", pa.string()),
         pa.field("tags", _map()),
+        pa.field("deletionVector", _DV),
     ])),
     pa.field("remove", pa.struct([
         pa.field("path", pa.string(), False),
@@ -71,6 +80,7 @@ CHECKPOINT_SCHEMA = pa.schema([
         pa.field("size", pa.int64()),
         pa.field("stats", pa.string()),
         pa.field("tags", _map()),
+        pa.field("deletionVector", _DV),
     ])),
     pa.field("metaData", pa.struct([
         pa.field("id", pa.string(), False),
@@ -282,6 +292,8 @@ def decode_checkpoint(data: bytes, *, name: str = "checkpoint") -> list[Action]:
             if body is None:
                 continue
             body = {k: v for k, v in body.items() if v is not None}
+            if isinstance(body.get("deletionVector"), dict):  # absent offset (inline DVs) stays absent
+                body["deletionVector"] = {k: v for k, v in body["deletionVector"].items() if v is not None}
             for k in _MAP_FIELDS.get(col, ()):
                 if k in body:
                     body[k] = dict(body[k]) if isinstance(body[k], list) else body[k]

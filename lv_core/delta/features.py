@@ -1,10 +1,11 @@
 """Which Delta protocol versions and table features this code can read and write.
 
-We read reader version 1 (plus reader 2/3 tables whose only reader feature we handle:
-``timestampNtz``, ``vacuumProtocolCheck``, or column mapping switched off) and write writer
-version <= 3 or writer 7 with only features we honour. A feature is refused for writing when a
-correct writer would have to do something we do not (write deletion vectors, CDC files, row ids,
-generated columns ...): LakeVilla never writes to such tables, it refuses with
+We read reader version 1 (plus reader 2/3 tables whose only reader features we handle:
+``timestampNtz``, ``vacuumProtocolCheck``, ``v2Checkpoint``, ``deletionVectors``, ``columnMapping``)
+and write writer versions up to 7 with only features we honour (``appendOnly``, CHECK constraints and
+invariants enforced on every write, deletion vectors and column mapping). A feature is refused for
+writing when a correct writer would have to do something we do not (CDC files, row ids, identity
+values, generated columns ...): LakeVilla never writes to such tables, it refuses with
 :class:`~lv_core.errors.UnsupportedFeature` naming the feature.
 
 Rules on the *changes* of a write (:func:`check_changes`): an append-only table gets no data-changing
@@ -37,11 +38,11 @@ __all__ = [
 ]
 
 #: Reader features whose reader requirements we meet.
-READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "v2Checkpoint"})
+READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "v2Checkpoint", "deletionVectors"})
 #: Writer features whose writer requirements we meet (some only while not in use, see below).
 WRITER_FEATURES_SUPPORTED = frozenset({"appendOnly", "timestampNtz", "invariants", "checkConstraints",
                                        "changeDataFeed", "generatedColumns", "identityColumns",
-                                       "columnMapping", "vacuumProtocolCheck"})
+                                       "columnMapping", "vacuumProtocolCheck", "deletionVectors"})
 
 _WHAT = {
     "deletionVectors": "deletion vectors",
@@ -172,8 +173,8 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
         if f not in WRITER_FEATURES_SUPPORTED:
             raise _refuse(table, f, "write")
     # Configuration that asks writers for a feature even if the protocol lacks it: refuse too.
-    for key, feature in (("delta.enableDeletionVectors", "deletionVectors"),
-                         ("delta.enableRowTracking", "rowTracking"),
+    # (delta.enableDeletionVectors only allows writers to write DVs; copy-on-write writers need none.)
+    for key, feature in (("delta.enableRowTracking", "rowTracking"),
                          ("delta.enableTypeWidening", "typeWidening"),
                          ("delta.enableInCommitTimestamps", "inCommitTimestamp"),
                          ("delta.enableChangeDataFeed", "changeDataFeed")):

@@ -7,6 +7,7 @@ Each file is fitted to the table schema as Delta readers do: partition columns c
 ``partitionValues`` strings (see :func:`lv_core.delta.stats.parse_partition_value`), columns (and
 struct fields) the file lacks, e.g. added to the schema after it was written, read as null, and
 INT96 timestamps are read as microseconds (so year 9999 fits).
+Rows a file's deletion vector deletes (:func:`lv_core.delta.dv.deleted_rows`) are dropped.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import io
 from typing import Iterable, Optional, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lv_core.delta.actions import AddFile
+from lv_core.delta.dv import deleted_rows
 from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.stats import parse_partition_value
 from lv_core.errors import DeltaLogError, SchemaError
@@ -59,6 +62,11 @@ def read_data_files(store: ObjectStore, table: str, files: Iterable[AddFile], sc
     for add in files:
         raw = store.get(f"{table}/{add.path}").data
         t = pq.read_table(io.BytesIO(raw), coerce_int96_timestamp_unit="us")
+        gone = deleted_rows(store, table, add)
+        if gone is not None and len(gone):
+            keep = np.ones(t.num_rows, dtype=bool)
+            keep[gone[gone < t.num_rows].astype(np.int64)] = False
+            t = t.filter(pa.array(keep))
         cols = []
         for field, delta_field in zip(target, schema, strict=True):
             if field.name.lower() in parts_lower:

@@ -27,14 +27,15 @@ import shutil
 import threading
 import uuid
 from collections import deque
-from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pyarrow as pa
 
 from lv_core.delta.actions import AddFile, now_ms
+from lv_core.delta.dv import deleted_rows, dv_of
 from lv_core.delta.features import check_readable
 from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import spark_partition_text
@@ -55,7 +56,7 @@ from lv_core.errors import ConfigError, EngineError, LvError, TableError
 from lv_core.storage.base import ObjectStore
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     from lv_core.txn.context import OpContext
@@ -69,6 +70,11 @@ DATA_PATHS = ("auto", "direct", "arrow")
 FILE_COL = "__lv_file"
 #: Folder inside a table where Spark writes before files get their final names.
 STAGING = "_lv_staging"
+# Internal columns of a direct scan: the file (as :meth:`SparkEngine._raw`), a row's index in its file,
+# and the partition values (strings, cast to the column type after the join).
+_KEY = "__lv_scan_file"
+_ROW = "__lv_scan_row"
+_PART = "__lv_scan_part_"
 
 
 def _local_root(store: ObjectStore) -> Path:
@@ -157,14 +163,15 @@ class SparkEngine:
     def scan(self, table: str, snapshot: Snapshot, files: Sequence[AddFile], *, file_col: bool = False,
              cache: Optional[dict[str, pa.Table]] = None) -> "DataFrame":
         """The rows of ``files`` as a DataFrame with the table's columns (partition columns filled from
-        ``partitionValues``), all nullable; ``file_col`` adds :data:`FILE_COL` holding each row's file
-        (Delta path on the arrow path, Spark's ``_metadata.file_path`` on the direct path: map it with
+        ``partitionValues``), all nullable, without the rows the files' deletion vectors delete;
+        ``file_col`` adds :data:`FILE_COL` holding each row's file (its Delta path; map it with
         :meth:`file_of`). ``cache`` (arrow path) keeps the Arrow data of files already fetched."""
         check_readable(snapshot.protocol, snapshot.metadata, table=table)
         for f in files:
-            if "://" in f.path or f.path.startswith("/") or f.extra.get("deletionVector"):
-                raise TableError(f"table {table!r}: data file {f.path!r} uses absolute paths or deletion "
-                                 "vectors, which this engine does not read")
+            if "://" in f.path or f.path.startswith("/"):
+                raise TableError(f"table {table!r}: data file {f.path!r} uses an absolute path, which this "
+                                 "engine does not read")
+            dv_of(f)  # a malformed descriptor fails here, before any data is read
         self.scans.append((table, tuple(f.path for f in files)))
         extra = [(FILE_COL, "string")] if file_col else []
         path = self.ensure_path(table)
@@ -175,30 +182,63 @@ class SparkEngine:
         return self._direct_scan(table, snapshot, files, file_col)
 
     def _direct_scan(self, table: str, snapshot: Snapshot, files: Sequence[AddFile], file_col: bool) -> "DataFrame":
+        """ONE Spark read over all ``files``; per-file facts (partition values, Delta path) come from a
+        small per-file frame joined on the file, deleted rows from a per-deleted-row frame anti-joined on
+        (file, ``_metadata.row_index``). Both are built here from the log (metadata, not table data)."""
         from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType, StringType, StructField, StructType
 
         parts = list(snapshot.partition_columns)
         data_schema = spark_schema(snapshot.schema, drop=parts)
         full = spark_schema(snapshot.schema)
-        groups: dict[tuple, list[AddFile]] = {}
-        for f in files:
-            groups.setdefault(tuple(f.partition_values.get(p) for p in parts), []).append(f)
-        frames = []
+        raws = [self._raw(f"{table}/{f.path}") for f in files]
+        gone: list[tuple[str, np.ndarray]] = []
+        for raw, f in zip(raws, files, strict=True):
+            rows = deleted_rows(self.store, table, f)
+            if rows is not None and len(rows):
+                gone.append((raw, rows))
+        need_files = bool(parts) or file_col
         with spark_errors(f"reading {table!r}"):
-            for values, group in groups.items():
-                df = self.spark.read.schema(data_schema).parquet(*[self.url(f"{table}/{f.path}") for f in group])
-                cols = []
-                for field in full.fields:
-                    if field.name in parts:
-                        v = values[parts.index(field.name)]
-                        v = spark_partition_text(v, snapshot.schema.field(field.name).type)  # "" is null
-                        cols.append(F.lit(v).cast(field.dataType).alias(field.name))
-                    else:
-                        cols.append(col(field.name))
-                if file_col:
-                    cols.append(F.col("_metadata.file_path").alias(FILE_COL))
-                frames.append(df.select(*cols))
-        return reduce(lambda a, b: a.unionByName(b), frames)
+            # recursiveFileLookup: no partition discovery from folder names (the log has the values)
+            df = (self.spark.read.schema(data_schema).option("recursiveFileLookup", "true")
+                  .parquet(*[self.url(f"{table}/{f.path}") for f in files]))
+            if need_files or gone:
+                df = df.withColumn(_KEY, self._key_expr())
+            if gone:
+                idx = pa.table({_KEY: pa.array([raw for raw, rows in gone for _ in range(len(rows))], pa.string()),
+                                _ROW: pa.array(np.concatenate([rows for _r, rows in gone]).astype(np.int64))})
+                deleted = self.spark.createDataFrame(idx, schema=StructType([StructField(_KEY, StringType()),
+                                                                             StructField(_ROW, LongType())]))
+                df = (df.withColumn(_ROW, F.col("_metadata.row_index"))
+                      .join(F.broadcast(deleted), [_KEY, _ROW], "left_anti"))
+            if need_files:
+                names = [_KEY, FILE_COL] + [f"{_PART}{i}" for i in range(len(parts))]
+                values = [[spark_partition_text(f.partition_values.get(p), snapshot.schema.field(p).type)
+                           for f in files] for p in parts]
+                facts = pa.table([pa.array(raws, pa.string()), pa.array([f.path for f in files], pa.string())]
+                                 + [pa.array(v, pa.string()) for v in values], names=names)
+                per_file = self.spark.createDataFrame(
+                    facts, schema=StructType([StructField(n, StringType()) for n in names]))
+                df = df.join(F.broadcast(per_file), _KEY, "inner")
+            cols = []
+            for field in full.fields:
+                if field.name in parts:
+                    cols.append(F.col(f"{_PART}{parts.index(field.name)}").cast(field.dataType).alias(field.name))
+                else:
+                    cols.append(col(field.name))
+            if file_col:
+                cols.append(F.col(FILE_COL))
+            return df.select(*cols)
+
+    def _key_expr(self) -> "Column":
+        """Spark's ``_metadata.file_path`` (a percent-encoded URI) as :meth:`_raw` writes the file: the
+        path decoded (``+`` is a literal plus in a URI path) without its scheme."""
+        from pyspark.sql import functions as F
+
+        decoded = F.url_decode(F.regexp_replace(F.col("_metadata.file_path"), "\\+", "%2B"))
+        if self.store.scheme == "file":
+            return F.regexp_replace(decoded, "^file:(//)?", "")
+        return F.regexp_replace(decoded, "^[A-Za-z][A-Za-z0-9+.-]*://", "")
 
     def _arrow_scan(self, table: str, snapshot: Snapshot, files: Sequence[AddFile], file_col: bool,
                     cache: Optional[dict[str, pa.Table]]) -> "DataFrame":
@@ -218,12 +258,10 @@ class SparkEngine:
             return self.spark.createDataFrame(data, schema=schema)
 
     def file_of(self, table: str, files: Iterable[AddFile]) -> Callable[[str], Optional[str]]:
-        """Map a :data:`FILE_COL` value back to the Delta path of one of ``files``."""
-        if self.data_path == "arrow":
-            known = {f.path for f in files}
-            return lambda v: v if v in known else None
-        by_raw = {self._raw(f"{table}/{f.path}"): f.path for f in files}
-        return lambda v: by_raw.get(self._decoded(v))
+        """Map a :data:`FILE_COL` value back to the Delta path of one of ``files`` (both data paths put
+        the Delta path in :data:`FILE_COL`; None for a value naming none of ``files``)."""
+        known = {f.path for f in files}
+        return lambda v: v if v in known else None
 
     def read(self, table: str, snapshot: Snapshot, files: Sequence[AddFile]) -> "DataFrame":
         """A user-facing DataFrame over ``files`` with the table's exact schema (types, nullability)."""

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
 
 import pyarrow as pa
 
+from lv_core.delta.dv import live_records
 from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.writer import conform
 from lv_core.engine.skipping import file_filter
@@ -169,7 +170,7 @@ def _dml(engine: SparkEngine, table: str, where: Optional[str], assignments: Opt
         if not is_update and where is None and all(f.num_records is not None for f in candidates):
             res.reads[table] = set()  # DELETE of everything: metadata only, like Delta
             res.removes[table] = [f.remove() for f in candidates]
-            res.value = sum(f.num_records or 0 for f in candidates)
+            res.value = sum(live_records(f) or 0 for f in candidates)
             return res
         cache: dict[str, pa.Table] = {}
         with spark_errors(what):

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional
 
 import pyarrow as pa
 
+from lv_core.delta.dv import live_records
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import NOT_NULL_TAG, col, fits, nullable_type, spark_errors, spark_schema
@@ -392,7 +393,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
         if not is_update and spec.where is None and all(f.num_records is not None for f in candidates):
             extra["reads"] = {target: set()}  # DELETE of everything: metadata only, like Delta
             extra["removes"] = {target: [f.remove() for f in candidates]}
-            return scope.result(sum(f.num_records or 0 for f in candidates), **extra)
+            return scope.result(sum(live_records(f) or 0 for f in candidates), **extra)
         hits = scope.sql(f"SELECT `{FILE_COL}` AS f, count(*) AS n FROM {tkey} AS {alias} WHERE {cond} "
                          f"GROUP BY `{FILE_COL}`", r, frames)
         with sql_errors(what):

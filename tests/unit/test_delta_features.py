@@ -36,10 +36,13 @@ def test_plain_tables_are_readable_and_writable() -> None:
     check_writable(Protocol(3, 7, ("timestampNtz",), ("timestampNtz", "appendOnly")), md())
     check_writable(Protocol(3, 7, ("vacuumProtocolCheck",), ("vacuumProtocolCheck",)), md())
     check_readable(Protocol(2, 5), md({"delta.columnMapping.mode": "none"}))
+    # deletion vectors: read, and written copy-on-write (no writer has to write a DV)
+    check_writable(Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)),
+                   md({"delta.enableDeletionVectors": "true"}))
+    check_writable(Protocol(1, 2), md({"delta.enableDeletionVectors": "true"}))
 
 
 @pytest.mark.parametrize("protocol, config, feature", [
-    (Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)), {}, "deletionVectors"),
     (Protocol(3, 7, ("columnMapping",), ("columnMapping",)), {"delta.columnMapping.mode": "name"}, "columnMapping"),
     (Protocol(2, 5), {"delta.columnMapping.mode": "id"}, "columnMapping"),
     (Protocol(3, 7, ("typeWidening",), ("typeWidening",)), {}, "typeWidening"),
@@ -64,7 +67,6 @@ def test_unreadable(protocol: Protocol, config: dict, feature: str) -> None:
     (Protocol(1, 7, None, ("someFutureFeature",)), {}, "someFutureFeature"),
     (Protocol(1, 4), {"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
     (Protocol(1, 7, None, ("changeDataFeed",)), {"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
-    (Protocol(1, 2), {"delta.enableDeletionVectors": "true"}, "deletionVectors"),
     (Protocol(1, 8), {}, "writerVersion8"),
 ])
 def test_refused_for_writing_only(protocol: Protocol, config: dict, feature: str) -> None:
@@ -142,18 +144,18 @@ def test_append_only_and_required_protocol() -> None:
     assert p == Protocol(3, 7, ("timestampNtz",), ("timestampNtz", "appendOnly"))
 
 
-def test_crafted_deletion_vector_table_is_refused(tmp_path: Path) -> None:
-    """A table whose protocol (in a later commit) enables deletionVectors cannot be read by us."""
+def test_crafted_unreadable_table_is_refused(tmp_path: Path) -> None:
+    """A table whose protocol (in a later commit) enables someFutureReaderFeature cannot be read by us."""
     store = LocalStore(tmp_path)
     create_table(store, "dv", "id BIGINT")
     commit(store, "dv", 1, [CommitInfo({"operation": "UPGRADE PROTOCOL"}),
-                            Protocol(3, 7, ("deletionVectors",), ("deletionVectors",))])
+                            Protocol(3, 7, ("someFutureReaderFeature",), ("someFutureReaderFeature",))])
     log = DeltaLog(store, "dv")
     for method in ("list", "probe"):
         with pytest.raises(UnsupportedFeature) as e:
             log.snapshot(method=method)
-        assert "deletionVectors" in str(e.value) and "'dv'" in str(e.value)
-    assert log.snapshot(check=False).protocol.reader_features == ("deletionVectors",)
+        assert "someFutureReaderFeature" in str(e.value) and "'dv'" in str(e.value)
+    assert log.snapshot(check=False).protocol.reader_features == ("someFutureReaderFeature",)
 
 
 def test_create_table_refuses_feature_configuration(tmp_path: Path) -> None:
