@@ -1,12 +1,12 @@
 """Which Delta protocol versions and table features this code can read and write.
 
-We read reader version 1 (plus reader 2/3 tables whose only reader feature we handle:
-``timestampNtz``, ``vacuumProtocolCheck``, or column mapping switched off) and write writer
-version <= 2 (``appendOnly``; ``invariants`` only when no column declares one) or writer 7 with only
-features we honour. A feature is refused for writing when a correct writer would have to do
-something we do not (write deletion vectors, CDC files, row ids, evaluate CHECK constraints or
-generated columns ...): LakeVilla never writes to such tables, it refuses with
-:class:`~lv_core.errors.UnsupportedFeature` naming the feature.
+We read reader version 1 (plus reader 2/3 tables whose only reader features we handle:
+``timestampNtz``, ``vacuumProtocolCheck``, ``columnMapping`` in mode ``name`` or ``id``, see
+:mod:`lv_core.delta.colmap`) and write writer version <= 2 (``appendOnly``; ``invariants`` only when no
+column declares one), writer 5 (column mapping) or writer 7 with only features we honour. A feature
+is refused for writing when a correct writer would have to do something we do not (write deletion
+vectors, CDC files, row ids, evaluate CHECK constraints or generated columns ...): LakeVilla never
+writes to such tables, it refuses with :class:`~lv_core.errors.UnsupportedFeature` naming the feature.
 
 Legacy protocols (writer 3-6) imply features; like delta-rs we only refuse those that are *in use*
 (e.g. writer 4 with ``delta.enableChangeDataFeed`` off is writable).
@@ -18,6 +18,7 @@ import json
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from lv_core.delta.actions import Metadata, Protocol
+from lv_core.delta.colmap import mapping_mode
 from lv_core.delta.schema import DeltaSchema
 from lv_core.errors import SchemaError, UnsupportedFeature
 
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 #: Reader features whose reader requirements we meet.
-READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck"})
+READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping"})
 #: Writer features whose writer requirements we meet (some only while not in use, see below).
 WRITER_FEATURES_SUPPORTED = frozenset({"appendOnly", "timestampNtz", "invariants", "checkConstraints",
                                        "changeDataFeed", "generatedColumns", "identityColumns",
@@ -87,7 +88,8 @@ def _conf(metadata: Optional[Metadata], key: str, default: str = "") -> str:
 
 
 def _column_mapping_on(md: Optional[Metadata]) -> bool:
-    return _conf(md, "delta.columnMapping.mode", "none") not in ("", "none")
+    """Column mapping mode ``name`` or ``id`` (an unknown mode raises UnsupportedFeature)."""
+    return mapping_mode(md.configuration if md else None) != "none"
 
 
 # Predicates "the feature is in use": a supported-while-unused feature is refused only when in use.
@@ -98,7 +100,6 @@ _IN_USE: dict[str, Callable[[Optional[Metadata]], bool]] = {
     "generatedColumns": lambda md: _field_md_has(md, ("delta.generationExpression",)),
     "identityColumns": lambda md: _field_md_has(md, ("delta.identity.start", "delta.identity.step",
                                                      "delta.identity.highWaterMark")),
-    "columnMapping": _column_mapping_on,
 }
 
 # Features implied by legacy writer versions (Delta spec, "Table Features" section).
@@ -131,12 +132,9 @@ def check_readable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
     rv = protocol.min_reader_version
     if rv > 3:
         raise _refuse(table, f"readerVersion{rv}", "read")
-    if rv == 2 and _column_mapping_on(metadata):
-        raise _refuse(table, "columnMapping", "read")
+    _column_mapping_on(metadata)  # refuses an unknown mode
     if rv == 3:
         for f in protocol.reader_features or ():
-            if f == "columnMapping" and not _column_mapping_on(metadata):
-                continue
             if f not in READER_FEATURES_SUPPORTED:
                 raise _refuse(table, f, "read")
 
@@ -172,9 +170,17 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
             raise _refuse(table, feature, "write")
     if _conf(metadata, "delta.checkpointPolicy", "classic") == "v2":
         raise _refuse(table, "v2Checkpoint", "write")
-    for feature in ("invariants", "checkConstraints", "generatedColumns", "identityColumns", "columnMapping"):
+    for feature in ("invariants", "checkConstraints", "generatedColumns", "identityColumns"):
         if _IN_USE[feature](metadata):
             raise _refuse(table, feature, "write")
+    if _column_mapping_on(metadata) and "columnMapping" not in features:
+        err = UnsupportedFeature(
+            f"{'table ' + repr(table) if table else 'this table'} sets delta.columnMapping.mode but its protocol "
+            f"({describe(protocol)}) does not declare column mapping (writer version 5, or the table feature "
+            "columnMapping); LakeVilla does not create or upgrade column-mapped tables. Help: create the table "
+            "with Spark/Delta (delta.columnMapping.mode), or leave the property out.")
+        err.feature = "columnMapping"  # type: ignore[attr-defined]
+        raise err
 
 
 def is_append_only(metadata: Metadata) -> bool:

@@ -35,11 +35,13 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 
 from lv_core.delta.actions import AddFile, now_ms
+from lv_core.delta.colmap import column_mapping
 from lv_core.delta.features import check_readable
 from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import HIVE_NULL
 from lv_core.delta.writer import write_data_files
 from lv_core.engine.arrow_io import read_data_files
+from lv_core.engine.colmap import logical_frame, physical_frame
 from lv_core.engine.spark_schema import (col, conform_frame, needs_fix, nullable_type, spark_errors, spark_schema,
                                          with_exact_schema)
 from lv_core.engine.spark_stats import stats_aggregates, unmask
@@ -168,9 +170,10 @@ class SparkEngine:
     def _direct_scan(self, table: str, snapshot: Snapshot, files: Sequence[AddFile], file_col: bool) -> "DataFrame":
         from pyspark.sql import functions as F
 
-        parts = list(snapshot.partition_columns)
-        data_schema = spark_schema(snapshot.schema, drop=parts)
-        full = spark_schema(snapshot.schema)
+        cm = column_mapping(snapshot)  # read physical names (identity without column mapping), see the end
+        parts = list(cm.physical_partition_columns)
+        data_schema = spark_schema(cm.physical, drop=parts)
+        full = spark_schema(cm.physical)
         groups: dict[tuple, list[AddFile]] = {}
         for f in files:
             groups.setdefault(tuple(f.partition_values.get(p) for p in parts), []).append(f)
@@ -189,7 +192,7 @@ class SparkEngine:
                 if file_col:
                     cols.append(F.col("_metadata.file_path").alias(FILE_COL))
                 frames.append(df.select(*cols))
-        return reduce(lambda a, b: a.unionByName(b), frames)
+        return logical_frame(reduce(lambda a, b: a.unionByName(b), frames), cm, [FILE_COL] if file_col else [])
 
     def _arrow_scan(self, table: str, snapshot: Snapshot, files: Sequence[AddFile], file_col: bool,
                     cache: Optional[dict[str, pa.Table]]) -> "DataFrame":
@@ -197,7 +200,8 @@ class SparkEngine:
         for f in files:
             t = cache.get(f.path) if cache is not None else None
             if t is None:
-                t = read_data_files(self.store, table, [f], snapshot.schema, snapshot.partition_columns)
+                t = read_data_files(self.store, table, [f], snapshot.schema, snapshot.partition_columns,
+                                    column_mapping(snapshot))
                 if cache is not None:
                     cache[f.path] = t
             if file_col:
@@ -254,7 +258,9 @@ class SparkEngine:
     def _direct_write(self, ctx: "OpContext", table: str, snapshot: Snapshot, df: "DataFrame") -> list[AddFile]:
         from pyspark.sql import functions as F
 
-        parts = list(snapshot.partition_columns)
+        cm = column_mapping(snapshot)  # files, partition values and stats use physical names
+        schema, parts = cm.physical, list(cm.physical_partition_columns)
+        df = physical_frame(df, cm)
         stage_rel = f"{STAGING}/part-{ctx.txn_id}-{ctx.step:04d}-{ctx.attempt}-s{uuid.uuid4().hex[:8]}"
         stage_key = f"{table}/{stage_rel}"
         stage_url = self.url(stage_key)
@@ -269,9 +275,9 @@ class SparkEngine:
             staged = self._staged_files(stage_key)
             if not staged:
                 return []
-            aggs, decode = stats_aggregates(snapshot.schema, parts)
+            aggs, decode = stats_aggregates(schema, parts)
             with spark_errors(f"computing stats of the files written to {table!r}"):
-                back = (self.spark.read.schema(spark_schema(snapshot.schema)).option("basePath", stage_url)
+                back = (self.spark.read.schema(spark_schema(schema)).option("basePath", stage_url)
                         .parquet(*[self.url(f"{stage_key}/{k}") for k in staged]))
                 rows = back.groupBy(F.col("_metadata.file_path").alias("f")).agg(*aggs).collect()
             stage_raw = self._raw(stage_key) + "/"
