@@ -1,9 +1,10 @@
 """Which Delta protocol versions and table features this code can read and write.
 
 We read reader version 1 (plus reader 2/3 tables whose only reader features we handle:
-``timestampNtz``, ``vacuumProtocolCheck``, ``v2Checkpoint``, ``deletionVectors``, ``columnMapping``)
-and write writer versions up to 7 with only features we honour (``appendOnly``, CHECK constraints and
-invariants enforced on every write, deletion vectors and column mapping). A feature is refused for
+``timestampNtz``, ``vacuumProtocolCheck``, ``v2Checkpoint``, ``deletionVectors``, ``columnMapping`` in
+mode ``name`` or ``id``, see :mod:`lv_core.delta.colmap`) and write writer versions up to 7 with only
+features we honour (``appendOnly``, CHECK constraints and invariants enforced on every write, deletion
+vectors and column mapping). A feature is refused for
 writing when a correct writer would have to do something we do not (CDC files, row ids, identity
 values, generated columns ...): LakeVilla never writes to such tables, it refuses with
 :class:`~lv_core.errors.UnsupportedFeature` naming the feature.
@@ -23,6 +24,7 @@ import json
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from lv_core.delta.actions import Metadata, Protocol
+from lv_core.delta.colmap import mapping_mode
 from lv_core.delta.schema import DeltaSchema
 from lv_core.errors import SchemaError, UnsupportedFeature
 
@@ -38,7 +40,8 @@ __all__ = [
 ]
 
 #: Reader features whose reader requirements we meet.
-READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "v2Checkpoint", "deletionVectors"})
+READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "v2Checkpoint", "deletionVectors",
+                                       "columnMapping"})
 #: Writer features whose writer requirements we meet (some only while not in use, see below).
 WRITER_FEATURES_SUPPORTED = frozenset({"appendOnly", "timestampNtz", "invariants", "checkConstraints",
                                        "changeDataFeed", "generatedColumns", "identityColumns",
@@ -94,7 +97,8 @@ def _conf(metadata: Optional[Metadata], key: str, default: str = "") -> str:
 
 
 def _column_mapping_on(md: Optional[Metadata]) -> bool:
-    return _conf(md, "delta.columnMapping.mode", "none") not in ("", "none")
+    """Column mapping mode ``name`` or ``id`` (an unknown mode raises UnsupportedFeature)."""
+    return mapping_mode(md.configuration if md else None) != "none"
 
 
 # Predicates "the feature is in use": a supported-while-unused feature is refused only when in use.
@@ -105,7 +109,6 @@ _IN_USE: dict[str, Callable[[Optional[Metadata]], bool]] = {
     "generatedColumns": lambda md: _field_md_has(md, ("delta.generationExpression",)),
     "identityColumns": lambda md: _field_md_has(md, ("delta.identity.start", "delta.identity.step",
                                                      "delta.identity.highWaterMark")),
-    "columnMapping": _column_mapping_on,
 }
 
 #: In use, but writable: the data plane enforces them on every row it writes (see :func:`check_changes`).
@@ -141,12 +144,9 @@ def check_readable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
     rv = protocol.min_reader_version
     if rv > 3:
         raise _refuse(table, f"readerVersion{rv}", "read")
-    if rv == 2 and _column_mapping_on(metadata):
-        raise _refuse(table, "columnMapping", "read")
+    _column_mapping_on(metadata)  # refuses an unknown mode
     if rv == 3:
         for f in protocol.reader_features or ():
-            if f == "columnMapping" and not _column_mapping_on(metadata):
-                continue
             if f not in READER_FEATURES_SUPPORTED:
                 raise _refuse(table, f, "read")
 
@@ -182,9 +182,17 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
             raise _refuse(table, feature, "write")
     if _conf(metadata, "delta.checkpointPolicy", "classic") == "v2":
         raise _refuse(table, "v2Checkpoint", "write")
-    for feature in ("generatedColumns", "identityColumns", "columnMapping"):
+    for feature in ("generatedColumns", "identityColumns"):
         if _IN_USE[feature](metadata):
             raise _refuse(table, feature, "write")
+    if _column_mapping_on(metadata) and "columnMapping" not in features:
+        err = UnsupportedFeature(
+            f"{'table ' + repr(table) if table else 'this table'} sets delta.columnMapping.mode but its protocol "
+            f"({describe(protocol)}) does not declare column mapping (writer version 5, or the table feature "
+            "columnMapping); LakeVilla does not create or upgrade column-mapped tables. Help: create the table "
+            "with Spark/Delta (delta.columnMapping.mode), or leave the property out.")
+        err.feature = "columnMapping"  # type: ignore[attr-defined]
+        raise err
 
 
 def constraints(metadata: Optional[Metadata]) -> list[tuple[str, str]]:

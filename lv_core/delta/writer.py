@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lv_core.delta.actions import AddFile, now_ms
+from lv_core.delta.colmap import column_mapping
 from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import compute_stats, partition_path, serialize_partition_value
 from lv_core.errors import SchemaError
@@ -66,10 +67,13 @@ def write_data_files(store: ObjectStore, table: str, snapshot: Snapshot, data: p
     minValues, maxValues, nullCount). Partition columns are not stored in the files.
     ``new_path(partition_values)`` names each file (relative to the table); files are written
     put-if-absent, so a name is never reused. An empty partition value is written as null (the Delta
-    spec reads ``""`` as null; Spark and delta-rs read such rows back as null).
+    spec reads ``""`` as null; Spark and delta-rs read such rows back as null). On a column-mapped table
+    the files, ``partitionValues`` and ``stats`` use the physical column names (and field ids in id mode).
     """
     data = conform(data, snapshot.schema.to_arrow())
-    parts = list(snapshot.partition_columns)
+    cm = column_mapping(snapshot)  # column mapping: files, partition values and stats use physical names
+    data = cm.to_physical(data)
+    parts = list(cm.physical_partition_columns)
     groups: list[tuple[dict[str, Optional[str]], pa.Table]] = []
     if parts and data.num_rows:
         keys = data.select(parts).group_by(parts).aggregate([]).to_pylist()

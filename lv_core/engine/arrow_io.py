@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lv_core.delta.actions import AddFile
+from lv_core.delta.colmap import ColumnMapping
 from lv_core.delta.dv import deleted_rows
 from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.stats import parse_partition_value
@@ -54,10 +55,15 @@ def _fit(arr: pa.Array, target: pa.DataType, where: str) -> pa.Array:
 
 
 def read_data_files(store: ObjectStore, table: str, files: Iterable[AddFile], schema: DeltaSchema,
-                    partition_columns: Sequence[str] = ()) -> pa.Table:
-    """Read the given data files into one Arrow table with the table's schema (partition columns filled)."""
-    target = schema.to_arrow()
-    parts_lower = {c.lower() for c in partition_columns}
+                    partition_columns: Sequence[str] = (), mapping: Optional[ColumnMapping] = None) -> pa.Table:
+    """Read the given data files into one Arrow table with the table's schema (partition columns filled).
+
+    ``mapping`` (:func:`lv_core.delta.colmap.column_mapping`): the files of a column-mapped table hold
+    physical names, which are read and shown under the logical ones."""
+    cm = mapping if mapping is not None else ColumnMapping("none", schema, tuple(partition_columns))
+    physical = cm.physical
+    target = cm.physical_arrow
+    parts_lower = {c.lower() for c in cm.physical_partition_columns}
     parts: list[pa.Table] = []
     for add in files:
         raw = store.get(f"{table}/{add.path}").data
@@ -68,7 +74,7 @@ def read_data_files(store: ObjectStore, table: str, files: Iterable[AddFile], sc
             keep[gone[gone < t.num_rows].astype(np.int64)] = False
             t = t.filter(pa.array(keep))
         cols = []
-        for field, delta_field in zip(target, schema, strict=True):
+        for field, delta_field in zip(target, physical, strict=True):
             if field.name.lower() in parts_lower:
                 text = add.partition_values.get(field.name)
                 try:
@@ -83,7 +89,7 @@ def read_data_files(store: ObjectStore, table: str, files: Iterable[AddFile], sc
                 cols.append(pa.nulls(t.num_rows, field.type))
             else:
                 cols.append(_fit(t.column(i).combine_chunks(), field.type, repr(field.name)))
-        parts.append(pa.Table.from_arrays(cols, schema=target))
+        parts.append(cm.to_logical(pa.Table.from_arrays(cols, schema=target)))
     if not parts:
-        return target.empty_table()
+        return cm.logical_arrow.empty_table()
     return pa.concat_tables(parts)

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lv_core.delta.colmap import column_mapping
 from lv_core.delta.writer import write_data_files
 from lv_core.engine.arrow_io import read_data_files
 from lv_core.txn.context import OpContext
@@ -41,7 +42,7 @@ def read(table: str, where: Mask | None = None, *, exposed: bool = True) -> Oper
     def run(ctx: OpContext) -> OpResult:
         snap = ctx.snapshot(table)
         files = list(ctx.files(table).values())
-        data = read_data_files(ctx.store, table, files, snap.schema, snap.partition_columns)
+        data = read_data_files(ctx.store, table, files, snap.schema, snap.partition_columns, column_mapping(snap))
         if where is not None:
             data = data.filter(where(data))
         return OpResult(value=data, reads={table: {f.path for f in files}}, scans={table})
@@ -56,7 +57,7 @@ def _rewrite(table: str, where: Mask, set_rows: Update | None) -> Callable[[OpCo
         snap = ctx.snapshot(table)
         res = OpResult(value=0, reads={table: set()}, scans={table}, adds={table: []}, removes={table: []})
         for f in list(ctx.files(table).values()):
-            data = read_data_files(ctx.store, table, [f], snap.schema, snap.partition_columns)
+            data = read_data_files(ctx.store, table, [f], snap.schema, snap.partition_columns, column_mapping(snap))
             res.reads[table].add(f.path)
             mask = where(data)
             n = pc.sum(mask).as_py() or 0

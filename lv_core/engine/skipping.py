@@ -207,8 +207,10 @@ def _is_null(c: _Col, want_null: bool) -> Pred:
 
 
 class _Compiler:
-    def __init__(self, schema: DeltaSchema, partition_columns: Sequence[str]) -> None:
+    def __init__(self, schema: DeltaSchema, partition_columns: Sequence[str],
+                 physical: Optional[Mapping[str, str]] = None) -> None:
         self.fields = {f.name.lower(): f for f in schema}
+        self.physical = physical or {}
         self.parts = {p.lower() for p in partition_columns}
 
     def column(self, node: Any) -> Optional[_Col]:
@@ -221,7 +223,8 @@ class _Compiler:
         f = self.fields.get(node.name.lower())
         if f is None:
             return None
-        return _Col(f.name, _kind(f.type), f.name.lower() in self.parts)
+        # stats and partition values are keyed by the physical name (column mapping)
+        return _Col(self.physical.get(f.name, f.name), _kind(f.type), f.name.lower() in self.parts)
 
     def literal(self, node: Any, kind: Optional[str]) -> Any:
         from sqlglot import expressions as exp
@@ -326,7 +329,8 @@ class FileFilter:
         effective: True when at least part of the predicate could be used for skipping.
     """
 
-    def __init__(self, where: Optional[str], schema: DeltaSchema, partition_columns: Sequence[str] = ()) -> None:
+    def __init__(self, where: Optional[str], schema: DeltaSchema, partition_columns: Sequence[str] = (),
+                 physical: Optional[Mapping[str, str]] = None) -> None:
         self.where = where
         self._pred: Optional[Pred] = None
         if where is None or not str(where).strip():
@@ -337,7 +341,7 @@ class FileFilter:
             tree = sqlglot.parse_one(str(where), read="spark")
         except Exception:  # unparsable here: Spark will report it; skip nothing
             return
-        self._pred = _Compiler(schema, partition_columns).compile(tree)
+        self._pred = _Compiler(schema, partition_columns, physical).compile(tree)
 
     @property
     def effective(self) -> bool:
@@ -352,7 +356,9 @@ class FileFilter:
         return f"FileFilter({self.where!r})"
 
 
-def file_filter(where: Optional[str], schema: DeltaSchema, partition_columns: Sequence[str] = ()) -> FileFilter:
-    """Compile ``where`` (Spark SQL text) into a per-file "may match" test."""
-    return FileFilter(where, schema, partition_columns)
+def file_filter(where: Optional[str], schema: DeltaSchema, partition_columns: Sequence[str] = (),
+                physical: Optional[Mapping[str, str]] = None) -> FileFilter:
+    """Compile ``where`` (Spark SQL text) into a per-file "may match" test. ``physical`` maps a column's
+    name to the one its stats and partition values use (column mapping: :attr:`ColumnMapping.names`)."""
+    return FileFilter(where, schema, partition_columns, physical)
 

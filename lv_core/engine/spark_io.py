@@ -35,12 +35,14 @@ import numpy as np
 import pyarrow as pa
 
 from lv_core.delta.actions import AddFile, now_ms
+from lv_core.delta.colmap import column_mapping
 from lv_core.delta.dv import deleted_rows, dv_of
 from lv_core.delta.features import check_readable
 from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import spark_partition_text
 from lv_core.delta.writer import write_data_files
 from lv_core.engine.arrow_io import read_data_files
+from lv_core.engine.colmap import logical_frame, physical_frame
 from lv_core.engine.spark_checks import check_rows, enforce
 from lv_core.engine.spark_schema import (
     col,
@@ -188,9 +190,10 @@ class SparkEngine:
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-        parts = list(snapshot.partition_columns)
-        data_schema = spark_schema(snapshot.schema, drop=parts)
-        full = spark_schema(snapshot.schema)
+        cm = column_mapping(snapshot)  # read physical names (identity without column mapping), see the end
+        parts = list(cm.physical_partition_columns)
+        data_schema = spark_schema(cm.physical, drop=parts)
+        full = spark_schema(cm.physical)
         raws = [self._raw(f"{table}/{f.path}") for f in files]
         gone: list[tuple[str, np.ndarray]] = []
         for raw, f in zip(raws, files, strict=True):
@@ -213,7 +216,7 @@ class SparkEngine:
                       .join(F.broadcast(deleted), [_KEY, _ROW], "left_anti"))
             if need_files:
                 names = [_KEY, FILE_COL] + [f"{_PART}{i}" for i in range(len(parts))]
-                values = [[spark_partition_text(f.partition_values.get(p), snapshot.schema.field(p).type)
+                values = [[spark_partition_text(f.partition_values.get(p), cm.physical.field(p).type)
                            for f in files] for p in parts]
                 facts = pa.table([pa.array(raws, pa.string()), pa.array([f.path for f in files], pa.string())]
                                  + [pa.array(v, pa.string()) for v in values], names=names)
@@ -228,7 +231,7 @@ class SparkEngine:
                     cols.append(col(field.name))
             if file_col:
                 cols.append(F.col(FILE_COL))
-            return df.select(*cols)
+            return logical_frame(df.select(*cols), cm, [FILE_COL] if file_col else [])
 
     def _key_expr(self) -> "Column":
         """Spark's ``_metadata.file_path`` (a percent-encoded URI) as :meth:`_raw` writes the file: the
@@ -246,7 +249,8 @@ class SparkEngine:
         for f in files:
             t = cache.get(f.path) if cache is not None else None
             if t is None:
-                t = read_data_files(self.store, table, [f], snapshot.schema, snapshot.partition_columns)
+                t = read_data_files(self.store, table, [f], snapshot.schema, snapshot.partition_columns,
+                                    column_mapping(snapshot))
                 if cache is not None:
                     cache[f.path] = t
             if file_col:
@@ -304,7 +308,9 @@ class SparkEngine:
     def _direct_write(self, ctx: "OpContext", table: str, snapshot: Snapshot, df: "DataFrame") -> list[AddFile]:
         from pyspark.sql import functions as F
 
-        parts = list(snapshot.partition_columns)
+        cm = column_mapping(snapshot)  # files, partition values and stats use physical names
+        schema, parts = cm.physical, list(cm.physical_partition_columns)
+        df = physical_frame(df, cm)
         stage_rel = f"{STAGING}/part-{ctx.txn_id}-{ctx.step:04d}-{ctx.attempt}-s{uuid.uuid4().hex[:8]}"
         stage_key = f"{table}/{stage_rel}"
         stage_url = self.url(stage_key)
@@ -319,9 +325,9 @@ class SparkEngine:
             staged = self._staged_files(stage_key)
             if not staged:
                 return []
-            aggs, decode = stats_aggregates(snapshot.schema, parts)
+            aggs, decode = stats_aggregates(schema, parts)
             with spark_errors(f"computing stats of the files written to {table!r}"):
-                back = (self.spark.read.schema(spark_schema(snapshot.schema)).option("basePath", stage_url)
+                back = (self.spark.read.schema(spark_schema(schema)).option("basePath", stage_url)
                         .parquet(*[self.url(f"{stage_key}/{k}") for k in staged]))
                 rows = back.groupBy(F.col("_metadata.file_path").alias("f")).agg(*aggs).collect()
             stage_raw = self._raw(stage_key) + "/"

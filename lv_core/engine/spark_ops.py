@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
 
 import pyarrow as pa
 
+from lv_core.delta.colmap import column_mapping
 from lv_core.delta.dv import live_records
 from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.writer import conform
@@ -161,7 +162,7 @@ def _dml(engine: SparkEngine, table: str, where: Optional[str], assignments: Opt
         snap = ctx.snapshot(table)
         sets = _resolve_set(assignments, snap.schema, table) if assignments is not None else {}  # = is_update
         view = ctx.files(table)
-        may_match = file_filter(where, snap.schema, snap.partition_columns)
+        may_match = file_filter(where, snap.schema, snap.partition_columns, column_mapping(snap).names)
         candidates = sorted((f for f in view.values() if may_match(f)), key=lambda f: f.path)
         res = OpResult(value=0, reads={table: {f.path for f in candidates}}, scans={table},
                        may_match={table: may_match}, adds={table: []}, removes={table: []})

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from lv_core.delta.colmap import column_mapping
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import col, nullable_type, spark_schema
@@ -60,7 +61,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
         snap = ctx.snapshot(target)
         fields = target_fields(spark_schema(snap.schema))
         view = ctx.files(target)
-        may_match = file_filter(skip, snap.schema, snap.partition_columns)
+        may_match = file_filter(skip, snap.schema, snap.partition_columns, column_mapping(snap).names)
         candidates = sorted((f for f in view.values() if may_match(f)), key=lambda f: f.path)
         r = Renderer()
         ta, sa = q(spec.alias), q(spec.source_alias)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional
 
 import pyarrow as pa
 
+from lv_core.delta.colmap import column_mapping
 from lv_core.delta.dv import live_records
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
@@ -368,7 +369,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
                 seen.add(f.name)
                 sets.append((f, e))
         view = ctx.files(target)
-        may_match = file_filter(skip, snap.schema, snap.partition_columns)
+        may_match = file_filter(skip, snap.schema, snap.partition_columns, column_mapping(snap).names)
         candidates = sorted((f for f in view.values() if may_match(f)), key=lambda f: f.path)
         r = Renderer()
         alias = q(spec.alias)

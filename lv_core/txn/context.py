@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from lv_core.delta.actions import AddFile
+from lv_core.delta.colmap import column_mapping
 from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import partition_path
 from lv_core.storage.base import ObjectStore
@@ -47,6 +48,8 @@ class OpContext:
         """A data file path (relative to the table) unique to this transaction, step and attempt."""
         self._n += 1
         values = partition_values or {}
-        folder = partition_path(self.snapshot(table).partition_columns, values) if values else ""
+        # column mapping: partition values are keyed by physical name, and so are the folders
+        parts = column_mapping(self.snapshot(table)).physical_partition_columns if values else ()
+        folder = partition_path(parts, values) if values else ""
         return (f"{folder + '/' if folder else ''}"
                 f"part-{self.txn_id}-{self.step:04d}-{self.attempt}-{self._n:03d}.{ext}")

@@ -43,8 +43,7 @@ def test_plain_tables_are_readable_and_writable() -> None:
 
 
 @pytest.mark.parametrize("protocol, config, feature", [
-    (Protocol(3, 7, ("columnMapping",), ("columnMapping",)), {"delta.columnMapping.mode": "name"}, "columnMapping"),
-    (Protocol(2, 5), {"delta.columnMapping.mode": "id"}, "columnMapping"),
+    (Protocol(2, 5), {"delta.columnMapping.mode": "position"}, "columnMapping"),
     (Protocol(3, 7, ("typeWidening",), ("typeWidening",)), {}, "typeWidening"),
     (Protocol(3, 7, ("variantType",), ("variantType",)), {}, "variantType"),
     (Protocol(4, 7), {}, "readerVersion4"),
@@ -75,6 +74,25 @@ def test_refused_for_writing_only(protocol: Protocol, config: dict, feature: str
         check_writable(protocol, md(config), table="bank_x")
     msg = str(e.value)
     assert feature in msg and "never writes" in msg and "'bank_x'" in msg
+
+
+@pytest.mark.parametrize("protocol", [Protocol(2, 5), Protocol(2, 6), Protocol(3, 7, ("columnMapping",),
+                                                                           ("columnMapping",))])
+@pytest.mark.parametrize("mode", ["name", "id", "none"])
+def test_column_mapping_is_read_and_written(protocol: Protocol, mode: str) -> None:
+    check_readable(protocol, md({"delta.columnMapping.mode": mode}))
+    check_writable(protocol, md({"delta.columnMapping.mode": mode}))
+
+
+@pytest.mark.parametrize("protocol", [Protocol(1, 2), Protocol(1, 4), Protocol(3, 7, ("timestampNtz",),
+                                                                           ("timestampNtz",))])
+def test_column_mapping_without_protocol_support_is_not_written(protocol: Protocol, tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedFeature, match="does not declare column mapping"):
+        check_writable(protocol, md({"delta.columnMapping.mode": "name"}), table="t")
+    store = LocalStore(tmp_path)
+    with pytest.raises(UnsupportedFeature, match="columnMapping"):
+        create_table(store, "cm", "id BIGINT", configuration={"delta.columnMapping.mode": "name"})
+    assert not list(store.list("cm/"))  # nothing written
 
 
 def test_supported_writer_features_while_unused() -> None:
