@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = ["BUILDERS", "DeltaFixture", "build_all", "canonical_rows", "check_fixture", "deltalake_rows",
-           "expected_rows", "files_rows"]
+           "expected_rows", "files_rows", "sql_rows"]
 
 UTC = dt.timezone.utc
 D = decimal.Decimal
@@ -43,7 +43,9 @@ class DeltaFixture:
     versions: list[int]  #: versions to compare: first, middle, latest
     key: str = "id"
     partition_columns: list[str] = field(default_factory=list)
-    #: how the expected rows are read: "deltalake" (``to_pyarrow_table``) or "files" (:func:`files_rows`)
+    #: how the expected rows are read: "deltalake" (``to_pyarrow_table``), "files" (:func:`files_rows`) or
+    #: "sql" (delta-rs's DataFusion reader, :func:`sql_rows`: it applies deletion vectors and column
+    #: mapping, which ``to_pyarrow_table`` refuses or ignores in deltalake 1.6)
     reader: str = "deltalake"
 
     @property
@@ -105,9 +107,21 @@ def deltalake_rows(fx: DeltaFixture, version: Optional[int] = None) -> list[dict
     return canonical_rows(t, fx.key)
 
 
+def sql_rows(fx: DeltaFixture, version: Optional[int] = None) -> list[dict[str, Any]]:
+    """The rows delta-rs's DataFusion reader returns (``SELECT *``)."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    batches = QueryBuilder().register("t", DeltaTable(str(fx.path), version=version)).execute("SELECT * FROM t")
+    return canonical_rows(pa.table(batches.read_all()), fx.key)
+
+
 def expected_rows(fx: DeltaFixture, version: Optional[int] = None) -> list[dict[str, Any]]:
-    """The rows an independent reader sees: :func:`deltalake_rows`, or :func:`files_rows` for ``reader="files"``."""
-    return files_rows(fx, version) if fx.reader == "files" else deltalake_rows(fx, version)
+    """The rows an independent reader sees (:attr:`DeltaFixture.reader`)."""
+    if fx.reader == "files":
+        return files_rows(fx, version)
+    if fx.reader == "sql":
+        return sql_rows(fx, version)
+    return deltalake_rows(fx, version)
 
 
 # --------------------------------------------------------------------------- hand-written logs

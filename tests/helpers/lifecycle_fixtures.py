@@ -313,3 +313,14 @@ LIFECYCLE_BUILDERS: dict[str, Callable[[Path], DeltaFixture]] = {f.__name__: f f
     partitioned_by_date, many_small_files, empty_then_filled, described, nulls_everywhere, large_values,
     merge_partitioned, append_only_cfg, check_constraint, long_history, overwrite_partitions,
     schema_added_column, schema_overwritten)}
+
+
+def many_partition_values(root: Path) -> DeltaFixture:
+    """120 partition values (one file each): the direct path reads them in one Spark scan."""
+    p = root / "many_partition_values"
+    _write(p, rows(range(0, 120), name=lambda i: f"v{i:03d}"), partition_by=["name"])
+    _dt(p).delete("id % 10 = 0")
+    return _fx("many_partition_values", p, ["name"])
+
+
+LIFECYCLE_BUILDERS["many_partition_values"] = many_partition_values

@@ -3,7 +3,8 @@ exactly as ``deltalake`` (delta-rs) sees them.
 
 For every fixture table (:mod:`tests.helpers.lifecycle_fixtures`: histories written by delta-rs;
 :mod:`tests.helpers.delta_fixtures`: types and partition values, by delta-rs and by hand after the
-Delta protocol; and the feature fixtures of the other helper modules): at its first, a middle and its
+Delta protocol; :mod:`tests.helpers.table_feature_fixtures`: deletion vectors and column mapping,
+by hand after the protocol): at its first, a middle and its
 latest version, LakeVilla's snapshot names the same data files as ``deltalake`` and both data paths
 (Spark ``direct`` and ``arrow``) read the same rows. Then a LakeVilla transaction appends a row and
 another deletes one, and after each commit ``deltalake`` reads exactly LakeVilla's rows. Tables whose
@@ -27,10 +28,11 @@ from lv_core.errors import UnsupportedFeature
 from tests.helpers.delta_fixtures import BUILDERS as TYPE_BUILDERS
 from tests.helpers.delta_fixtures import DeltaFixture, canonical_rows, check_fixture, expected_rows
 from tests.helpers.lifecycle_fixtures import LIFECYCLE_BUILDERS
+from tests.helpers.table_feature_fixtures import FEATURE_BUILDERS
 
 pytestmark = [pytest.mark.spark, pytest.mark.conformance]
 
-ALL: dict[str, Callable[[Path], DeltaFixture]] = {**LIFECYCLE_BUILDERS, **TYPE_BUILDERS}
+ALL: dict[str, Callable[[Path], DeltaFixture]] = {**LIFECYCLE_BUILDERS, **TYPE_BUILDERS, **FEATURE_BUILDERS}
 
 
 def _deltalake_files(fx: DeltaFixture, version: int) -> set[str]:
@@ -51,7 +53,7 @@ def _lakehouse(wh: Path, spark: Any, data_path: str) -> lv_core.Lakehouse:
 
 
 def test_the_tier_covers_at_least_forty_tables() -> None:
-    assert len(ALL) >= 33  # with the deletion-vector and column-mapping fixtures: >= 40 (see the README table)
+    assert len(ALL) >= 40
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
