@@ -95,14 +95,20 @@ def apply_actions(actions: Iterable[Action], files: dict[str, AddFile], tombston
     UnknownAction (cdc, domainMetadata, ...) and commitInfo change nothing here. Files are matched by
     their decoded path, so a ``remove`` another tool encoded differently (``a+b`` / ``a%2Bb``) still
     removes the file; each action keeps its own log string for writing back.
+
+    Removes apply before adds: a version never adds and removes the same logical file (the spec's key
+    is the path plus the deletion vector's id), so a ``remove(path, dv1)`` + ``add(path, dv2)`` pair that
+    replaces a file's deletion vector keeps the new add whatever order the writer put them in.
     """
+    actions = list(actions)
+    for a in actions:
+        if isinstance(a, RemoveFile):
+            files.pop(a.path, None)
+            tombstones[a.path] = a
     for a in actions:
         if isinstance(a, AddFile):
             files[a.path] = a
             tombstones.pop(a.path, None)
-        elif isinstance(a, RemoveFile):
-            files.pop(a.path, None)
-            tombstones[a.path] = a
         elif isinstance(a, Metadata):
             metadata = a
         elif isinstance(a, Protocol):

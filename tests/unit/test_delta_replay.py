@@ -99,3 +99,15 @@ def test_checkpoint_as_base() -> None:
 def test_num_records_unknown_without_stats() -> None:
     s = replay(None, [v0(), (1, [AddFile("a", {}, 1, 0)])])
     assert s.num_records is None
+
+
+@pytest.mark.parametrize("add_first", [True, False])
+def test_replacing_a_deletion_vector_keeps_the_file_whatever_the_action_order(add_first: bool) -> None:
+    """remove(path, dv1) + add(path, dv2) in one version is a new deletion vector for the same file."""
+    dv1 = {"deletionVector": {"storageType": "i", "pathOrInlineDv": "one", "sizeInBytes": 1, "cardinality": 1}}
+    dv2 = {"deletionVector": {"storageType": "i", "pathOrInlineDv": "two", "sizeInBytes": 1, "cardinality": 2}}
+    old = AddFile("a", {}, 10, 0, True, None, extra=dv1)
+    new = AddFile("a", {}, 10, 0, True, None, extra=dv2)
+    swap = [new, old.remove(5)] if add_first else [old.remove(5), new]
+    s = replay(None, [v0(), (1, [old]), (2, swap)], table="t")
+    assert list(s.files) == ["a"] and s.files["a"].extra["deletionVector"]["pathOrInlineDv"] == "two"
