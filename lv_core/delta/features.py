@@ -1,7 +1,8 @@
 """Which Delta protocol versions and table features this code can read and write.
 
-We read reader version 1 (plus reader 2/3 tables whose only reader feature we handle:
-``timestampNtz``, ``vacuumProtocolCheck``, or column mapping switched off) and write writer
+We read reader version 1 (plus reader 2/3 tables whose only reader features we handle:
+``timestampNtz``, ``vacuumProtocolCheck``, ``typeWidening``/``typeWidening-preview``, or column mapping
+switched off) and write writer
 version <= 3 or writer 7 with only features we honour. A feature is refused for writing when a
 correct writer would have to do something we do not (write deletion vectors, CDC files, row ids,
 generated columns ...): LakeVilla never writes to such tables, it refuses with
@@ -12,6 +13,11 @@ Rules on the *changes* of a write (:func:`check_changes`): an append-only table 
 must have been checked by the data plane (the Spark engine evaluates the SQL on every row it writes),
 otherwise the write is refused.
 
+Type widening (:func:`type_changes`): older files hold a column in a narrower type than the schema;
+both data paths read them as the wide type (Spark 4's Parquet reader under the table schema, pyarrow casts),
+every change in ``delta.typeChanges`` must be one the spec allows (else the table is refused for reading),
+data skipping ignores stats of widened columns, and writes use the schema's (wide) types.
+
 Legacy protocols (writer 3-6) imply features; like delta-rs we only refuse those that are *in use*
 (e.g. writer 4 with ``delta.enableChangeDataFeed`` off is writable).
 """
@@ -19,6 +25,7 @@ Legacy protocols (writer 3-6) imply features; like delta-rs we only refuse those
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from lv_core.delta.actions import Metadata, Protocol
@@ -32,16 +39,19 @@ __all__ = [
     "check_readable",
     "check_writable",
     "constraints",
+    "type_changes",
     "is_append_only",
     "required_protocol",
 ]
 
 #: Reader features whose reader requirements we meet.
-READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "v2Checkpoint"})
+READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "v2Checkpoint", "typeWidening",
+                                       "typeWidening-preview"})
 #: Writer features whose writer requirements we meet (some only while not in use, see below).
 WRITER_FEATURES_SUPPORTED = frozenset({"appendOnly", "timestampNtz", "invariants", "checkConstraints",
                                        "changeDataFeed", "generatedColumns", "identityColumns",
-                                       "columnMapping", "vacuumProtocolCheck"})
+                                       "columnMapping", "vacuumProtocolCheck", "typeWidening",
+                                       "typeWidening-preview"})
 
 _WHAT = {
     "deletionVectors": "deletion vectors",
@@ -148,6 +158,16 @@ def check_readable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
                 continue
             if f not in READER_FEATURES_SUPPORTED:
                 raise _refuse(table, f, "read")
+    for path, change in type_changes(metadata):
+        if not _widening_supported(str(change.get("fromType")), str(change.get("toType"))):
+            where = f"table {table!r}" if table else "this table"
+            err = UnsupportedFeature(
+                f"{where}: the type of column {path!r} was changed from {change.get('fromType')!r} to "
+                f"{change.get('toType')!r} (delta.typeChanges), a type change LakeVilla cannot read (type widening "
+                "supports wider integers, integer/float to double, date to timestamp_ntz and wider decimals). "
+                "Help: read it with Spark/Delta instead.")
+            err.feature = "typeWidening"  # type: ignore[attr-defined]
+            raise err
 
 
 def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, table: Optional[str] = None) -> None:
@@ -174,7 +194,6 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
     # Configuration that asks writers for a feature even if the protocol lacks it: refuse too.
     for key, feature in (("delta.enableDeletionVectors", "deletionVectors"),
                          ("delta.enableRowTracking", "rowTracking"),
-                         ("delta.enableTypeWidening", "typeWidening"),
                          ("delta.enableInCommitTimestamps", "inCommitTimestamp"),
                          ("delta.enableChangeDataFeed", "changeDataFeed")):
         if _conf(metadata, key) == "true":
@@ -184,6 +203,67 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
     for feature in ("generatedColumns", "identityColumns", "columnMapping"):
         if _IN_USE[feature](metadata):
             raise _refuse(table, feature, "write")
+
+
+_INT_RANK = {"byte": 0, "short": 1, "integer": 2, "long": 3}
+_DEC = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+
+
+def _widening_supported(old: str, new: str) -> bool:
+    """True for the type changes of the Delta spec's Type Widening section (which Spark 4's Parquet reader
+    and pyarrow's casts both read): integers to wider integers, to ``double`` (not ``long``) or to a decimal
+    with at least 10 (``long``: 20) integer digits; ``float`` to ``double``; ``date`` to ``timestamp_ntz``;
+    ``decimal(p, s)`` to ``decimal(p + k1, s + k2)`` with ``k1 >= k2 >= 0``."""
+    old, new = old.strip().lower(), new.strip().lower()
+    dec_new = _DEC.match(new)
+    if old in _INT_RANK:
+        if new in _INT_RANK:
+            return _INT_RANK[new] > _INT_RANK[old]
+        if new == "double":
+            return old != "long"
+        if dec_new:
+            p, s = int(dec_new.group(1)), int(dec_new.group(2))
+            return p - s >= (20 if old == "long" else 10)
+        return False
+    if old == "float":
+        return new == "double"
+    if old == "date":
+        return new == "timestamp_ntz"
+    dec_old = _DEC.match(old)
+    if dec_old and dec_new:
+        k1 = int(dec_new.group(1)) - int(dec_old.group(1))
+        k2 = int(dec_new.group(2)) - int(dec_old.group(2))
+        return k1 >= k2 >= 0
+    return False
+
+
+def type_changes(metadata: Optional[Metadata]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The type changes recorded in a table's schema (``delta.typeChanges`` in a field's metadata: a list
+    of ``{"fromType", "toType", "fieldPath"?, "tableVersion"?}``), as ``(column path, change)``.
+
+    Raises:
+        UnsupportedFeature: a ``delta.typeChanges`` that is not such a list (we cannot tell what the files hold).
+    """
+    schema = _schema(metadata)
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for path, _t, f in schema.iter_types() if schema is not None else ():
+        raw = f.metadata.get("delta.typeChanges")
+        if raw is None:
+            continue
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                raw = None
+        if not isinstance(raw, list) or not all(isinstance(c, Mapping) for c in raw):
+            err = UnsupportedFeature(f"column {path!r} has type-change metadata (delta.typeChanges) LakeVilla "
+                                     f"cannot parse: {raw!r}. Help: read it with Spark/Delta instead.")
+            err.feature = "typeWidening"  # type: ignore[attr-defined]
+            raise err
+        for change in raw:
+            sub = change.get("fieldPath")
+            out.append((f"{path}.{sub}" if sub else str(path), change))
+    return out
 
 
 def constraints(metadata: Optional[Metadata]) -> list[tuple[str, str]]:

@@ -221,6 +221,8 @@ class _Compiler:
         f = self.fields.get(node.name.lower())
         if f is None:
             return None
+        if "delta.typeChanges" in f.metadata:  # widened: older files' stats/values are of the narrow type
+            return _Col(f.name, None, f.name.lower() in self.parts)
         return _Col(f.name, _kind(f.type), f.name.lower() in self.parts)
 
     def literal(self, node: Any, kind: Optional[str]) -> Any:

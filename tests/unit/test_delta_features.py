@@ -16,6 +16,7 @@ from lv_core.delta.features import (
     constraints,
     is_append_only,
     required_protocol,
+    type_changes,
 )
 from lv_core.delta.schema import parse_ddl
 from lv_core.delta.table import create_table as create_table2
@@ -42,7 +43,6 @@ def test_plain_tables_are_readable_and_writable() -> None:
     (Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)), {}, "deletionVectors"),
     (Protocol(3, 7, ("columnMapping",), ("columnMapping",)), {"delta.columnMapping.mode": "name"}, "columnMapping"),
     (Protocol(2, 5), {"delta.columnMapping.mode": "id"}, "columnMapping"),
-    (Protocol(3, 7, ("typeWidening",), ("typeWidening",)), {}, "typeWidening"),
     (Protocol(3, 7, ("variantType",), ("variantType",)), {}, "variantType"),
     (Protocol(4, 7), {}, "readerVersion4"),
 ])
@@ -161,3 +161,58 @@ def test_create_table_refuses_feature_configuration(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedFeature, match="changeDataFeed"):
         create_table2(store, "cdf", "id BIGINT", configuration={"delta.enableChangeDataFeed": True})
     assert not list(store.list("cdf/"))
+
+
+def _widened(changes: list[dict], typ: str = "long") -> Metadata:
+    schema = {"type": "struct", "fields": [
+        {"name": "id", "type": typ, "nullable": True, "metadata": {"delta.typeChanges": changes}},
+        {"name": "s", "type": {"type": "struct", "fields": [
+            {"name": "a", "type": {"type": "array", "elementType": "double", "containsNull": True}, "nullable": True,
+             "metadata": {"delta.typeChanges": [{"fromType": "float", "toType": "double", "fieldPath": "element"}]}}]},
+         "nullable": True, "metadata": {}}]}
+    return Metadata("x", json.dumps(schema), (), {"delta.enableTypeWidening": "true"})
+
+
+@pytest.mark.parametrize("feature", ["typeWidening", "typeWidening-preview"])
+@pytest.mark.parametrize("old, new", [("integer", "long"), ("byte", "short"), ("short", "long"), ("integer", "double"),
+                                      ("float", "double"), ("date", "timestamp_ntz"),
+                                      ("decimal(5,2)", "decimal(12,4)"), ("decimal(10,2)", "decimal(11,3)"),
+                                      ("integer", "decimal(10,0)"), ("long", "decimal(22,2)")])
+def test_type_widening_is_read_and_written(feature: str, old: str, new: str) -> None:
+    p = Protocol(3, 7, ("timestampNtz", feature), ("timestampNtz", feature))
+    m = _widened([{"fromType": old, "toType": new, "tableVersion": 1}], new)
+    check_readable(p, m)
+    check_writable(p, m)  # writers write the table's (wide) types; delta.enableTypeWidening only allows changes
+    assert [path for path, _c in type_changes(m)] == ["id", "s.a.element"]
+
+
+@pytest.mark.parametrize("old, new", [("long", "integer"), ("string", "long"), ("long", "double"),
+                                      ("decimal(10,2)", "decimal(10,3)"), ("decimal(10,2)", "decimal(9,2)"),
+                                      ("integer", "decimal(9,0)"), ("long", "decimal(20,1)"),
+                                      ("timestamp", "timestamp_ntz"), ("double", "float"), ("date", "timestamp")])
+def test_unsupported_type_change_is_refused(old: str, new: str) -> None:
+    p = Protocol(3, 7, ("typeWidening",), ("typeWidening",))
+    for check in (check_readable, check_writable):
+        with pytest.raises(UnsupportedFeature) as e:
+            check(p, _widened([{"fromType": old, "toType": new}], new), table="t")
+        msg = str(e.value)
+        assert "'t'" in msg and "'id'" in msg and repr(old) in msg and repr(new) in msg and "Spark" in msg
+        assert e.value.feature == "typeWidening"  # type: ignore[attr-defined]
+
+
+def test_unparsable_type_changes_are_refused() -> None:
+    with pytest.raises(UnsupportedFeature, match="delta.typeChanges"):
+        check_readable(Protocol(3, 7, ("typeWidening",), ("typeWidening",)), _widened("long"))  # type: ignore[arg-type]
+
+
+def test_widened_column_is_never_skipped_by_stats() -> None:
+    """A float32 0.1 (stats: 0.1) reads as the double 0.10000000149...: pruning ``id > 0.1`` by the old
+    file's stats as if they were doubles would lose the row."""
+    from lv_core.delta.schema import DeltaSchema
+    from lv_core.engine.skipping import file_filter
+
+    schema = DeltaSchema.from_json(_widened([{"fromType": "float", "toType": "double"}], "double").schema_string or "")
+    old_file = AddFile("a.parquet", {}, 1, 0, True, json.dumps(
+        {"numRecords": 1, "minValues": {"id": 0.1}, "maxValues": {"id": 0.1}, "nullCount": {"id": 0}}))
+    assert file_filter("id > 0.1", schema)(old_file)
+    assert file_filter("id = 0.10000000149011612", schema)(old_file)

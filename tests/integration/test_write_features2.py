@@ -1,0 +1,86 @@
+"""Spark tier, issue 17 item 4 (continued): tables using type widening, read and written by LakeVilla on
+both data paths (fixtures in :mod:`tests.helpers.feature_fixtures`, built by pyarrow and hand-written logs).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lv_core
+from lv_core.engine import api
+from tests.helpers import feature_fixtures as ff
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(params=["direct", "arrow"])
+def data_path(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def connect(spark: Any, wh: Path, data_path: str) -> lv_core.Lakehouse:
+    lh = lv_core.connect(wh, spark=spark)
+    api.configure(lh, data_path=data_path)
+    return lh
+
+
+def rows(df: Any) -> list[dict[str, Any]]:
+    return sorted((r.asDict() for r in df.collect()), key=lambda r: r["id"])
+
+
+@pytest.mark.parametrize("feature", ["typeWidening", "typeWidening-preview"])
+def test_type_widened_table_reads_and_writes_the_wide_types(spark: Any, tmp_path: Path, data_path: str,
+                                                            feature: str) -> None:
+    root = tmp_path / "wh" / "tw"
+    ff.type_widened_table(root, feature)
+    lh = connect(spark, tmp_path / "wh", data_path)
+    try:
+        with lh.transaction() as txn:
+            df = txn.table("tw")
+            assert [f.dataType.simpleString() for f in df.schema.fields] == [
+                "bigint", "int", "double", "timestamp_ntz", "decimal(12,4)"]
+            assert rows(df) == ff.WIDENED_ROWS  # the version-0 file holds int, short, float, date, decimal(5,2)
+            # filters on widened columns see the old file's rows (its stats are of the narrow types)
+            assert [r["id"] for r in rows(df.where("f = 1.5 OR d = TIMESTAMP_NTZ '1999-12-31 00:00:00'"))] == [1, 2]
+            assert txn.sql("SELECT count(*) AS n FROM tw WHERE id < 3 AND m < 1000").collect()[0]["n"] == 2
+        new = {"id": 2**40, "s": 2**20, "f": 1e-300, "d": dt.datetime(2030, 1, 1, 1, 2, 3),
+               "m": Decimal("99999999.9999")}
+        with lh.transaction() as txn:
+            txn.insert("tw", [new])
+            txn.sql("UPDATE tw SET s = s + 100000 WHERE id = 1")  # rewrites the narrow file in the wide types
+            txn.sql("DELETE FROM tw WHERE id = 2")
+        version, files = _delta_files(root)
+        assert version == 2
+        for f in files:  # every file LakeVilla wrote has the wide types
+            assert pq.read_schema(f).types[:5] == [w for *_x, w in ff.WIDENED.values()], f
+        want = [{**ff.WIDENED_ROWS[0], "s": 100010}, ff.WIDENED_ROWS[2], new]
+        got = sorted((r for f in files for r in pq.read_table(f).cast(_wide()).to_pylist()), key=lambda r: r["id"])
+        assert got == want
+        with lh.transaction() as txn:
+            assert rows(txn.table("tw")) == want
+        # the type changes are still recorded for every other reader
+        import deltalake
+
+        t = deltalake.DeltaTable(str(root))
+        assert feature in (t.protocol().reader_features or [])
+        assert all("delta.typeChanges" in f.metadata for f in t.schema().fields)
+    finally:
+        lh.close()
+
+
+def _wide() -> pa.Schema:
+    return pa.schema([pa.field(c, w) for c, (_a, _b, _n, w) in ff.WIDENED.items()])
+
+
+def _delta_files(root: Path) -> tuple[int, list[str]]:
+    import deltalake
+
+    t = deltalake.DeltaTable(str(root))
+    return t.version(), sorted(t.file_uris())
