@@ -39,6 +39,9 @@ __all__ = [
     "check_readable",
     "check_writable",
     "constraints",
+    "check_identity_update",
+    "identity_columns",
+    "identity_refusal",
     "type_changes",
     "is_append_only",
     "required_protocol",
@@ -118,7 +121,8 @@ _IN_USE: dict[str, Callable[[Optional[Metadata]], bool]] = {
 }
 
 #: In use, but writable: the data plane enforces them on every row it writes (see :func:`check_changes`).
-_ENFORCED = frozenset({"invariants", "checkConstraints"})
+#: Identity columns: UPDATE/DELETE/MERGE that keep the column's values are allowed; inserts are refused.
+_ENFORCED = frozenset({"invariants", "checkConstraints", "identityColumns"})
 
 # Features implied by legacy writer versions (Delta spec, "Table Features" section).
 _LEGACY_WRITER = {
@@ -200,7 +204,7 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
             raise _refuse(table, feature, "write")
     if _conf(metadata, "delta.checkpointPolicy", "classic") == "v2":
         raise _refuse(table, "v2Checkpoint", "write")
-    for feature in ("generatedColumns", "identityColumns", "columnMapping"):
+    for feature in ("generatedColumns", "columnMapping"):
         if _IN_USE[feature](metadata):
             raise _refuse(table, feature, "write")
 
@@ -293,14 +297,56 @@ def constraints(metadata: Optional[Metadata]) -> list[tuple[str, str]]:
     return out
 
 
+_IDENTITY_KEYS = ("delta.identity.start", "delta.identity.step", "delta.identity.highWaterMark")
+
+
+def identity_columns(metadata: Optional[Metadata]) -> list[str]:
+    """The top-level columns of a table that are identity columns (``delta.identity.*`` in their metadata)."""
+    schema = _schema(metadata)
+    return [f.name for f in (schema or ())
+            if any(k in f.metadata for k in _IDENTITY_KEYS)]
+
+
+def identity_refusal(table: Optional[str], column: str, what: str) -> UnsupportedFeature:
+    """The error for a write an identity column forbids: ``what`` is ``"insert"`` (LakeVilla does not
+    generate identity values) or ``"update"`` (identity values never change)."""
+    where = f"table {table!r}" if table else "this table"
+    if what == "update":
+        msg = (f"{where}: column {column!r} is an identity column (identity columns, identityColumns); its values "
+               "cannot be updated; nothing was changed. Help: update the other columns only.")
+    else:
+        msg = (f"{where} has the identity column {column!r} (identity columns, identityColumns): inserting rows needs "
+               "generated identity values and a new high-water mark, which LakeVilla does not write; nothing was "
+               "written. UPDATE, DELETE and MERGE without INSERT that leave the column alone are allowed. "
+               "Help: insert with Spark/Delta.")
+    err = UnsupportedFeature(msg)
+    err.feature = "identityColumns"  # type: ignore[attr-defined]
+    return err
+
+
+def check_identity_update(metadata: Optional[Metadata], columns: Iterable[str], table: Optional[str] = None) -> None:
+    """Raise :class:`UnsupportedFeature` if an UPDATE assigns one of the table's identity columns."""
+    identity = {c.lower(): c for c in identity_columns(metadata)}
+    for c in columns:
+        if c.lower() in identity:
+            raise identity_refusal(table, identity[c.lower()], "update")
+
+
 def check_changes(protocol: Protocol, metadata: Optional[Metadata], *, adds: Iterable[Any] = (),
-                  removes: Iterable[Any] = (), rows_checked: bool = False, table: Optional[str] = None) -> None:
+                  removes: Iterable[Any] = (), rows_checked: bool = False, table: Optional[str] = None,
+                  identity_kept: bool = False) -> None:
     """Raise :class:`UnsupportedFeature` if a write's ``adds``/``removes`` break a table feature.
 
     * ``delta.appendOnly``: no ``remove`` with ``dataChange`` (UPDATE, DELETE, MERGE that matches);
     * CHECK constraints / invariants: rows are added only if ``rows_checked`` (the data plane
-      evaluated every rule on them).
+      evaluated every rule on them);
+    * identity columns: rows are added only if ``identity_kept`` (the data plane rewrote existing rows,
+      keeping their identity values: UPDATE/DELETE/MERGE without INSERT), never new rows.
     """
+    adds = list(adds)
+    identity = identity_columns(metadata)
+    if identity and not identity_kept and any(a.data_change for a in adds):
+        raise identity_refusal(table, identity[0], "insert")
     if metadata is not None and is_append_only(metadata) and any(r.data_change for r in removes):
         where = f"table {table!r}" if table else "this table"
         err = UnsupportedFeature(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
 
 import pyarrow as pa
 
+from lv_core.delta.features import check_identity_update
 from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.writer import conform
 from lv_core.engine.skipping import file_filter
@@ -159,6 +160,7 @@ def _dml(engine: SparkEngine, table: str, where: Optional[str], assignments: Opt
     def run(ctx: OpContext) -> OpResult:
         snap = ctx.snapshot(table)
         sets = _resolve_set(assignments, snap.schema, table) if assignments is not None else {}  # = is_update
+        check_identity_update(snap.metadata, sets, table)
         view = ctx.files(table)
         may_match = file_filter(where, snap.schema, snap.partition_columns)
         candidates = sorted((f for f in view.values() if may_match(f)), key=lambda f: f.path)
@@ -203,7 +205,7 @@ def _dml(engine: SparkEngine, table: str, where: Optional[str], assignments: Opt
                 out = src.select(*cols)
             else:
                 out = src.where(~F.coalesce(cond, F.lit(False)))
-            adds = engine.write(ctx, table, out, conformed=True)
+            adds = engine.write(ctx, table, out, conformed=True, rewrite=True)
         res.adds[table] = adds
         res.removes[table] = [f.remove() for f in files]
         res.value = sum(touched.values())

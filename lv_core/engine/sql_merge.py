@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from lv_core.delta.features import check_identity_update
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import col, nullable_type, spark_schema
@@ -87,6 +88,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                          else [(resolve_column(fields, n, target, what), r.expr(e)) for n, e in c.sets])
                 if len({f.name for f, _ in items}) != len(items):
                     raise ConfigError(f"{what}: a column is assigned twice in one WHEN MATCHED clause")
+                check_identity_update(snap.metadata, [f.name for f, _ in items], target)
                 plans[code] = items
         iplans: dict[int, list[tuple[Any, str]]] = {}
         for code, c in inserts:
@@ -181,7 +183,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                        .where((F.col("__lv_n") == 1) & ~F.col("__lv_a").isin(*dele)))
                 out = assigned(typed, "__lv_a", "__lv_u", lambda f: col(f.name))
                 with sql_errors(what):
-                    adds += engine.write(ctx, target, raw.select(*out))
+                    adds += engine.write(ctx, target, raw.select(*out), rewrite=True)
         if inserts:
             icase = case(inserts)
             cols = [f"{icase} AS `__lv_i`"]

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional
 
 import pyarrow as pa
 
+from lv_core.delta.features import check_identity_update
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import NOT_NULL_TAG, col, fits, nullable_type, spark_errors, spark_schema
@@ -366,6 +367,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
                     raise ConfigError(f"{what}: column {f.name!r} is assigned twice")
                 seen.add(f.name)
                 sets.append((f, e))
+            check_identity_update(snap.metadata, seen, target)
         view = ctx.files(target)
         may_match = file_filter(skip, snap.schema, snap.partition_columns)
         candidates = sorted((f for f in view.values() if may_match(f)), key=lambda f: f.path)
@@ -426,7 +428,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
         else:
             out = scope.sql(f"SELECT {alias}.* FROM {skey} AS {alias} WHERE NOT coalesce({cond}, false)", r, frames)
         with sql_errors(what):
-            adds = engine.write(ctx, target, out)
+            adds = engine.write(ctx, target, out, rewrite=True)
         extra["adds"] = {target: adds}
         extra["removes"] = {target: [f.remove() for f in files]}
         return scope.result(sum(touched.values()), **extra)

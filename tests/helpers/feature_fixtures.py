@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = ["ROWS", "SCHEMA", "append_only_table", "check_constraint_table", "delta_rows", "delta_state",
-           "hand_written_table", "in_commit_timestamp_table", "invariant_table", "raw_commits",
-           "type_widened_table", "WIDENED", "WIDENED_ROWS"]
+           "hand_written_table", "identity_metadata", "identity_table", "in_commit_timestamp_table",
+           "invariant_table", "raw_commits", "type_widened_table", "WIDENED", "WIDENED_ROWS"]
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
 ROWS: list[dict[str, Any]] = [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}, {"id": 3, "v": "c"}]
@@ -206,3 +206,19 @@ def _proved_widened(root: Path) -> None:
     assert len(files) == 2
     rows = [r for f in files for r in pq.read_table(f).cast(wide).to_pylist()]
     assert sorted(rows, key=lambda r: r["id"]) == WIDENED_ROWS, f"fixture {root} is not the table it should be"
+
+
+def identity_table(root: Path, *, allow_explicit: bool = False) -> None:
+    """``id`` is an identity column (``GENERATED ... AS IDENTITY (START WITH 1 INCREMENT BY 1)``, writer 6;
+    ``ROWS`` hold the values 1..3 it generated, high-water mark 3), log written by hand."""
+    md = {"delta.identity.start": 1, "delta.identity.step": 1, "delta.identity.highWaterMark": 3,
+          "delta.identity.allowExplicitInsert": allow_explicit}
+    hand_written_table(root, protocol={"minReaderVersion": 1, "minWriterVersion": 6}, configuration={},
+                       field_metadata={"id": md})
+
+
+def identity_metadata(root: Path) -> dict[str, Any]:
+    """The metadata of column ``id`` as delta-rs reads it."""
+    import deltalake
+
+    return dict(deltalake.DeltaTable(str(root)).schema().fields[0].metadata)

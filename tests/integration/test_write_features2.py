@@ -1,5 +1,6 @@
-"""Spark tier, issue 17 item 4 (continued): tables using type widening, read and written by LakeVilla on
-both data paths (fixtures in :mod:`tests.helpers.feature_fixtures`, built by pyarrow and hand-written logs).
+"""Spark tier, issue 17 item 4 (continued): tables using type widening or identity columns, read and
+written by LakeVilla on both data paths (fixtures in :mod:`tests.helpers.feature_fixtures`, built by pyarrow
+and hand-written logs). A refused statement names the feature and leaves the table exactly as it was.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import pytest
 
 import lv_core
 from lv_core.engine import api
+from lv_core.errors import UnsupportedFeature
 from tests.helpers import feature_fixtures as ff
+from tests.integration.test_write_features import refused
 
 pytestmark = pytest.mark.spark
 
@@ -84,3 +87,40 @@ def _delta_files(root: Path) -> tuple[int, list[str]]:
 
     t = deltalake.DeltaTable(str(root))
     return t.version(), sorted(t.file_uris())
+
+
+def test_identity_column_table_takes_updates_and_deletes_but_refuses_inserts(spark: Any, tmp_path: Path,
+                                                                             data_path: str) -> None:
+    root = tmp_path / "wh" / "idt"
+    ff.identity_table(root)
+    identity = ff.identity_metadata(root)
+    lh = connect(spark, tmp_path / "wh", data_path)
+    try:
+        frame = spark.createDataFrame(pa.Table.from_pylist([{"id": None, "v": "x"}], schema=ff.SCHEMA).to_pandas())
+        inserts = "inserting rows needs generated identity values"
+        for run, pattern in (
+                (lambda t: t.insert("idt", [{"v": "no id"}]), inserts),
+                (lambda t: t.insert("idt", [{"id": 4, "v": "explicit"}]), inserts),
+                (lambda t: t.insert("idt", frame), inserts),
+                (lambda t: t.sql("INSERT INTO idt (v) VALUES ('d')"), inserts),
+                (lambda t: t.sql("MERGE INTO idt USING (SELECT 9 AS id, 'm' AS v) s ON idt.id = s.id "
+                                 "WHEN NOT MATCHED THEN INSERT (v) VALUES (s.v)"), inserts),
+                (lambda t: t.update("idt", {"id": "id + 10"}, "id = 1"), "cannot be updated"),
+                (lambda t: t.sql("UPDATE idt SET id = 7 WHERE id = 2"), "cannot be updated"),
+                (lambda t: t.sql("MERGE INTO idt USING (SELECT 1 AS id, 'm' AS v) s ON idt.id = s.id "
+                                 "WHEN MATCHED THEN UPDATE SET *"), "cannot be updated")):
+            refused(lh, root, run, UnsupportedFeature, "'idt'", "identity column", "identityColumns", pattern,
+                    "nothing was")
+        with lh.transaction() as txn:
+            txn.update("idt", {"v": "'A'"}, "id = 1")
+            txn.sql("UPDATE idt SET v = upper(v) WHERE id = 2")
+            txn.sql("MERGE INTO idt USING (SELECT 3 AS id, 'm' AS v) s ON idt.id = s.id "
+                    "WHEN MATCHED THEN UPDATE SET v = s.v")
+        assert ff.delta_rows(root) == [{"id": 1, "v": "A"}, {"id": 2, "v": "B"}, {"id": 3, "v": "m"}]
+        with lh.transaction() as txn:
+            txn.delete("idt", "id = 1")
+            txn.sql("DELETE FROM idt WHERE v = 'm'")
+        assert ff.delta_rows(root) == [{"id": 2, "v": "B"}]
+        assert ff.identity_metadata(root) == identity  # start, step, high-water mark unchanged
+    finally:
+        lh.close()

@@ -11,6 +11,7 @@ from lv_core.delta import DeltaLog, commit, create_table
 from lv_core.delta.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
 from lv_core.delta.features import (
     check_changes,
+    check_identity_update,
     check_readable,
     check_writable,
     constraints,
@@ -89,7 +90,6 @@ def _schema_with_field_metadata(key: str, value: object) -> str:
 
 @pytest.mark.parametrize("key, value, feature", [
     ("delta.generationExpression", "id * 2", "generatedColumns"),
-    ("delta.identity.start", 1, "identityColumns"),
 ])
 def test_in_use_column_features_refused(key: str, value: object, feature: str) -> None:
     m = md(schema_json=_schema_with_field_metadata(key, value))
@@ -216,3 +216,19 @@ def test_widened_column_is_never_skipped_by_stats() -> None:
         {"numRecords": 1, "minValues": {"id": 0.1}, "maxValues": {"id": 0.1}, "nullCount": {"id": 0}}))
     assert file_filter("id > 0.1", schema)(old_file)
     assert file_filter("id = 0.10000000149011612", schema)(old_file)
+
+
+def test_identity_columns_take_rewrites_but_not_new_rows() -> None:
+    m = md(schema_json=_schema_with_field_metadata("delta.identity.start", 1))
+    for p in (Protocol(1, 6), Protocol(1, 7, None, ("identityColumns",))):
+        check_writable(p, m, table="t")  # UPDATE/DELETE that keep the identity values are allowed
+        add = AddFile("a.parquet", {}, 1, 0, True)
+        check_changes(p, m, adds=[add], removes=[RemoveFile("b.parquet", 0)], identity_kept=True, table="t")
+        check_changes(p, m, removes=[RemoveFile("b.parquet", 0)], table="t")
+        with pytest.raises(UnsupportedFeature) as e:
+            check_changes(p, m, adds=[add], table="t")
+        assert e.value.feature == "identityColumns"  # type: ignore[attr-defined]
+        assert all(s in str(e.value) for s in ("'t'", "identity column 'id'", "nothing was written", "Spark"))
+    check_identity_update(m, ["v"], "t")
+    with pytest.raises(UnsupportedFeature, match="column 'id' is an identity column.*cannot be updated"):
+        check_identity_update(m, ["ID"], "t")
