@@ -29,7 +29,7 @@ import re
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from lv_core.delta.actions import Metadata, Protocol
-from lv_core.delta.schema import DeltaSchema
+from lv_core.delta.schema import ArrayType, DeltaSchema, MapType, StructType
 from lv_core.errors import SchemaError, UnsupportedFeature
 
 __all__ = [
@@ -48,8 +48,9 @@ __all__ = [
 ]
 
 #: Reader features whose reader requirements we meet.
+#: ``variantType``: read by Spark itself only (the direct data path; see :func:`has_variant`).
 READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "v2Checkpoint", "typeWidening",
-                                       "typeWidening-preview"})
+                                       "typeWidening-preview", "variantType", "variantType-preview"})
 #: Writer features whose writer requirements we meet (some only while not in use, see below).
 WRITER_FEATURES_SUPPORTED = frozenset({"appendOnly", "timestampNtz", "invariants", "checkConstraints",
                                        "changeDataFeed", "generatedColumns", "identityColumns",
@@ -172,6 +173,33 @@ def check_readable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
                 "Help: read it with Spark/Delta instead.")
             err.feature = "typeWidening"  # type: ignore[attr-defined]
             raise err
+
+
+def has_variant(schema: Optional[DeltaSchema]) -> bool:
+    """True if a column (or nested field) of ``schema`` is of type ``variant``."""
+    def walk(t: Any) -> bool:
+        if isinstance(t, str):
+            return t == "variant"
+        if isinstance(t, ArrayType):
+            return walk(t.element_type)
+        if isinstance(t, MapType):
+            return walk(t.key_type) or walk(t.value_type)
+        if isinstance(t, StructType):
+            return any(walk(f.type) for f in t.fields)
+        return False
+
+    return schema is not None and any(walk(f.type) for f in schema)
+
+
+def variant_refusal(table: Optional[str]) -> UnsupportedFeature:
+    """The error for reading VARIANT data through this client (pyarrow has no variant type here)."""
+    where = f"table {table!r}" if table else "this table"
+    err = UnsupportedFeature(
+        f"{where} has VARIANT columns (the VARIANT type, variantType): LakeVilla reads them only when Spark reads "
+        "the table's files itself (data path 'direct'), not through this client. Help: connect a Spark server "
+        "that reaches the storage (data_path='direct'), or read the table with Spark/Delta.")
+    err.feature = "variantType"  # type: ignore[attr-defined]
+    return err
 
 
 def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, table: Optional[str] = None) -> None:

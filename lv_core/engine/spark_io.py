@@ -35,7 +35,13 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 
 from lv_core.delta.actions import AddFile, now_ms
-from lv_core.delta.features import check_readable, identity_columns, identity_refusal
+from lv_core.delta.features import (
+    check_readable,
+    has_variant,
+    identity_columns,
+    identity_refusal,
+    variant_refusal,
+)
 from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import spark_partition_text
 from lv_core.delta.writer import write_data_files
@@ -171,6 +177,8 @@ class SparkEngine:
         if not files:
             return self.spark.createDataFrame([], spark_schema(snapshot.schema, extra=extra))
         if path == "arrow":
+            if has_variant(snapshot.schema):
+                raise variant_refusal(table)
             return self._arrow_scan(table, snapshot, files, file_col, cache)
         return self._direct_scan(table, snapshot, files, file_col)
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
 
 import pyarrow as pa
 
-from lv_core.delta.features import check_identity_update
+from lv_core.delta.features import check_identity_update, check_writable
 from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.writer import conform
 from lv_core.engine.skipping import file_filter
@@ -110,6 +110,7 @@ def insert(engine: SparkEngine, table: str, data: Insertable) -> Operation:
 
     def run(ctx: OpContext) -> OpResult:
         snap = ctx.snapshot(table)
+        check_writable(snap.protocol, snap.metadata, table=table)  # refuse before converting any row
         if isinstance(data, list):
             arrow = rows_to_arrow(data, snap.schema, table)
         elif isinstance(data, pa.Table):

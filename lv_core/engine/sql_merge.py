@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from lv_core.delta.features import check_identity_update
+from lv_core.delta.features import check_identity_update, check_writable
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import col, nullable_type, spark_schema
@@ -59,6 +59,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
 
         scope = RunScope(engine, ctx, names, what)
         snap = ctx.snapshot(target)
+        check_writable(snap.protocol, snap.metadata, table=target)
         fields = target_fields(spark_schema(snap.schema))
         view = ctx.files(target)
         may_match = file_filter(skip, snap.schema, snap.partition_columns)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional
 
 import pyarrow as pa
 
-from lv_core.delta.features import check_identity_update
+from lv_core.delta.features import check_identity_update, check_writable
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import NOT_NULL_TAG, col, fits, nullable_type, spark_errors, spark_schema
@@ -295,7 +295,9 @@ def insert_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> O
         from pyspark.sql import functions as F
 
         scope = RunScope(engine, ctx, names, what)
-        fields = target_fields(spark_schema(ctx.snapshot(target).schema))
+        snap = ctx.snapshot(target)
+        check_writable(snap.protocol, snap.metadata, table=target)  # refuse before any Spark work
+        fields = target_fields(spark_schema(snap.schema))
         cols = ([resolve_column(fields, c, target, what).name for c in spec.columns] if spec.columns is not None
                 else [f.name for f in fields.values()])
         r = Renderer()
@@ -357,6 +359,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
 
         scope = RunScope(engine, ctx, names, what)
         snap = ctx.snapshot(target)
+        check_writable(snap.protocol, snap.metadata, table=target)
         fields = target_fields(spark_schema(snap.schema))
         sets: list[tuple[Any, Any]] = []
         if is_update:

@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 
 __all__ = ["ROWS", "SCHEMA", "append_only_table", "check_constraint_table", "delta_rows", "delta_state",
            "hand_written_table", "identity_metadata", "identity_table", "in_commit_timestamp_table",
-           "invariant_table", "raw_commits", "type_widened_table", "WIDENED", "WIDENED_ROWS"]
+           "invariant_table", "raw_commits", "type_widened_table", "variant_table", "VARIANT_JSON", "WIDENED",
+           "WIDENED_ROWS"]
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
 ROWS: list[dict[str, Any]] = [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}, {"id": 3, "v": "c"}]
@@ -222,3 +223,49 @@ def identity_metadata(root: Path) -> dict[str, Any]:
     import deltalake
 
     return dict(deltalake.DeltaTable(str(root)).schema().fields[0].metadata)
+
+
+# -- variant ------------------------------------------------------------------------------------
+def _variant_metadata(keys: list[str]) -> bytes:
+    """Variant metadata (binary encoding version 1, sorted dictionary, 1-byte offsets) of ``keys``."""
+    data = b"".join(k.encode() for k in keys)
+    offsets = [0]
+    for k in keys:
+        offsets.append(offsets[-1] + len(k.encode()))
+    return bytes([0x01 | 0x10, len(keys), *offsets]) + data
+
+
+#: Rows of :func:`variant_table` as JSON text (``to_json`` of the variant): {"a": 1}, "text", null.
+VARIANT_JSON = ['{"a":1}', '"text"', None]
+
+
+def variant_table(root: Path, feature: str = "variantType") -> None:
+    """Column ``j`` of type ``variant`` (reader/writer feature ``feature``), ids 1..3 holding
+    :data:`VARIANT_JSON`. The Parquet file is written by pyarrow: each variant a struct of ``metadata`` and
+    ``value`` binaries, encoded by hand (object with one int8 field, short string, null). Proved by
+    delta-rs reading the table (as those binaries); Spark decoding them is what the tests check."""
+    root.mkdir(parents=True)
+    (root / "_delta_log").mkdir()
+    obj = {"metadata": _variant_metadata(["a"]), "value": bytes([0x02, 0x01, 0x00, 0x00, 0x02, 0x0C, 0x01])}
+    text = {"metadata": _variant_metadata([]), "value": bytes([(4 << 2) | 1]) + b"text"}
+    vtype = pa.struct([pa.field("metadata", pa.binary(), False), pa.field("value", pa.binary(), False)])
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "j": pa.array([obj, text, None], vtype)})
+    name = f"part-00000-{uuid.uuid4()}.parquet"
+    pq.write_table(data, root / name)
+    now = int(time.time() * 1000)
+    schema = {"type": "struct", "fields": [_field("id", "long"), _field("j", "variant")]}
+    lines = [
+        {"commitInfo": {"timestamp": now, "operation": "WRITE"}},
+        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [feature],
+                      "writerFeatures": [feature]}},
+        {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
+                      "schemaString": json.dumps(schema), "partitionColumns": [], "configuration": {},
+                      "createdTime": now}},
+        {"add": {"path": name, "partitionValues": {}, "size": (root / name).stat().st_size, "modificationTime": now,
+                 "dataChange": True, "stats": json.dumps({"numRecords": 3})}},
+    ]
+    (root / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    import deltalake
+
+    got = deltalake.DeltaTable(str(root)).to_pyarrow_table()  # delta-rs reads a variant as its two binaries
+    assert got.column_names == ["id", "j"] and got.to_pylist() == data.to_pylist(), f"fixture {root} is wrong"

@@ -124,3 +124,31 @@ def test_identity_column_table_takes_updates_and_deletes_but_refuses_inserts(spa
         assert ff.identity_metadata(root) == identity  # start, step, high-water mark unchanged
     finally:
         lh.close()
+
+
+@pytest.mark.parametrize("feature", ["variantType", "variantType-preview"])
+def test_variant_table_is_read_by_spark_and_never_written(spark: Any, tmp_path: Path, data_path: str,
+                                                          feature: str) -> None:
+    root = tmp_path / "wh" / "vt"
+    ff.variant_table(root, feature)
+    lh = connect(spark, tmp_path / "wh", data_path)
+    try:
+        if data_path == "direct":
+            with lh.transaction() as txn:
+                df = txn.table("vt")
+                assert [f.dataType.simpleString() for f in df.schema.fields] == ["bigint", "variant"]
+                assert [r["j"] for r in rows(df.selectExpr("id", "to_json(j) AS j"))] == ff.VARIANT_JSON
+                got = txn.sql("SELECT id, variant_get(j, '$.a', 'int') AS a FROM vt WHERE j IS NOT NULL ORDER BY id")
+                assert [tuple(r) for r in got.collect()] == [(1, 1), (2, None)]
+        else:
+            txn = lh.begin()
+            with pytest.raises(UnsupportedFeature) as e:
+                txn.table("vt").collect()
+            assert all(s in str(e.value) for s in ("'vt'", "VARIANT", "variantType", "direct"))
+            txn.rollback()
+        for run in (lambda t: t.insert("vt", [{"id": 4}]),
+                    lambda t: t.sql("INSERT INTO vt SELECT 4, parse_json('[1]')"),
+                    lambda t: t.sql("DELETE FROM vt WHERE id = 1")):
+            refused(lh, root, run, UnsupportedFeature, "'vt'", feature, "never writes")
+    finally:
+        lh.close()
