@@ -44,7 +44,7 @@ def test_plain_tables_are_readable_and_writable() -> None:
     (Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)), {}, "deletionVectors"),
     (Protocol(3, 7, ("columnMapping",), ("columnMapping",)), {"delta.columnMapping.mode": "name"}, "columnMapping"),
     (Protocol(2, 5), {"delta.columnMapping.mode": "id"}, "columnMapping"),
-    (Protocol(3, 7, ("variantType",), ("variantType",)), {}, "variantType"),
+    (Protocol(3, 7, ("variantShredding-preview",), ("variantShredding-preview",)), {}, "variantShredding-preview"),
     (Protocol(4, 7), {}, "readerVersion4"),
 ])
 def test_unreadable(protocol: Protocol, config: dict, feature: str) -> None:
@@ -63,6 +63,8 @@ def test_unreadable(protocol: Protocol, config: dict, feature: str) -> None:
     (Protocol(1, 7, None, ("icebergCompatV2",)), {}, "icebergCompatV2"),
     (Protocol(1, 7, None, ("inCommitTimestamp",)), {}, "inCommitTimestamp"),
     (Protocol(1, 7, None, ("someFutureFeature",)), {}, "someFutureFeature"),
+    (Protocol(3, 7, ("variantType",), ("variantType",)), {}, "variantType"),  # read by Spark, never written
+    (Protocol(3, 7, ("variantType-preview",), ("variantType-preview",)), {}, "variantType-preview"),
     (Protocol(1, 4), {"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
     (Protocol(1, 7, None, ("changeDataFeed",)), {"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
     (Protocol(1, 2), {"delta.enableDeletionVectors": "true"}, "deletionVectors"),
@@ -232,3 +234,20 @@ def test_identity_columns_take_rewrites_but_not_new_rows() -> None:
     check_identity_update(m, ["v"], "t")
     with pytest.raises(UnsupportedFeature, match="column 'id' is an identity column.*cannot be updated"):
         check_identity_update(m, ["ID"], "t")
+
+
+def test_has_variant_finds_nested_variants() -> None:
+    from lv_core.delta.features import has_variant
+    from lv_core.delta.schema import DeltaSchema
+
+    def schema(t: object) -> DeltaSchema:
+        return DeltaSchema.from_json(json.dumps({"type": "struct", "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "x", "type": t, "nullable": True, "metadata": {}}]}))
+
+    assert not has_variant(schema("string")) and not has_variant(None)
+    assert has_variant(schema("variant"))
+    assert has_variant(schema({"type": "array", "elementType": "variant", "containsNull": True}))
+    assert has_variant(schema({"type": "map", "keyType": "string", "valueType": "variant", "valueContainsNull": True}))
+    assert has_variant(schema({"type": "struct", "fields": [
+        {"name": "v", "type": "variant", "nullable": True, "metadata": {}}]}))
