@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from lv_core.delta.features import check_identity_update, check_writable
+from lv_core.delta.features import check_identity_update, check_writable, identity_columns, identity_refusal
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import col, nullable_type, spark_schema
@@ -102,6 +102,9 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                 iplans[code] = [(resolve_column(fields, n, target, what), r.expr(e))
                                 for n, e in zip(cols, c.values, strict=False)]
         # type-check every assigned expression once, before touching data
+        identity = identity_columns(snap.metadata)
+        if iplans and identity:  # before any Spark work (the rewrite of matched rows would be wasted)
+            raise identity_refusal(target, identity[0], "insert")
         exprs = [e for items in (*plans.values(), *iplans.values()) for _, e in items]
         types: list[Any] = []
         if exprs:
