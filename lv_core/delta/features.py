@@ -2,17 +2,23 @@
 
 We read reader version 1 (plus reader 2/3 tables whose only reader features we handle:
 ``timestampNtz``, ``vacuumProtocolCheck``, ``v2Checkpoint``, ``deletionVectors``, ``columnMapping`` in
-mode ``name`` or ``id``, see :mod:`lv_core.delta.colmap`) and write writer versions up to 7 with only
-features we honour (``appendOnly``, CHECK constraints and invariants enforced on every write, deletion
-vectors and column mapping). A feature is refused for
+mode ``name`` or ``id`` (see :mod:`lv_core.delta.colmap`), ``typeWidening``, and ``variantType`` on the
+direct data path) and write writer versions up to 7 with only features we honour (``appendOnly``,
+CHECK constraints and invariants enforced on every write, deletion vectors, column mapping, type
+widening; identity tables for writes that keep the identity column). A feature is refused for
 writing when a correct writer would have to do something we do not (CDC files, row ids, identity
-values, generated columns ...): LakeVilla never writes to such tables, it refuses with
+values, in-commit timestamps, generated columns ...): LakeVilla never writes to such tables, it refuses with
 :class:`~lv_core.errors.UnsupportedFeature` naming the feature.
 
 Rules on the *changes* of a write (:func:`check_changes`): an append-only table gets no data-changing
 ``remove``; rows added to a table with CHECK constraints or column invariants (:func:`constraints`)
 must have been checked by the data plane (the Spark engine evaluates the SQL on every row it writes),
 otherwise the write is refused.
+
+Type widening (:func:`type_changes`): older files hold a column in a narrower type than the schema;
+both data paths read them as the wide type (Spark 4's Parquet reader under the table schema, pyarrow casts),
+every change in ``delta.typeChanges`` must be one the spec allows (else the table is refused for reading),
+data skipping ignores stats of widened columns, and writes use the schema's (wide) types.
 
 Legacy protocols (writer 3-6) imply features; like delta-rs we only refuse those that are *in use*
 (e.g. writer 4 with ``delta.enableChangeDataFeed`` off is writable).
@@ -21,11 +27,12 @@ Legacy protocols (writer 3-6) imply features; like delta-rs we only refuse those
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from lv_core.delta.actions import Metadata, Protocol
 from lv_core.delta.colmap import mapping_mode
-from lv_core.delta.schema import DeltaSchema
+from lv_core.delta.schema import ArrayType, DeltaSchema, MapType, StructType
 from lv_core.errors import SchemaError, UnsupportedFeature
 
 __all__ = [
@@ -35,17 +42,24 @@ __all__ = [
     "check_readable",
     "check_writable",
     "constraints",
+    "check_identity_update",
+    "identity_columns",
+    "identity_refusal",
+    "type_changes",
     "is_append_only",
     "required_protocol",
 ]
 
 #: Reader features whose reader requirements we meet.
+#: ``variantType``: read by Spark itself only (the direct data path; see :func:`has_variant`).
 READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "v2Checkpoint", "deletionVectors",
-                                       "columnMapping"})
+                                       "columnMapping", "typeWidening", "typeWidening-preview", "variantType",
+                                       "variantType-preview"})
 #: Writer features whose writer requirements we meet (some only while not in use, see below).
 WRITER_FEATURES_SUPPORTED = frozenset({"appendOnly", "timestampNtz", "invariants", "checkConstraints",
                                        "changeDataFeed", "generatedColumns", "identityColumns",
-                                       "columnMapping", "vacuumProtocolCheck", "deletionVectors"})
+                                       "columnMapping", "vacuumProtocolCheck", "deletionVectors",
+                                       "typeWidening", "typeWidening-preview"})
 
 _WHAT = {
     "deletionVectors": "deletion vectors",
@@ -112,7 +126,8 @@ _IN_USE: dict[str, Callable[[Optional[Metadata]], bool]] = {
 }
 
 #: In use, but writable: the data plane enforces them on every row it writes (see :func:`check_changes`).
-_ENFORCED = frozenset({"invariants", "checkConstraints"})
+#: Identity columns: UPDATE/DELETE/MERGE that keep the column's values are allowed; inserts are refused.
+_ENFORCED = frozenset({"invariants", "checkConstraints", "identityColumns"})
 
 # Features implied by legacy writer versions (Delta spec, "Table Features" section).
 _LEGACY_WRITER = {
@@ -149,6 +164,43 @@ def check_readable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
         for f in protocol.reader_features or ():
             if f not in READER_FEATURES_SUPPORTED:
                 raise _refuse(table, f, "read")
+    for path, change in type_changes(metadata):
+        if not _widening_supported(str(change.get("fromType")), str(change.get("toType"))):
+            where = f"table {table!r}" if table else "this table"
+            err = UnsupportedFeature(
+                f"{where}: the type of column {path!r} was changed from {change.get('fromType')!r} to "
+                f"{change.get('toType')!r} (delta.typeChanges), a type change LakeVilla cannot read (type widening "
+                "supports wider integers, integer/float to double, date to timestamp_ntz and wider decimals). "
+                "Help: read it with Spark/Delta instead.")
+            err.feature = "typeWidening"  # type: ignore[attr-defined]
+            raise err
+
+
+def has_variant(schema: Optional[DeltaSchema]) -> bool:
+    """True if a column (or nested field) of ``schema`` is of type ``variant``."""
+    def walk(t: Any) -> bool:
+        if isinstance(t, str):
+            return t == "variant"
+        if isinstance(t, ArrayType):
+            return walk(t.element_type)
+        if isinstance(t, MapType):
+            return walk(t.key_type) or walk(t.value_type)
+        if isinstance(t, StructType):
+            return any(walk(f.type) for f in t.fields)
+        return False
+
+    return schema is not None and any(walk(f.type) for f in schema)
+
+
+def variant_refusal(table: Optional[str]) -> UnsupportedFeature:
+    """The error for reading VARIANT data through this client (pyarrow has no variant type here)."""
+    where = f"table {table!r}" if table else "this table"
+    err = UnsupportedFeature(
+        f"{where} has VARIANT columns (the VARIANT type, variantType): LakeVilla reads them only when Spark reads "
+        "the table's files itself (data path 'direct'), not through this client. Help: connect a Spark server "
+        "that reaches the storage (data_path='direct'), or read the table with Spark/Delta.")
+    err.feature = "variantType"  # type: ignore[attr-defined]
+    return err
 
 
 def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, table: Optional[str] = None) -> None:
@@ -173,16 +225,16 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
         if f not in WRITER_FEATURES_SUPPORTED:
             raise _refuse(table, f, "write")
     # Configuration that asks writers for a feature even if the protocol lacks it: refuse too.
-    # (delta.enableDeletionVectors only allows writers to write DVs; copy-on-write writers need none.)
+    # (delta.enableDeletionVectors / delta.enableTypeWidening only allow writers to write DVs / change
+    # types; LakeVilla does neither.)
     for key, feature in (("delta.enableRowTracking", "rowTracking"),
-                         ("delta.enableTypeWidening", "typeWidening"),
                          ("delta.enableInCommitTimestamps", "inCommitTimestamp"),
                          ("delta.enableChangeDataFeed", "changeDataFeed")):
         if _conf(metadata, key) == "true":
             raise _refuse(table, feature, "write")
     if _conf(metadata, "delta.checkpointPolicy", "classic") == "v2":
         raise _refuse(table, "v2Checkpoint", "write")
-    for feature in ("generatedColumns", "identityColumns"):
+    for feature in ("generatedColumns",):
         if _IN_USE[feature](metadata):
             raise _refuse(table, feature, "write")
     if _column_mapping_on(metadata) and "columnMapping" not in features:
@@ -193,6 +245,67 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
             "with Spark/Delta (delta.columnMapping.mode), or leave the property out.")
         err.feature = "columnMapping"  # type: ignore[attr-defined]
         raise err
+
+
+_INT_RANK = {"byte": 0, "short": 1, "integer": 2, "long": 3}
+_DEC = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+
+
+def _widening_supported(old: str, new: str) -> bool:
+    """True for the type changes of the Delta spec's Type Widening section (which Spark 4's Parquet reader
+    and pyarrow's casts both read): integers to wider integers, to ``double`` (not ``long``) or to a decimal
+    with at least 10 (``long``: 20) integer digits; ``float`` to ``double``; ``date`` to ``timestamp_ntz``;
+    ``decimal(p, s)`` to ``decimal(p + k1, s + k2)`` with ``k1 >= k2 >= 0``."""
+    old, new = old.strip().lower(), new.strip().lower()
+    dec_new = _DEC.match(new)
+    if old in _INT_RANK:
+        if new in _INT_RANK:
+            return _INT_RANK[new] > _INT_RANK[old]
+        if new == "double":
+            return old != "long"
+        if dec_new:
+            p, s = int(dec_new.group(1)), int(dec_new.group(2))
+            return p - s >= (20 if old == "long" else 10)
+        return False
+    if old == "float":
+        return new == "double"
+    if old == "date":
+        return new == "timestamp_ntz"
+    dec_old = _DEC.match(old)
+    if dec_old and dec_new:
+        k1 = int(dec_new.group(1)) - int(dec_old.group(1))
+        k2 = int(dec_new.group(2)) - int(dec_old.group(2))
+        return k1 >= k2 >= 0
+    return False
+
+
+def type_changes(metadata: Optional[Metadata]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The type changes recorded in a table's schema (``delta.typeChanges`` in a field's metadata: a list
+    of ``{"fromType", "toType", "fieldPath"?, "tableVersion"?}``), as ``(column path, change)``.
+
+    Raises:
+        UnsupportedFeature: a ``delta.typeChanges`` that is not such a list (we cannot tell what the files hold).
+    """
+    schema = _schema(metadata)
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for path, _t, f in schema.iter_types() if schema is not None else ():
+        raw = f.metadata.get("delta.typeChanges")
+        if raw is None:
+            continue
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                raw = None
+        if not isinstance(raw, list) or not all(isinstance(c, Mapping) for c in raw):
+            err = UnsupportedFeature(f"column {path!r} has type-change metadata (delta.typeChanges) LakeVilla "
+                                     f"cannot parse: {raw!r}. Help: read it with Spark/Delta instead.")
+            err.feature = "typeWidening"  # type: ignore[attr-defined]
+            raise err
+        for change in raw:
+            sub = change.get("fieldPath")
+            out.append((f"{path}.{sub}" if sub else str(path), change))
+    return out
 
 
 def constraints(metadata: Optional[Metadata]) -> list[tuple[str, str]]:
@@ -222,14 +335,56 @@ def constraints(metadata: Optional[Metadata]) -> list[tuple[str, str]]:
     return out
 
 
+_IDENTITY_KEYS = ("delta.identity.start", "delta.identity.step", "delta.identity.highWaterMark")
+
+
+def identity_columns(metadata: Optional[Metadata]) -> list[str]:
+    """The top-level columns of a table that are identity columns (``delta.identity.*`` in their metadata)."""
+    schema = _schema(metadata)
+    return [f.name for f in (schema or ())
+            if any(k in f.metadata for k in _IDENTITY_KEYS)]
+
+
+def identity_refusal(table: Optional[str], column: str, what: str) -> UnsupportedFeature:
+    """The error for a write an identity column forbids: ``what`` is ``"insert"`` (LakeVilla does not
+    generate identity values) or ``"update"`` (identity values never change)."""
+    where = f"table {table!r}" if table else "this table"
+    if what == "update":
+        msg = (f"{where}: column {column!r} is an identity column (identity columns, identityColumns); its values "
+               "cannot be updated; nothing was changed. Help: update the other columns only.")
+    else:
+        msg = (f"{where} has the identity column {column!r} (identity columns, identityColumns): inserting rows needs "
+               "generated identity values and a new high-water mark, which LakeVilla does not write; nothing was "
+               "written. UPDATE, DELETE and MERGE without INSERT that leave the column alone are allowed. "
+               "Help: insert with Spark/Delta.")
+    err = UnsupportedFeature(msg)
+    err.feature = "identityColumns"  # type: ignore[attr-defined]
+    return err
+
+
+def check_identity_update(metadata: Optional[Metadata], columns: Iterable[str], table: Optional[str] = None) -> None:
+    """Raise :class:`UnsupportedFeature` if an UPDATE assigns one of the table's identity columns."""
+    identity = {c.lower(): c for c in identity_columns(metadata)}
+    for c in columns:
+        if c.lower() in identity:
+            raise identity_refusal(table, identity[c.lower()], "update")
+
+
 def check_changes(protocol: Protocol, metadata: Optional[Metadata], *, adds: Iterable[Any] = (),
-                  removes: Iterable[Any] = (), rows_checked: bool = False, table: Optional[str] = None) -> None:
+                  removes: Iterable[Any] = (), rows_checked: bool = False, table: Optional[str] = None,
+                  identity_kept: bool = False) -> None:
     """Raise :class:`UnsupportedFeature` if a write's ``adds``/``removes`` break a table feature.
 
     * ``delta.appendOnly``: no ``remove`` with ``dataChange`` (UPDATE, DELETE, MERGE that matches);
     * CHECK constraints / invariants: rows are added only if ``rows_checked`` (the data plane
-      evaluated every rule on them).
+      evaluated every rule on them);
+    * identity columns: rows are added only if ``identity_kept`` (the data plane rewrote existing rows,
+      keeping their identity values: UPDATE/DELETE/MERGE without INSERT), never new rows.
     """
+    adds = list(adds)
+    identity = identity_columns(metadata)
+    if identity and not identity_kept and any(a.data_change for a in adds):
+        raise identity_refusal(table, identity[0], "insert")
     if metadata is not None and is_append_only(metadata) and any(r.data_change for r in removes):
         where = f"table {table!r}" if table else "this table"
         err = UnsupportedFeature(

@@ -223,6 +223,8 @@ class _Compiler:
         f = self.fields.get(node.name.lower())
         if f is None:
             return None
+        if "delta.typeChanges" in f.metadata:  # widened: older files' stats/values are of the narrow type
+            return _Col(self.physical.get(f.name, f.name), None, f.name.lower() in self.parts)
         # stats and partition values are keyed by the physical name (column mapping)
         return _Col(self.physical.get(f.name, f.name), _kind(f.type), f.name.lower() in self.parts)
 

@@ -37,7 +37,13 @@ import pyarrow as pa
 from lv_core.delta.actions import AddFile, now_ms
 from lv_core.delta.colmap import column_mapping
 from lv_core.delta.dv import deleted_rows, dv_of
-from lv_core.delta.features import check_readable
+from lv_core.delta.features import (
+    check_readable,
+    has_variant,
+    identity_columns,
+    identity_refusal,
+    variant_refusal,
+)
 from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import spark_partition_text
 from lv_core.delta.writer import write_data_files
@@ -180,6 +186,8 @@ class SparkEngine:
         if not files:
             return self.spark.createDataFrame([], spark_schema(snapshot.schema, extra=extra))
         if path == "arrow":
+            if has_variant(snapshot.schema):
+                raise variant_refusal(table)
             return self._arrow_scan(table, snapshot, files, file_col, cache)
         return self._direct_scan(table, snapshot, files, file_col)
 
@@ -278,13 +286,18 @@ class SparkEngine:
         return df
 
     # -- writes ------------------------------------------------------------------------------
-    def write(self, ctx: "OpContext", table: str, df: "DataFrame", *, conformed: bool = False) -> list[AddFile]:
+    def write(self, ctx: "OpContext", table: str, df: "DataFrame", *, conformed: bool = False,
+              rewrite: bool = False) -> list[AddFile]:
         """Write a DataFrame as new data files of ``table`` (named by ``ctx.new_path``); return their adds.
+        ``rewrite``: the rows are existing rows of the table rewritten by UPDATE/DELETE/MERGE (their
+        identity column values unchanged), not new rows.
 
         Raises:
             SchemaError: the data does not fit the table (nothing is left behind).
+            UnsupportedFeature: new rows for a table with an identity column.
         """
         snapshot = ctx.snapshot(table)
+        self._identity(ctx, table, snapshot, rewrite)
         if not conformed:
             df = conform_frame(df, snapshot.schema, table)
         df = enforce(df, snapshot.metadata, table)
@@ -381,9 +394,17 @@ class SparkEngine:
             for m in list(self.store.list(stage_key + "/")):
                 self.store.delete(m.key)
 
+    def _identity(self, ctx: "OpContext", table: str, snapshot: Snapshot, rewrite: bool) -> None:
+        identity = identity_columns(snapshot.metadata)
+        if identity and not rewrite:
+            raise identity_refusal(table, identity[0], "insert")
+        if identity:
+            ctx.identity_kept.add(table)
+
     # -- client data -------------------------------------------------------------------------
     def write_arrow(self, ctx: "OpContext", table: str, data: pa.Table) -> list[AddFile]:
-        """Write rows already held by this client with pyarrow (both data paths)."""
+        """Write rows already held by this client with pyarrow (both data paths): new rows."""
+        self._identity(ctx, table, ctx.snapshot(table), False)
         check_rows(self.spark, data, ctx.snapshot(table).metadata, table)
         ctx.rows_checked.add(table)
         return write_data_files(self.store, table, ctx.snapshot(table), data,

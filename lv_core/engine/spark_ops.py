@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from lv_core.delta.colmap import column_mapping
 from lv_core.delta.dv import live_records
+from lv_core.delta.features import check_identity_update, check_writable
 from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.writer import conform
 from lv_core.engine.skipping import file_filter
@@ -111,6 +112,7 @@ def insert(engine: SparkEngine, table: str, data: Insertable) -> Operation:
 
     def run(ctx: OpContext) -> OpResult:
         snap = ctx.snapshot(table)
+        check_writable(snap.protocol, snap.metadata, table=table)  # refuse before converting any row
         if isinstance(data, list):
             arrow = rows_to_arrow(data, snap.schema, table)
         elif isinstance(data, pa.Table):
@@ -161,6 +163,7 @@ def _dml(engine: SparkEngine, table: str, where: Optional[str], assignments: Opt
     def run(ctx: OpContext) -> OpResult:
         snap = ctx.snapshot(table)
         sets = _resolve_set(assignments, snap.schema, table) if assignments is not None else {}  # = is_update
+        check_identity_update(snap.metadata, sets, table)
         view = ctx.files(table)
         may_match = file_filter(where, snap.schema, snap.partition_columns, column_mapping(snap).names)
         candidates = sorted((f for f in view.values() if may_match(f)), key=lambda f: f.path)
@@ -205,7 +208,7 @@ def _dml(engine: SparkEngine, table: str, where: Optional[str], assignments: Opt
                 out = src.select(*cols)
             else:
                 out = src.where(~F.coalesce(cond, F.lit(False)))
-            adds = engine.write(ctx, table, out, conformed=True)
+            adds = engine.write(ctx, table, out, conformed=True, rewrite=True)
         res.adds[table] = adds
         res.removes[table] = [f.remove() for f in files]
         res.value = sum(touched.values())

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from lv_core.delta.colmap import column_mapping
+from lv_core.delta.features import check_identity_update, check_writable, identity_columns, identity_refusal
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import col, nullable_type, spark_schema
@@ -59,6 +60,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
 
         scope = RunScope(engine, ctx, names, what)
         snap = ctx.snapshot(target)
+        check_writable(snap.protocol, snap.metadata, table=target)
         fields = target_fields(spark_schema(snap.schema))
         view = ctx.files(target)
         may_match = file_filter(skip, snap.schema, snap.partition_columns, column_mapping(snap).names)
@@ -88,6 +90,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                          else [(resolve_column(fields, n, target, what), r.expr(e)) for n, e in c.sets])
                 if len({f.name for f, _ in items}) != len(items):
                     raise ConfigError(f"{what}: a column is assigned twice in one WHEN MATCHED clause")
+                check_identity_update(snap.metadata, [f.name for f, _ in items], target)
                 plans[code] = items
         iplans: dict[int, list[tuple[Any, str]]] = {}
         for code, c in inserts:
@@ -100,6 +103,9 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                 iplans[code] = [(resolve_column(fields, n, target, what), r.expr(e))
                                 for n, e in zip(cols, c.values, strict=False)]
         # type-check every assigned expression once, before touching data
+        identity = identity_columns(snap.metadata)
+        if iplans and identity:  # before any Spark work (the rewrite of matched rows would be wasted)
+            raise identity_refusal(target, identity[0], "insert")
         exprs = [e for items in (*plans.values(), *iplans.values()) for _, e in items]
         types: list[Any] = []
         if exprs:
@@ -182,7 +188,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                        .where((F.col("__lv_n") == 1) & ~F.col("__lv_a").isin(*dele)))
                 out = assigned(typed, "__lv_a", "__lv_u", lambda f: col(f.name))
                 with sql_errors(what):
-                    adds += engine.write(ctx, target, raw.select(*out))
+                    adds += engine.write(ctx, target, raw.select(*out), rewrite=True)
         if inserts:
             icase = case(inserts)
             cols = [f"{icase} AS `__lv_i`"]

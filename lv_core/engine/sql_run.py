@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from lv_core.delta.colmap import column_mapping
 from lv_core.delta.dv import live_records
+from lv_core.delta.features import check_identity_update, check_writable
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import NOT_NULL_TAG, col, fits, nullable_type, spark_errors, spark_schema
@@ -296,7 +297,9 @@ def insert_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> O
         from pyspark.sql import functions as F
 
         scope = RunScope(engine, ctx, names, what)
-        fields = target_fields(spark_schema(ctx.snapshot(target).schema))
+        snap = ctx.snapshot(target)
+        check_writable(snap.protocol, snap.metadata, table=target)  # refuse before any Spark work
+        fields = target_fields(spark_schema(snap.schema))
         cols = ([resolve_column(fields, c, target, what).name for c in spec.columns] if spec.columns is not None
                 else [f.name for f in fields.values()])
         r = Renderer()
@@ -358,6 +361,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
 
         scope = RunScope(engine, ctx, names, what)
         snap = ctx.snapshot(target)
+        check_writable(snap.protocol, snap.metadata, table=target)
         fields = target_fields(spark_schema(snap.schema))
         sets: list[tuple[Any, Any]] = []
         if is_update:
@@ -368,6 +372,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
                     raise ConfigError(f"{what}: column {f.name!r} is assigned twice")
                 seen.add(f.name)
                 sets.append((f, e))
+            check_identity_update(snap.metadata, seen, target)
         view = ctx.files(target)
         may_match = file_filter(skip, snap.schema, snap.partition_columns, column_mapping(snap).names)
         candidates = sorted((f for f in view.values() if may_match(f)), key=lambda f: f.path)
@@ -428,7 +433,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
         else:
             out = scope.sql(f"SELECT {alias}.* FROM {skey} AS {alias} WHERE NOT coalesce({cond}, false)", r, frames)
         with sql_errors(what):
-            adds = engine.write(ctx, target, out)
+            adds = engine.write(ctx, target, out, rewrite=True)
         extra["adds"] = {target: adds}
         extra["removes"] = {target: [f.remove() for f in files]}
         return scope.result(sum(touched.values()), **extra)

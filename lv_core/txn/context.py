@@ -22,6 +22,8 @@ class OpContext:
         store: the object store (the transaction's counting view).
         rows_checked: tables whose written rows the data plane checked against the table's CHECK
             constraints and invariants (see :func:`lv_core.delta.features.check_changes`).
+        identity_kept: tables whose written rows are rewritten existing rows (UPDATE/DELETE/MERGE),
+            their identity column values unchanged, checked by the data plane.
     """
 
     def __init__(self, txn_id: str, store: ObjectStore, step: int, attempt: int, *,
@@ -34,6 +36,7 @@ class OpContext:
         self.store = store
         self._n = 0
         self.rows_checked: set[str] = set()
+        self.identity_kept: set[str] = set()
 
     def snapshot(self, table: str) -> Snapshot:
         """The snapshot the operation builds on for ``table``."""

@@ -48,7 +48,8 @@ def run(core: TxnCore, op: Operation, step: int, attempt: int) -> OpResult:
                 base = core.book.tables[t].base
                 check_writable(base.protocol, base.metadata, table=t)
                 check_changes(base.protocol, base.metadata, adds=result.adds.get(t, ()),
-                              removes=result.removes.get(t, ()), rows_checked=t in ctx.rows_checked, table=t)
+                              removes=result.removes.get(t, ()), rows_checked=t in ctx.rows_checked, table=t,
+                              identity_kept=t in ctx.identity_kept)
     except BaseException:
         _delete_staged(core, op.tables, ctx)
         raise

@@ -7,9 +7,11 @@ Every builder creates ``root`` (a table folder) holding ``ROWS`` (ids 1..3) and 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 import uuid
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = ["ROWS", "SCHEMA", "append_only_table", "check_constraint_table", "delta_rows", "delta_state",
-           "hand_written_table", "in_commit_timestamp_table", "invariant_table", "raw_commits"]
+           "hand_written_table", "identity_metadata", "identity_table", "in_commit_timestamp_table",
+           "invariant_table", "raw_commits", "type_widened_table", "variant_table", "VARIANT_JSON", "WIDENED",
+           "WIDENED_ROWS"]
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
 ROWS: list[dict[str, Any]] = [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}, {"id": 3, "v": "c"}]
@@ -113,3 +117,155 @@ def in_commit_timestamp_table(root: Path, ict: int | None = None) -> None:
                                        "writerFeatures": ["inCommitTimestamp"]},
                        configuration={"delta.enableInCommitTimestamps": "true"},
                        commit_info={"inCommitTimestamp": ts})
+
+
+# -- type widening ------------------------------------------------------------------------------
+#: The columns of :func:`type_widened_table`: name -> (type before, type after, pyarrow before, pyarrow after).
+WIDENED: dict[str, tuple[str, str, pa.DataType, pa.DataType]] = {
+    "id": ("integer", "long", pa.int32(), pa.int64()),
+    "s": ("short", "integer", pa.int16(), pa.int32()),
+    "f": ("float", "double", pa.float32(), pa.float64()),
+    "d": ("date", "timestamp_ntz", pa.date32(), pa.timestamp("us")),
+    "m": ("decimal(5,2)", "decimal(12,4)", pa.decimal128(5, 2), pa.decimal128(12, 4)),
+}
+#: Rows of :func:`type_widened_table` as read with the wide types: ids 1, 2 in the narrow file (version 0),
+#: 3 in a file written after the change (version 1).
+WIDENED_ROWS: list[dict[str, Any]] = [
+    {"id": 1, "s": 10, "f": 1.5, "d": dt.datetime(2024, 1, 31), "m": Decimal("123.45")},
+    {"id": 2, "s": -20, "f": -0.25, "d": dt.datetime(1999, 12, 31), "m": Decimal("-0.01")},
+    {"id": 3, "s": 70000, "f": 1e300, "d": dt.datetime(2025, 6, 1, 12, 30), "m": Decimal("12345678.1234")},
+]
+
+
+def _stats(t: pa.Table) -> str:
+    """numRecords and nullCount only (min/max are optional in the spec)."""
+    return json.dumps({"numRecords": t.num_rows, "nullCount": {c: t.column(c).null_count for c in t.column_names}})
+
+
+def type_widened_table(root: Path, feature: str = "typeWidening") -> None:
+    """A table whose every column was widened (:data:`WIDENED`) at version 1; written by pyarrow and
+    a hand-written log. Version 0 (protocol 1/2) has ids 1, 2 in a file of the narrow types; version 1
+    enables ``feature`` (``typeWidening`` or ``typeWidening-preview``, reader 3 / writer 7), records the
+    changes in each field's ``delta.typeChanges`` and adds id 3 in a file of the wide types. Proved by
+    delta-rs reading all three rows as the wide types."""
+    root.mkdir(parents=True)
+    (root / "_delta_log").mkdir()
+    now = int(time.time() * 1000)
+    table_id = str(uuid.uuid4())
+    versions = []
+    for version, (lo, hi) in enumerate(((0, 2), (2, 3))):
+        wide = version == 1
+        types = {c: (w if wide else n) for c, (_n, _w, n, w) in WIDENED.items()}
+        rows = [{c: (r[c].date() if c == "d" and not wide else r[c]) for c in WIDENED} for r in WIDENED_ROWS[lo:hi]]
+        data = pa.Table.from_pylist(rows, schema=pa.schema([pa.field(c, t) for c, t in types.items()]))
+        name = f"part-{version:05d}-{uuid.uuid4()}.parquet"
+        pq.write_table(data, root / name)
+        fields = []
+        for c, (narrow, wide_type, _n, _w) in WIDENED.items():
+            md: dict[str, Any] = {}
+            if wide:
+                change: dict[str, Any] = {"fromType": narrow, "toType": wide_type}
+                if feature.endswith("-preview"):
+                    change["tableVersion"] = 1
+                md["delta.typeChanges"] = [change]
+            fields.append(_field(c, wide_type if wide else narrow, md))
+        lines: list[dict[str, Any]] = [{"commitInfo": {"timestamp": now + version,
+                                                       "operation": "WRITE" if version == 0 else "CHANGE COLUMN"}}]
+        if version == 0:
+            lines.append({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}})
+        else:
+            features = ["timestampNtz", feature]
+            lines.append({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": features,
+                                       "writerFeatures": features}})
+        lines.append({"metaData": {"id": table_id, "format": {"provider": "parquet", "options": {}},
+                                   "schemaString": json.dumps({"type": "struct", "fields": fields}),
+                                   "partitionColumns": [],
+                                   "configuration": {"delta.enableTypeWidening": "true"} if wide else {},
+                                   "createdTime": now}})
+        lines.append({"add": {"path": name, "partitionValues": {}, "size": (root / name).stat().st_size,
+                              "modificationTime": now, "dataChange": True, "stats": _stats(data)}})
+        versions.append(lines)
+    for version, lines in enumerate(versions):
+        (root / "_delta_log" / f"{version:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    _proved_widened(root)
+
+
+def _proved_widened(root: Path) -> None:
+    """delta-rs 1.x refuses to read data of a ``typeWidening`` table, so the proof is in parts: delta-rs
+    reads version 0 (before the change) as the narrow rows, and loads the log of version 1 (wide schema,
+    both files); pyarrow reads each of those files and, cast to the wide types, they are :data:`WIDENED_ROWS`."""
+    import deltalake
+
+    v0 = deltalake.DeltaTable(str(root), version=0).to_pyarrow_table()
+    assert v0.schema.types == [n for _a, _b, n, _w in WIDENED.values()], v0.schema
+    assert sorted(v0.to_pylist(), key=lambda r: r["id"]) == [
+        {c: (r[c].date() if c == "d" else r[c]) for c in WIDENED} for r in WIDENED_ROWS[:2]]
+    t = deltalake.DeltaTable(str(root))
+    wide = pa.schema([pa.field(c, w) for c, (_a, _b, _n, w) in WIDENED.items()])
+    assert t.version() == 1 and pa.schema(t.schema().to_arrow()).types == wide.types  # type: ignore[arg-type]
+    files = sorted(t.file_uris())
+    assert len(files) == 2
+    rows = [r for f in files for r in pq.read_table(f).cast(wide).to_pylist()]
+    assert sorted(rows, key=lambda r: r["id"]) == WIDENED_ROWS, f"fixture {root} is not the table it should be"
+
+
+def identity_table(root: Path, *, allow_explicit: bool = False) -> None:
+    """``id`` is an identity column (``GENERATED ... AS IDENTITY (START WITH 1 INCREMENT BY 1)``, writer 6;
+    ``ROWS`` hold the values 1..3 it generated, high-water mark 3), log written by hand."""
+    md = {"delta.identity.start": 1, "delta.identity.step": 1, "delta.identity.highWaterMark": 3,
+          "delta.identity.allowExplicitInsert": allow_explicit}
+    hand_written_table(root, protocol={"minReaderVersion": 1, "minWriterVersion": 6}, configuration={},
+                       field_metadata={"id": md})
+
+
+def identity_metadata(root: Path) -> dict[str, Any]:
+    """The metadata of column ``id`` as delta-rs reads it."""
+    import deltalake
+
+    return dict(deltalake.DeltaTable(str(root)).schema().fields[0].metadata)
+
+
+# -- variant ------------------------------------------------------------------------------------
+def _variant_metadata(keys: list[str]) -> bytes:
+    """Variant metadata (binary encoding version 1, sorted dictionary, 1-byte offsets) of ``keys``."""
+    data = b"".join(k.encode() for k in keys)
+    offsets = [0]
+    for k in keys:
+        offsets.append(offsets[-1] + len(k.encode()))
+    return bytes([0x01 | 0x10, len(keys), *offsets]) + data
+
+
+#: Rows of :func:`variant_table` as JSON text (``to_json`` of the variant): {"a": 1}, "text", null.
+VARIANT_JSON = ['{"a":1}', '"text"', None]
+
+
+def variant_table(root: Path, feature: str = "variantType") -> None:
+    """Column ``j`` of type ``variant`` (reader/writer feature ``feature``), ids 1..3 holding
+    :data:`VARIANT_JSON`. The Parquet file is written by pyarrow: each variant a struct of ``metadata`` and
+    ``value`` binaries, encoded by hand (object with one int8 field, short string, null). Proved by
+    delta-rs reading the table (as those binaries); Spark decoding them is what the tests check."""
+    root.mkdir(parents=True)
+    (root / "_delta_log").mkdir()
+    obj = {"metadata": _variant_metadata(["a"]), "value": bytes([0x02, 0x01, 0x00, 0x00, 0x02, 0x0C, 0x01])}
+    text = {"metadata": _variant_metadata([]), "value": bytes([(4 << 2) | 1]) + b"text"}
+    vtype = pa.struct([pa.field("metadata", pa.binary(), False), pa.field("value", pa.binary(), False)])
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "j": pa.array([obj, text, None], vtype)})
+    name = f"part-00000-{uuid.uuid4()}.parquet"
+    pq.write_table(data, root / name)
+    now = int(time.time() * 1000)
+    schema = {"type": "struct", "fields": [_field("id", "long"), _field("j", "variant")]}
+    lines = [
+        {"commitInfo": {"timestamp": now, "operation": "WRITE"}},
+        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [feature],
+                      "writerFeatures": [feature]}},
+        {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
+                      "schemaString": json.dumps(schema), "partitionColumns": [], "configuration": {},
+                      "createdTime": now}},
+        {"add": {"path": name, "partitionValues": {}, "size": (root / name).stat().st_size, "modificationTime": now,
+                 "dataChange": True, "stats": json.dumps({"numRecords": 3})}},
+    ]
+    (root / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    import deltalake
+
+    got = deltalake.DeltaTable(str(root)).to_pyarrow_table()  # delta-rs reads a variant as its two binaries
+    assert got.column_names == ["id", "j"] and got.to_pylist() == data.to_pylist(), f"fixture {root} is wrong"

@@ -11,11 +11,13 @@ from lv_core.delta import DeltaLog, commit, create_table
 from lv_core.delta.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
 from lv_core.delta.features import (
     check_changes,
+    check_identity_update,
     check_readable,
     check_writable,
     constraints,
     is_append_only,
     required_protocol,
+    type_changes,
 )
 from lv_core.delta.schema import parse_ddl
 from lv_core.delta.table import create_table as create_table2
@@ -44,8 +46,7 @@ def test_plain_tables_are_readable_and_writable() -> None:
 
 @pytest.mark.parametrize("protocol, config, feature", [
     (Protocol(2, 5), {"delta.columnMapping.mode": "position"}, "columnMapping"),
-    (Protocol(3, 7, ("typeWidening",), ("typeWidening",)), {}, "typeWidening"),
-    (Protocol(3, 7, ("variantType",), ("variantType",)), {}, "variantType"),
+    (Protocol(3, 7, ("variantShredding-preview",), ("variantShredding-preview",)), {}, "variantShredding-preview"),
     (Protocol(4, 7), {}, "readerVersion4"),
 ])
 def test_unreadable(protocol: Protocol, config: dict, feature: str) -> None:
@@ -64,6 +65,8 @@ def test_unreadable(protocol: Protocol, config: dict, feature: str) -> None:
     (Protocol(1, 7, None, ("icebergCompatV2",)), {}, "icebergCompatV2"),
     (Protocol(1, 7, None, ("inCommitTimestamp",)), {}, "inCommitTimestamp"),
     (Protocol(1, 7, None, ("someFutureFeature",)), {}, "someFutureFeature"),
+    (Protocol(3, 7, ("variantType",), ("variantType",)), {}, "variantType"),  # read by Spark, never written
+    (Protocol(3, 7, ("variantType-preview",), ("variantType-preview",)), {}, "variantType-preview"),
     (Protocol(1, 4), {"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
     (Protocol(1, 7, None, ("changeDataFeed",)), {"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
     (Protocol(1, 8), {}, "writerVersion8"),
@@ -109,7 +112,6 @@ def _schema_with_field_metadata(key: str, value: object) -> str:
 
 @pytest.mark.parametrize("key, value, feature", [
     ("delta.generationExpression", "id * 2", "generatedColumns"),
-    ("delta.identity.start", 1, "identityColumns"),
 ])
 def test_in_use_column_features_refused(key: str, value: object, feature: str) -> None:
     m = md(schema_json=_schema_with_field_metadata(key, value))
@@ -181,3 +183,91 @@ def test_create_table_refuses_feature_configuration(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedFeature, match="changeDataFeed"):
         create_table2(store, "cdf", "id BIGINT", configuration={"delta.enableChangeDataFeed": True})
     assert not list(store.list("cdf/"))
+
+
+def _widened(changes: list[dict], typ: str = "long") -> Metadata:
+    schema = {"type": "struct", "fields": [
+        {"name": "id", "type": typ, "nullable": True, "metadata": {"delta.typeChanges": changes}},
+        {"name": "s", "type": {"type": "struct", "fields": [
+            {"name": "a", "type": {"type": "array", "elementType": "double", "containsNull": True}, "nullable": True,
+             "metadata": {"delta.typeChanges": [{"fromType": "float", "toType": "double", "fieldPath": "element"}]}}]},
+         "nullable": True, "metadata": {}}]}
+    return Metadata("x", json.dumps(schema), (), {"delta.enableTypeWidening": "true"})
+
+
+@pytest.mark.parametrize("feature", ["typeWidening", "typeWidening-preview"])
+@pytest.mark.parametrize("old, new", [("integer", "long"), ("byte", "short"), ("short", "long"), ("integer", "double"),
+                                      ("float", "double"), ("date", "timestamp_ntz"),
+                                      ("decimal(5,2)", "decimal(12,4)"), ("decimal(10,2)", "decimal(11,3)"),
+                                      ("integer", "decimal(10,0)"), ("long", "decimal(22,2)")])
+def test_type_widening_is_read_and_written(feature: str, old: str, new: str) -> None:
+    p = Protocol(3, 7, ("timestampNtz", feature), ("timestampNtz", feature))
+    m = _widened([{"fromType": old, "toType": new, "tableVersion": 1}], new)
+    check_readable(p, m)
+    check_writable(p, m)  # writers write the table's (wide) types; delta.enableTypeWidening only allows changes
+    assert [path for path, _c in type_changes(m)] == ["id", "s.a.element"]
+
+
+@pytest.mark.parametrize("old, new", [("long", "integer"), ("string", "long"), ("long", "double"),
+                                      ("decimal(10,2)", "decimal(10,3)"), ("decimal(10,2)", "decimal(9,2)"),
+                                      ("integer", "decimal(9,0)"), ("long", "decimal(20,1)"),
+                                      ("timestamp", "timestamp_ntz"), ("double", "float"), ("date", "timestamp")])
+def test_unsupported_type_change_is_refused(old: str, new: str) -> None:
+    p = Protocol(3, 7, ("typeWidening",), ("typeWidening",))
+    for check in (check_readable, check_writable):
+        with pytest.raises(UnsupportedFeature) as e:
+            check(p, _widened([{"fromType": old, "toType": new}], new), table="t")
+        msg = str(e.value)
+        assert "'t'" in msg and "'id'" in msg and repr(old) in msg and repr(new) in msg and "Spark" in msg
+        assert e.value.feature == "typeWidening"  # type: ignore[attr-defined]
+
+
+def test_unparsable_type_changes_are_refused() -> None:
+    with pytest.raises(UnsupportedFeature, match="delta.typeChanges"):
+        check_readable(Protocol(3, 7, ("typeWidening",), ("typeWidening",)), _widened("long"))  # type: ignore[arg-type]
+
+
+def test_widened_column_is_never_skipped_by_stats() -> None:
+    """A float32 0.1 (stats: 0.1) reads as the double 0.10000000149...: pruning ``id > 0.1`` by the old
+    file's stats as if they were doubles would lose the row."""
+    from lv_core.delta.schema import DeltaSchema
+    from lv_core.engine.skipping import file_filter
+
+    schema = DeltaSchema.from_json(_widened([{"fromType": "float", "toType": "double"}], "double").schema_string or "")
+    old_file = AddFile("a.parquet", {}, 1, 0, True, json.dumps(
+        {"numRecords": 1, "minValues": {"id": 0.1}, "maxValues": {"id": 0.1}, "nullCount": {"id": 0}}))
+    assert file_filter("id > 0.1", schema)(old_file)
+    assert file_filter("id = 0.10000000149011612", schema)(old_file)
+
+
+def test_identity_columns_take_rewrites_but_not_new_rows() -> None:
+    m = md(schema_json=_schema_with_field_metadata("delta.identity.start", 1))
+    for p in (Protocol(1, 6), Protocol(1, 7, None, ("identityColumns",))):
+        check_writable(p, m, table="t")  # UPDATE/DELETE that keep the identity values are allowed
+        add = AddFile("a.parquet", {}, 1, 0, True)
+        check_changes(p, m, adds=[add], removes=[RemoveFile("b.parquet", 0)], identity_kept=True, table="t")
+        check_changes(p, m, removes=[RemoveFile("b.parquet", 0)], table="t")
+        with pytest.raises(UnsupportedFeature) as e:
+            check_changes(p, m, adds=[add], table="t")
+        assert e.value.feature == "identityColumns"  # type: ignore[attr-defined]
+        assert all(s in str(e.value) for s in ("'t'", "identity column 'id'", "nothing was written", "Spark"))
+    check_identity_update(m, ["v"], "t")
+    with pytest.raises(UnsupportedFeature, match="column 'id' is an identity column.*cannot be updated"):
+        check_identity_update(m, ["ID"], "t")
+
+
+def test_has_variant_finds_nested_variants() -> None:
+    from lv_core.delta.features import has_variant
+    from lv_core.delta.schema import DeltaSchema
+
+    def schema(t: object) -> DeltaSchema:
+        return DeltaSchema.from_json(json.dumps({"type": "struct", "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "x", "type": t, "nullable": True, "metadata": {}}]}))
+
+    assert not has_variant(schema("string")) and not has_variant(None)
+    assert has_variant(schema("variant"))
+    assert has_variant(schema({"type": "array", "elementType": "variant", "containsNull": True}))
+    assert has_variant(schema({"type": "map", "keyType": "string", "valueType": "variant", "valueContainsNull": True}))
+    assert has_variant(schema({"type": "struct", "fields": [
+        {"name": "v", "type": "variant", "nullable": True, "metadata": {}}]}))

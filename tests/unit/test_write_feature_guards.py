@@ -73,3 +73,19 @@ def test_rows_nobody_checked_are_refused(tmp_path: Path, build: Callable[[Path],
 def test_in_commit_timestamp_tables_are_refused(tmp_path: Path) -> None:
     ff.in_commit_timestamp_table(tmp_path / "wh" / "ict")
     refused(tmp_path, "ict", ops.append("ict", NEW), "inCommitTimestamp", "Spark")
+
+
+def test_identity_column_refuses_new_rows_but_takes_a_delete(tmp_path: Path) -> None:
+    ff.identity_table(tmp_path / "wh" / "idt")
+    before = ff.identity_metadata(tmp_path / "wh" / "idt")
+    refused(tmp_path, "idt", ops.append("idt", NEW), "identityColumns", "identity column 'id'", "nothing was written")
+    # a copy-on-write delete writes the file's other rows again: pyarrow operations cannot vouch for them
+    refused(tmp_path, "idt", ops.delete("idt", ops.eq("id", 1)), "identityColumns")
+    lh = lv_core.connect(str(tmp_path / "wh"), lease_s=5.0)
+    try:
+        with lh.transaction() as txn:  # removing whole files adds no row
+            txn.execute(ops.delete("idt", lambda rows: pa.array([True] * rows.num_rows)))
+    finally:
+        lh.close()
+    assert ff.delta_rows(tmp_path / "wh" / "idt") == []
+    assert ff.identity_metadata(tmp_path / "wh" / "idt") == before
