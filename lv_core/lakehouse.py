@@ -23,6 +23,7 @@ from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.recovery import RecoveryReport, recover
 from lv_core.protocol.scan import MAX_VERSIONS, LogEntry, MarkerScan, TableMarkers, list_tables, log_entries
 from lv_core.protocol.tablelog import TableLogs
+from lv_core.protocol.vacuum import VacuumReport, vacuum
 from lv_core.protocol.vlock import ValidationLock
 from lv_core.storage.base import ObjectStore
 from lv_core.txn.core import Services, Settings
@@ -286,6 +287,19 @@ class Lakehouse:
         may return); default: the lease time.
         """
         return recover(self.store, lease_grace_s=self.lease_s if lease_grace_s is None else lease_grace_s)
+
+    def vacuum(self, name: str, retain_hours: float | None = None, *, dry_run: bool = False,
+               enforce_retention: bool = True) -> VacuumReport:
+        """Delete the table's data files that no version within the last ``retain_hours`` needs (default:
+        its ``delta.deletedFileRetentionDuration``, 168 hours); see :mod:`lv_core.protocol.vacuum`.
+
+        Raises:
+            InvalidTableName, TableNotFound: a bad name, or no such table.
+            ConfigError: a retention below the table's, unless ``enforce_retention=False``.
+        """
+        self.logs.require(name)
+        return vacuum(self.store, name, retain_hours=retain_hours, enforce_retention=enforce_retention,
+                      dry_run=dry_run)
 
     def close(self) -> None:
         self.store.close()

@@ -92,8 +92,10 @@ def parse_lvtxn(line: str) -> LvtxnArgs:
 
 
 COMMANDS = {
-    "connect": "connect [WAREHOUSE] [--spark URL] [--endpoint URL] [--region R] [--profile P]: open a warehouse "
-               "(default: embedded local Spark Connect + ./lakehouse)",
+    "connect": "connect [WAREHOUSE] [--spark URL] [--endpoint URL] [--region R] [--profile P] [--conf KEY=VALUE ...]: "
+               "open a warehouse (default: embedded local Spark Connect + ./lakehouse); --conf (repeatable) is a "
+               "Spark setting, e.g. --conf spark.driver.memory=4g (the embedded server gets it at start, a remote "
+               "session at runtime)",
     "tables": "tables: the tables with their latest versions",
     "markers": "markers [TABLE]: live LakeVilla markers (owner, version, lease)",
     "log": "log TABLE: the table's Delta log, markers marked",
@@ -116,6 +118,7 @@ def connect_parser() -> _Parser:
     p.add_argument("--endpoint", default=None)
     p.add_argument("--region", default=None)
     p.add_argument("--profile", default=None)
+    p.add_argument("--conf", action="append", default=None, metavar="KEY=VALUE")
     return p
 
 

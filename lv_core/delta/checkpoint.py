@@ -32,6 +32,7 @@ __all__ = [
     "checkpoint_interval",
     "checkpoint_names",
     "encode_checkpoint",
+    "interval_ms",
     "decode_checkpoint",
     "decode_json_checkpoint",
     "parse_checkpoint_name",
@@ -202,6 +203,11 @@ def _interval_ms(text: Optional[str]) -> Optional[float]:
     if not m or m.group(2) not in _UNITS_MS:
         return None
     return int(m.group(1)) * _UNITS_MS[m.group(2)]
+
+
+def interval_ms(text: Optional[str]) -> Optional[float]:
+    """A Delta interval property (``"interval 7 days"``) in milliseconds, None if absent or malformed."""
+    return _interval_ms(text)
 
 
 def checkpoint_actions(snapshot: Snapshot, now: Optional[int] = None) -> list[Action]:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 import pyarrow as pa
 
 from lv_core.engine import spark_ops as ops
-from lv_core.engine.session import get_spark
+from lv_core.engine.session import get_spark, local_server
+from lv_core.engine.spark_conf import apply_runtime, normalize
 from lv_core.engine.spark_io import DATA_PATHS, SparkEngine
 from lv_core.engine.sql import autocommit_sql, txn_sql
 from lv_core.errors import ConfigError, SchemaError
@@ -35,11 +36,14 @@ class SparkDataPlane:
     Args:
         lh: the lakehouse (through the port the data plane may use).
         spark: ``connect(spark=...)``: None (embedded local server), ``"sc://host:port"`` or a session.
+        spark_conf: ``connect(spark_conf=...)``: Spark settings (see :mod:`lv_core.engine.spark_conf`):
+            given to the embedded server when it starts, else set on the session at runtime.
     """
 
-    def __init__(self, lh: LakehousePort, spark: Any = None) -> None:
+    def __init__(self, lh: LakehousePort, spark: Any = None, *, spark_conf: Mapping[str, Any] | None = None) -> None:
         self.lh = lh
         self._spark_arg = spark
+        self._spark_conf = normalize(spark_conf)
         self._lock = threading.Lock()
         self._options: dict[str, str] = {}
         self._engine: Optional[SparkEngine] = None
@@ -62,7 +66,7 @@ class SparkDataPlane:
 
     def engine(self) -> SparkEngine:
         """The data engine (starting or connecting Spark on first use)."""
-        spark = get_spark(self._spark_arg)
+        spark = get_spark(self._spark_arg, conf=self._spark_conf)
         eng = self._engine
         if eng is not None and eng.spark is spark:
             return eng
@@ -72,10 +76,29 @@ class SparkDataPlane:
                 return eng
             data_path = self._options.get("data_path") or os.environ.get("LV_DATA_PATH") or "auto"
             s3_scheme = self._options.get("s3_scheme") or os.environ.get("LV_SPARK_S3_SCHEME") or "s3a"
+            self._apply_conf(spark)
             eng = SparkEngine(spark, self.lh.store, data_path=data_path, s3_scheme=s3_scheme,
                               embedded=self._spark_arg is None)
             self._engine = eng
             return eng
+
+    @property
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark settings of ``connect(spark_conf=...)`` (checked, as strings)."""
+        return dict(self._spark_conf)
+
+    def _apply_conf(self, spark: Any) -> None:
+        """Settings the server did not start with are set at runtime (all or nothing, else ConfigError)."""
+        conf = dict(self._spark_conf)
+        if self._spark_arg is None:
+            server = local_server()
+            started = server.conf if server is not None else {}
+            conf = {k: v for k, v in conf.items() if started.get(k) != v}
+            where = "the embedded Spark server of this process"
+        else:
+            where = f"the Spark session {str(self._spark_arg).split('/;')[0]}"
+        if conf:
+            apply_runtime(spark, conf, where=where)
 
     # -- DataPlane -----------------------------------------------------------------------------
     @property

@@ -110,6 +110,7 @@ class LocalServer:
     log_path: str  #: the server's stdout and stderr
     work_dir: str  #: scratch directory (log, local dirs, warehouse); removed at a clean stop
     startup_seconds: float  #: from launch to the first answered request
+    conf: Mapping[str, str] = dataclasses.field(default_factory=dict)  #: the settings given at start
 
 
 def find_java(env: Mapping[str, str] | None = None) -> tuple[str, int]:
@@ -283,7 +284,8 @@ class _Server:
                 )
             except OSError as e:
                 raise EngineError(f"Could not launch {cmd[0]}: {e}. Server log: {log_path}") from e
-        server = cls(proc, LocalServer("", 0, proc.pid, log_path, work_dir, 0.0), t0)
+        given = {str(k): str(v) for k, v in (conf or {}).items()}
+        server = cls(proc, LocalServer("", 0, proc.pid, log_path, work_dir, 0.0, given), t0)
         try:
             port = server._wait_for_port(t0 + timeout_s, timeout_s, requested_port)
             url = f"sc://localhost:{port}/;token={token}"

@@ -14,6 +14,10 @@ MERGE INTO ...              one row: ``num_affected_rows``, ``num_updated_rows``
 SHOW TABLES [LIKE 'p*']     ``tableName`` rows
 DESCRIBE [TABLE] t          ``col_name``, ``data_type``, ``comment`` rows (+ partition information)
 CREATE TABLE ...            None
+OPTIMIZE t                  one row: ``numFilesRemoved``, ``numFilesAdded`` (compaction, a
+                            ``dataChange: false`` commit; see :mod:`lv_core.engine.sql_maint`)
+VACUUM t [RETAIN n HOURS]   one ``path`` row per deleted data file (``DRY RUN``: would delete);
+  [DRY RUN]                 not transactional, like CREATE TABLE
 ==========================  =========================================================================
 
 Inside a transaction, SELECT/INSERT/UPDATE/DELETE/MERGE are operations of the transaction
@@ -45,6 +49,7 @@ from lv_core.engine.spark_io import SparkEngine
 from lv_core.engine.spark_schema import spark_schema
 from lv_core.engine.sql_ast import SUPPORTED, SqlError, Statement, UnsupportedStatement
 from lv_core.engine.sql_bind import Renderer
+from lv_core.engine.sql_maint import optimize_op, vacuum_sql
 from lv_core.engine.sql_merge import merge_op
 from lv_core.engine.sql_parse import parse_script, show_matches
 from lv_core.engine.sql_run import dml_op, insert_op, select_op, sql_errors
@@ -59,7 +64,7 @@ __all__ = ["SUPPORTED", "SqlError", "UnsupportedStatement", "autocommit_sql", "r
 #: Gives the engine (starting Spark on first use: DDL never needs it).
 EngineFn = Callable[[], SparkEngine]
 
-_NO_TXN = ("create", "show", "describe")
+_NO_TXN = ("create", "show", "describe", "vacuum")
 
 
 def txn_sql(lh: LakehousePort, engine: EngineFn, txn: TransactionPort, statement: str) -> Optional["DataFrame"]:
@@ -132,6 +137,9 @@ def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort],
         return engine_fn().spark.createDataFrame([(n,) for n in shown], "tableName string")
     if st.kind == "describe":
         return _describe(lh, engine_fn, resolve_tables(lh, (st.spec.name,))[st.spec.name])
+    if st.kind == "vacuum":
+        name = resolve_tables(lh, (st.spec.name,))[st.spec.name]
+        return vacuum_sql(lh, engine_fn().spark, name, st.spec.retain_hours, st.spec.dry_run)
     if txn is not None:
         txn.ensure_active()
     engine = engine_fn()
@@ -150,6 +158,10 @@ def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort],
         return _counts(engine.spark, {"num_affected_rows": int(txn.execute(dml_op(engine, st, names)))})
     if st.kind == "merge":
         return _counts(engine.spark, txn.execute(merge_op(engine, st, names)))
+    if st.kind == "optimize":
+        name = resolve_tables(lh, (st.spec.name,))[st.spec.name]
+        removed, added = txn.execute(optimize_op(engine, name))
+        return _counts(engine.spark, {"numFilesRemoved": removed, "numFilesAdded": added})
     raise UnsupportedStatement(f"{st.kind} is not supported; supported: {SUPPORTED}")  # pragma: no cover
 
 

@@ -9,13 +9,13 @@ from typing import Any, Optional, Sequence
 from lv_core.errors import ConfigError
 
 __all__ = ["SUPPORTED", "CreateSpec", "DeleteSpec", "DescribeSpec", "InsertSpec", "MergeClause", "MergeSpec",
-           "ShowSpec", "SqlError", "Statement", "UnsupportedStatement", "UpdateSpec", "check_plain", "source_refs",
-           "unsupported"]
+           "OptimizeSpec", "ShowSpec", "SqlError", "Statement", "UnsupportedStatement", "UpdateSpec", "VacuumSpec",
+           "check_plain", "source_refs", "unsupported"]
 
 SUPPORTED = ("SELECT (joins, subqueries, CTEs, aggregates), INSERT INTO ... VALUES | SELECT, "
              "UPDATE ... SET ... [WHERE], DELETE FROM ... [WHERE], MERGE INTO ... USING ... ON ... "
              "WHEN [NOT] MATCHED, CREATE TABLE [IF NOT EXISTS] ... [PARTITIONED BY], SHOW TABLES, "
-             "DESCRIBE [TABLE]")
+             "DESCRIBE [TABLE], OPTIMIZE t, VACUUM t [RETAIN n HOURS] [DRY RUN]")
 
 
 class SqlError(ConfigError):
@@ -97,6 +97,18 @@ class ShowSpec:
 
 
 @dataclass
+class OptimizeSpec:
+    name: str
+
+
+@dataclass
+class VacuumSpec:
+    name: str
+    retain_hours: Optional[float] = None
+    dry_run: bool = False
+
+
+@dataclass
 class DescribeSpec:
     name: str
 
@@ -106,7 +118,8 @@ class Statement:
     """One parsed statement.
 
     Attributes:
-        kind: "select", "insert", "update", "delete", "merge", "create", "show" or "describe".
+        kind: "select", "insert", "update", "delete", "merge", "create", "show", "describe", "optimize"
+            or "vacuum".
         text: the statement as written.
         tree: the sqlglot tree (None for SHOW).
         spec: the kind's details (None for SELECT: the tree is the query).

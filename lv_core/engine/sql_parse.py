@@ -28,11 +28,13 @@ from lv_core.engine.sql_ast import (
     InsertSpec,
     MergeClause,
     MergeSpec,
+    OptimizeSpec,
     ShowSpec,
     SqlError,
     Statement,
     UnsupportedStatement,
     UpdateSpec,
+    VacuumSpec,
     check_plain,
     source_refs,
     unsupported,
@@ -42,7 +44,7 @@ from lv_core.engine.sqlsplit import first_unterminated, skip_comments, split_sta
 __all__ = ["parse_script", "parse_statement", "show_matches"]
 
 _FIRST_WORDS = {"SELECT", "WITH", "VALUES", "FROM", "INSERT", "UPDATE", "DELETE", "MERGE", "CREATE", "SHOW",
-                "DESCRIBE", "DESC"}
+                "DESCRIBE", "DESC", "OPTIMIZE", "VACUUM"}
 _TXN_WORDS = {"BEGIN", "START", "COMMIT", "ROLLBACK", "ABORT", "END", "SAVEPOINT"}
 
 
@@ -174,6 +176,8 @@ def parse_statement(text: str, *, script: Optional[str] = None, start: int = 0) 
                                    f"supported: {SUPPORTED}.{hint}", line=line, text=word)
     if word == "SHOW":
         return Statement("show", text, None, _show(text, line), line=line)
+    if word in ("OPTIMIZE", "VACUUM"):
+        return _maintenance(text, word, line)
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError) as e:
@@ -458,3 +462,31 @@ def show_matches(pattern: Optional[str], name: str) -> bool:
         return True
     alts = [re.escape(a.strip()).replace(r"\*", ".*") for a in pattern.split("|")]
     return re.fullmatch("|".join(alts), name, re.I) is not None
+
+
+_NAME = r"(?P<name>`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)"
+_OPTIMIZE = re.compile(rf"^\s*OPTIMIZE\s+{_NAME}(?P<rest>.*?)\s*$", re.I | re.S)
+_VACUUM = re.compile(rf"^\s*VACUUM\s+{_NAME}(?:\s+RETAIN\s+(?P<n>[0-9]+(?:\.[0-9]*)?)\s+HOURS?)?"
+                     r"(?P<dry>\s+DRY\s+RUN)?\s*$", re.I | re.S)
+
+
+def _maintenance(text: str, word: str, line: int) -> Statement:
+    """``OPTIMIZE t`` and ``VACUUM t [RETAIN n HOURS] [DRY RUN]`` (Delta Lake's syntax)."""
+    body = skip_comments(text)
+    if word == "OPTIMIZE":
+        m = _OPTIMIZE.match(body)
+        if m is None:
+            raise SqlError(f"line {line}: OPTIMIZE needs a table name: OPTIMIZE t", line=line)
+        if m.group("rest").strip():
+            raise UnsupportedStatement(f"line {line}: OPTIMIZE {m.group('name')} {m.group('rest').strip()[:30]!r} is "
+                                       "not supported: only OPTIMIZE t (compaction of the whole table; no WHERE, no "
+                                       "ZORDER BY)", line=line)
+        name = m.group("name").strip("`")
+        return Statement("optimize", text, None, OptimizeSpec(name), target=name, line=line)
+    m = _VACUUM.match(body)
+    if m is None:
+        raise SqlError(f"line {line}: expected VACUUM t [RETAIN n HOURS] [DRY RUN], got {body.strip()[:60]!r}",
+                       line=line)
+    name = m.group("name").strip("`")
+    hours = float(m.group("n")) if m.group("n") is not None else None
+    return Statement("vacuum", text, None, VacuumSpec(name, hours, bool(m.group("dry"))), target=name, line=line)

@@ -46,7 +46,9 @@ class PredecessorCommit:
 
     @property
     def removed(self) -> set[str]:
-        return {a.path for a in self.actions if isinstance(a, RemoveFile) and a.data_change}
+        """Every file it removed, compaction (``dataChange: false``) included: an operation that read or
+        rewrote such a file must be redone on the compacted files, or its rewrite would duplicate rows."""
+        return {a.path for a in self.actions if isinstance(a, RemoveFile)}
 
     @property
     def changes_metadata(self) -> bool:

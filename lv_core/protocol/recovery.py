@@ -6,11 +6,20 @@
 - Sublogs of a transaction are kept while its owner may still return (lease expired less than
   ``lease_grace_s`` ago); after that, staged data files that no version of the table references are
   deleted together with the sublog, lease and decision objects.
+- Files a dead transaction staged before any sublog entry named them (a kernel killed mid-INSERT:
+  Spark output under ``<table>/_lv_staging/part-<txn>-...``, or data files ``part-<txn>-...`` already
+  moved to their final names) are found by their names (one LIST per table) and deleted once that
+  transaction is dead: its lease ran out more than ``lease_grace_s`` ago, or it has no lease and its
+  id (which starts with its begin time) is older than the grace period (a transaction writes its lease
+  before any file, so a live one always has one). Never a file the table's latest snapshot lists or
+  tombstones, never a file of a transaction with a pending marker or a live lease.
 """
 
 from __future__ import annotations
 
+import calendar
 import json
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -178,6 +187,67 @@ def _clear_expired_lock(store: ObjectStore, lease_grace_s: float, now: float) ->
     return ", ".join(actions) or "already released"
 
 
+_TXN_IN_NAME = re.compile(r"(?:^|/)part-(\d{8}T\d{6}-[0-9a-f]{16})-")
+
+
+def _begun_at(txn: str) -> float:
+    """When ``txn`` began (its id starts with the UTC time), 0.0 if unreadable."""
+    try:
+        return float(calendar.timegm(time.strptime(txn[:15], "%Y%m%dT%H%M%S")))
+    except ValueError:
+        return 0.0
+
+
+class _Dead:
+    """Whether a transaction is dead for good (cached per recovery pass)."""
+
+    def __init__(self, store: ObjectStore, live: set[str], lease_grace_s: float, now: float) -> None:
+        self.store, self.live, self.grace, self.now = store, live, lease_grace_s, now
+        self._known: dict[str, bool] = {}
+
+    def __call__(self, txn: str) -> bool:
+        if txn in self.live:
+            return False
+        if txn not in self._known:
+            lease = read_lease(self.store, txn)
+            if lease is not None:
+                self._known[txn] = lease["expires"] + self.grace <= self.now
+            else:
+                # +1 s: the id holds its begin time truncated to the second
+                self._known[txn] = (_begun_at(txn) + 1.0 + self.grace <= self.now
+                                    and read_lease(self.store, txn) is None)
+        return self._known[txn]
+
+
+def _clean_staged(store: ObjectStore, refs: _References, dead: _Dead, rep: RecoveryReport) -> None:
+    """Delete files that dead transactions staged and no version references (see the module text).
+
+    The table's snapshot is read *after* the owners were found dead: a transaction deletes its lease
+    only after its commit is published, so a commit of a transaction seen without lease is in it."""
+    for table in list_tables(store):
+        prefix = f"{table}/"
+        found: list[str] = []
+        for meta in list(store.list(prefix)):
+            rel = meta.key[len(prefix):]
+            m = None if rel.startswith("_delta_log/") else _TXN_IN_NAME.search(rel)
+            if m is not None and dead(m.group(1)):
+                found.append(rel)
+        if not found:
+            continue
+        refs.forget(table)
+        referenced = refs.of(table)
+        if referenced is None:
+            continue
+        for rel in found:
+            if not rel.startswith("_lv_staging/") and (rel in referenced or not _safe_data_path(rel)):
+                continue
+            try:
+                store.delete(prefix + rel)
+            except NotFound:
+                continue
+            rep.deleted_files.append(prefix + rel)
+
+
 def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | None = None) -> RecoveryReport:
     """Run one recovery pass over the whole warehouse.
 
@@ -233,6 +303,8 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
         for meta in list(store.list(layout.txn_prefix(txn))):
             store.delete(meta.key)
         rep.cleaned_txns.append(txn)
+    live = set(rep.kept_txns) | pending_of
+    _clean_staged(store, refs, _Dead(store, live, lease_grace_s, now), rep)
     return rep
 
 

@@ -52,6 +52,9 @@ class LakehousePort(Protocol):
 
     def begin(self, preset: str = "serializable") -> TransactionPort: ...
 
+    def vacuum(self, name: str, retain_hours: float | None = None, *, dry_run: bool = False,
+               enforce_retention: bool = True) -> Any: ...
+
     @property
     def data_plane(self) -> "DataPlane": ...
 

@@ -15,10 +15,12 @@ def show_help(ctx: MagicContext, rest: list[str]) -> None:
 
 def connect(ctx: MagicContext, rest: list[str]) -> None:
     import lv_core
+    from lv_core.engine.spark_conf import parse_pairs
 
     ns = connect_parser().parse_args(rest)
     opts = {k: v for k, v in (("endpoint_url", ns.endpoint), ("region", ns.region), ("profile", ns.profile)) if v}
-    lh = lv_core.connect(ns.warehouse, spark=ns.spark, storage_options=opts or None)
+    spark_conf = parse_pairs(ns.conf)  # ConfigError before anything changes
+    lh = lv_core.connect(ns.warehouse, spark=ns.spark, storage_options=opts or None, spark_conf=spark_conf or None)
     ctx.state.shutdown()
     ctx.state.txns.clear()
     ctx.state.lh = lh

@@ -138,3 +138,18 @@ def test_every_command_is_routed_and_runs_without_a_shell(capsys):
     assert capsys.readouterr().out.startswith("LakeVilla for Jupyter")
     with pytest.raises(lv_core.LvError, match="lv connect"):
         run(MagicContext(KernelState(), None), "tables")
+
+
+def test_connect_conf_option(ip, tmp_path, capsys):
+    path = str(tmp_path / "wh2")
+    ip.run_line_magic("lv", f"connect {path} --conf spark.driver.memory=3g --conf spark.sql.shuffle.partitions=6")
+    lh = STATE.lh
+    assert lh is not None and lh.data_plane.spark_conf == {
+        "spark.driver.memory": "3g", "spark.sql.shuffle.partitions": "6"}
+    for bad in ["--conf memory=3g", "--conf spark.driver.memory", "--conf"]:
+        with pytest.raises(UsageError):
+            ip.run_line_magic("lv", f"connect {tmp_path / 'other'} {bad}")
+        assert STATE.lh is lh  # nothing changed
+    ip.run_line_magic("lv", "help")
+    assert "--conf KEY=VALUE" in capsys.readouterr().out
+    STATE.lh = None
