@@ -10,7 +10,10 @@ a transaction is incompatible when
 - **R3** (writes, lost update): ``l + written_logs + 1 != w``
 
 :class:`Policy` says which rules apply (``serializable``: all three; ``snapshot``: R2 + R3;
-``write_serializable``: read-only transactions skip R1). A table the log does not know yet is
+``write_serializable``: read-only transactions skip R1). With ``Policy.r1_files`` (``serializable``,
+``write_serializable``) R1 counts only the versions in ``(r, h]`` that changed what the transaction
+read (:attr:`TableInputs.changes`, gathered by :mod:`lv_core.protocol.hidden`): more than ``slack``
+of them fail it. A table the log does not know yet is
 always compatible (it is added to the log). A blind append (written, not read) that fails R2 or R3
 takes the next free version instead (``TableVerdict.moved_from`` tells it moved).
 
