@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -189,6 +190,7 @@ def run(*, clients: int = 8, records: int = 1000, ops: int = 400, accounts: int 
             out["transfer"][p] = _summary(pool.run("benchmarks.aborts:transfer_client", args, timeout_s=600))
     finally:
         pool.close()
+        shutil.rmtree(work, ignore_errors=True)
     return out
 
 
