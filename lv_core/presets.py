@@ -17,13 +17,16 @@ class Preset:
     slack: int = 0
     check_r1: bool = True  # R1 applies to transactions that read
     r1_read_only: bool = True  # R1 applies to read-only transactions too
+    r1_files: bool = False  # R1 fires only for newer commits that changed what was read (files, predicates)
+    snapshot_read_only: bool = False  # a read-only transaction that read one global version skips R1
     doc: str = ""
 
 
 PRESETS: dict[str, Preset] = {
-    "serializable": Preset("serializable", ALL_FEATURES, doc="serializable, lakehouse-wide"),
+    "serializable": Preset("serializable", ALL_FEATURES, r1_files=True, snapshot_read_only=True,
+                           doc="serializable, lakehouse-wide"),
     "snapshot": Preset("snapshot", ALL_FEATURES, check_r1=False, doc="snapshot isolation (R2+R3 only)"),
-    "write_serializable": Preset("write_serializable", ALL_FEATURES, r1_read_only=False,
+    "write_serializable": Preset("write_serializable", ALL_FEATURES, r1_read_only=False, r1_files=True,
                                  doc="read-only transactions pass validation without R1"),
     "repeatable_read": Preset("repeatable_read", frozenset({"R", "CT"}), doc="repeatable reads across tables"),
     "delta": Preset("delta", frozenset(), doc="raw Delta Lake: every statement commits on its own (the baseline)"),

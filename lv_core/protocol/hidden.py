@@ -14,14 +14,17 @@ always compatible: read-only ones are not probed, written ones are probed from t
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable
+from typing import Iterable, Sequence
 
+from lv_core.delta.actions import decode_commit
 from lv_core.delta.log import DeltaLog
 from lv_core.errors import NotFound
+from lv_core.protocol.conflicts import OpFootprint, PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.markers import read_version, unfinished_part
-from lv_core.protocol.validation import LogTail, Policy, TableAccess, TableInputs, derive
+from lv_core.protocol.validation import Change, LogTail, Policy, TableAccess, TableInputs, derive
 from lv_core.storage.base import ObjectStore
 
 
@@ -63,6 +66,34 @@ def _tail_start(access: TableAccess, l: int | None, store: ObjectStore) -> int |
     return DeltaLog(store, access.table).latest_version_by_probe(access.hint)
 
 
+def changes_since(store: ObjectStore, inp: TableInputs, footprints: Sequence[OpFootprint], *,
+                  own_txn: str | None = None) -> tuple[Change, ...]:
+    """The versions in ``(r, h]`` of ``inp``'s table that changed what ``footprints`` read there
+    (file-level R1): a removed file it read or rewrote, an added file its predicate may match, a
+    schema/protocol change (:func:`lv_core.protocol.conflicts.first_conflict`, as redo uses it), or
+    a pending marker (content unknown). Freed markers and the transaction's own versions are skipped.
+
+    Cost: one GET per version in ``(r, h]`` (none when ``r >= h``).
+    """
+    assert inp.r is not None and inp.h is not None
+    ops = [f for f in footprints if f.touches(inp.table)]
+    out: list[Change] = []
+    for v in range(inp.r + 1, inp.h + 1):
+        st = read_version(store, inp.table, v)
+        if own_txn is not None and st.txn == own_txn:
+            continue
+        if st.pending or (st.parts and unfinished_part(store, inp.table, st) is not None):
+            out.append(Change(v, st.txn, "pending"))
+            continue
+        if st.kind != "commit":
+            continue
+        pc = PredecessorCommit(inp.table, v, st.txn, decode_commit(st.raw, version=v, table=inp.table))
+        c = first_conflict(ops, [pc])
+        if c is not None:
+            out.append(Change(v, st.txn, c.why, c.files))
+    return tuple(out)
+
+
 def needs_tail(access: TableAccess, l: int | None, policy: Policy, txn_writes: bool) -> bool:
     """Whether validating ``access`` needs its log probed (pure)."""
     if l is None:
@@ -78,6 +109,7 @@ def collect(
     *,
     own_txn: str | None = None,
     parallel: int = 8,
+    footprints: Sequence[OpFootprint] | None = None,
 ) -> list[TableInputs]:
     """The rule inputs of every table, with as few requests as possible (no LIST).
 
@@ -90,8 +122,12 @@ def collect(
     - not in the log: nothing, except written without marker: ``d + 1`` GETs from its read
       version (or from ``hint`` / the latest version found by HEAD probes when it has none).
 
+    With ``policy.r1_files`` and ``footprints`` (what each operation read), a read table whose
+    ``r < h - slack`` also gets :attr:`TableInputs.changes` (:func:`changes_since`: one GET per
+    version in ``(r, h]``), so R1 judges what was read, not version numbers.
+
     Tables are probed concurrently (``parallel`` threads). Call while holding the validation lock
-    with ``gvl`` read under it.
+    with ``gvl`` read under it (a read-only transaction validates without it).
 
     Raises:
         ValueError: an access is inconsistent (read without read version).
@@ -111,7 +147,11 @@ def collect(
         elif access.written:  # a written table the log does not know, with a marker: always compatible
             assert access.marker is not None
             tail = LogTail(access.marker)
-        return derive(access, l, tail)
+        inp = derive(access, l, tail)
+        if (policy.r1_files and footprints is not None and inp.read and inp.r is not None and inp.h is not None
+                and inp.l is not None and policy.r1_applies(txn_writes) and inp.r < inp.h - policy.slack):
+            inp = dataclasses.replace(inp, changes=changes_since(store, inp, footprints, own_txn=own_txn))
+        return inp
 
     if parallel <= 1 or len(items) <= 1:
         return [one(a) for a in items]
@@ -119,4 +159,4 @@ def collect(
         return list(pool.map(one, items))
 
 
-__all__ = ["collect", "needs_tail", "probe_tail"]
+__all__ = ["changes_since", "collect", "needs_tail", "probe_tail"]

@@ -10,7 +10,10 @@ a transaction is incompatible when
 - **R3** (writes, lost update): ``l + written_logs + 1 != w``
 
 :class:`Policy` says which rules apply (``serializable``: all three; ``snapshot``: R2 + R3;
-``write_serializable``: read-only transactions skip R1). A table the log does not know yet is
+``write_serializable``: read-only transactions skip R1). With ``Policy.r1_files`` (``serializable``,
+``write_serializable``) R1 counts only the versions in ``(r, h]`` that changed what the transaction
+read (:attr:`TableInputs.changes`, gathered by :mod:`lv_core.protocol.hidden`): more than ``slack``
+of them fail it. A table the log does not know yet is
 always compatible (it is added to the log). A blind append (written, not read) that fails R2 or R3
 takes the next free version instead (``TableVerdict.moved_from`` tells it moved).
 
@@ -54,12 +57,19 @@ class Policy:
     Attributes:
         check_r1: R1 applies at all (False in snapshot isolation).
         r1_read_only: R1 applies to read-only transactions too (False in write_serializable).
-        slack: how many committed versions a read may lag behind (R1).
+        slack: how many committed versions a read may lag behind (R1); with ``r1_files``: how many
+            newer commits that changed what it read.
+        r1_files: R1 at the granularity the transaction read (files and predicates): a newer
+            version fails it only if it changed what was read (:attr:`TableInputs.changes`).
+        snapshot_read_only: a read-only transaction whose every table was read at the one global
+            version it started at passes without R1 (decided by the caller, which knows the reads).
     """
 
     check_r1: bool = True
     r1_read_only: bool = True
     slack: int = 0
+    r1_files: bool = False
+    snapshot_read_only: bool = False
 
     @classmethod
     def for_preset(cls, preset: str, slack: int | None = None) -> "Policy":
@@ -76,15 +86,33 @@ class Policy:
         s = p.slack if slack is None else slack
         if s < 0:
             raise ConfigError(f"slack must be >= 0, not {s}")
-        return cls(check_r1=p.check_r1, r1_read_only=p.r1_read_only, slack=s)
+        return cls(check_r1=p.check_r1, r1_read_only=p.r1_read_only, slack=s, r1_files=p.r1_files,
+                   snapshot_read_only=p.snapshot_read_only)
 
     def r1_applies(self, txn_writes: bool) -> bool:
         return self.check_r1 and (txn_writes or self.r1_read_only)
 
 
-SERIALIZABLE = Policy()
+SERIALIZABLE = Policy(r1_files=True, snapshot_read_only=True)
 SNAPSHOT = Policy(check_r1=False)
-WRITE_SERIALIZABLE = Policy(r1_read_only=False)
+WRITE_SERIALIZABLE = Policy(r1_read_only=False, r1_files=True)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A newer version of a table that changed what the transaction read there (file-level R1).
+
+    ``txn`` is the LakeVilla transaction that wrote it (None: a writer outside LakeVilla), ``why``
+    says what it changed, ``files`` the data files concerned; ``why`` is "pending" for a version
+    whose content is not known yet (a marker of a running transaction): it counts as a change."""
+
+    version: int
+    txn: str | None
+    why: str
+    files: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "txn": self.txn, "why": self.why, "files": list(self.files)}
 
 
 # ---------------------------------------------------------------------------------------- inputs
@@ -176,6 +204,7 @@ class TableInputs:
     marker: int | None = None
     foreign: tuple[int, ...] = ()
     pending: tuple[int, ...] = ()
+    changes: tuple[Change, ...] | None = None  # versions in (r, h] that changed what was read (None: not examined)
 
 
 def derive(access: TableAccess, l: int | None, tail: LogTail | None) -> TableInputs:
@@ -266,6 +295,7 @@ class TableVerdict:
     moved_from: int | None = None  # a blind append moved from this write version to ``w``
     foreign: tuple[int, ...] = ()
     pending: tuple[int, ...] = ()
+    changes: tuple[Change, ...] | None = None
 
     @property
     def compatible(self) -> bool:
@@ -283,6 +313,7 @@ class TableVerdict:
             "r": self.r, "h": self.h, "w": self.w, "l": self.l, "written_logs": self.written_logs,
             "read": self.read, "written": self.written, "blind": self.blind, "new_table": self.new_table,
             "moved_from": self.moved_from, "foreign": list(self.foreign), "pending": list(self.pending),
+            "changes": None if self.changes is None else [c.to_json() for c in self.changes],
             "rules": {name: c.to_json() for name, c in self.rules.items()},
         }
 
@@ -331,10 +362,17 @@ def _check(inp: TableInputs, policy: Policy, txn_writes: bool) -> dict[str, Rule
     if inp.read and inp.h is not None and inp.r is not None and policy.r1_applies(txn_writes):
         fired = r1_outdated_read(inp.r, inp.h, policy.slack)
         op = "<" if fired else ">="
-        rules["R1"] = RuleCheck(True, not fired, f"r={inp.r} {op} h-slack={inp.h - policy.slack}")
+        detail = f"r={inp.r} {op} h-slack={inp.h - policy.slack}"
+        if fired and policy.r1_files and inp.changes is not None:
+            fired = len(inp.changes) > policy.slack
+            what = ", ".join(f"{c.version}" for c in inp.changes) or "none"
+            detail = (f"r={inp.r} < h={inp.h}; versions that changed what it read: {what} "
+                      f"({len(inp.changes)} {'>' if fired else '<='} slack={policy.slack})")
+        rules["R1"] = RuleCheck(True, not fired, detail)
     else:
+        ro = "read-only transaction at one global version" if policy.snapshot_read_only else "read-only transaction"
         why = ("not read" if not inp.read else "snapshot isolation" if not policy.check_r1
-               else "read-only transaction" if not policy.r1_applies(txn_writes) else "not measured")
+               else ro if not policy.r1_applies(txn_writes) else "not measured")
         rules["R1"] = RuleCheck(False, True, why)
     if inp.written and inp.w is not None and inp.h is not None and inp.l is not None:
         fired = r2_version_taken(inp.w, inp.h)
@@ -351,6 +389,16 @@ def _check(inp: TableInputs, policy: Policy, txn_writes: bool) -> dict[str, Rule
 
 def _sentence(rule: str, v: TableVerdict, policy: Policy) -> str:
     t = v.table
+    if rule == "R1" and v.changes:
+        c = v.changes[0]
+        by = f"transaction {c.txn}" if c.txn else "a writer outside LakeVilla"
+        what = ("is held by a running transaction whose changes are not known yet" if c.why == "pending"
+                else f"was committed by {by} and {c.why}")
+        files = f" ({', '.join(c.files[:3])}{', ...' if len(c.files) > 3 else ''})" if c.files else ""
+        more = f"; {len(v.changes)} newer version(s) changed it, more than the slack of {policy.slack}" \
+            if policy.slack else ""
+        return (f"R1 (outdated read): table {t!r} was read at version {v.r}; version {c.version} {what}{files}{more}. "
+                "Help: retry the transaction to read current data.")
     if rule == "R1":
         return (f"R1 (outdated read): table {t!r} was read at version {v.r}, but version {v.h} is committed, "
                 f"more than the allowed slack of {policy.slack} version(s) newer. Help: retry the transaction "
@@ -372,6 +420,7 @@ class _VerdictFlags(TypedDict):
     blind: bool
     foreign: tuple[int, ...]
     pending: tuple[int, ...]
+    changes: tuple[Change, ...] | None
 
 
 def validate(inputs: Iterable[TableInputs], policy: Policy = SERIALIZABLE) -> ValidationOutcome:
@@ -387,7 +436,7 @@ def validate(inputs: Iterable[TableInputs], policy: Policy = SERIALIZABLE) -> Va
     first: tuple[str, TableVerdict] | None = None
     for inp in items:
         common = _VerdictFlags(read=inp.read, written=inp.written, blind=inp.blind, foreign=inp.foreign,
-                               pending=inp.pending)
+                               pending=inp.pending, changes=inp.changes)
         if inp.l is None:
             what = f"added at version {inp.w if inp.written else inp.r}"
             rules = {n: RuleCheck(False, True, f"table not in the global log yet: {what} (always compatible)")
@@ -398,7 +447,7 @@ def validate(inputs: Iterable[TableInputs], policy: Policy = SERIALIZABLE) -> Va
             v = TableVerdict(inp.table, inp.r, inp.h, inp.w, inp.l, inp.written_logs, rules, **common)
             if inp.blind and inp.top is not None and not (rules["R2"].passed and rules["R3"].passed):
                 moved = TableInputs(inp.table, inp.read, inp.written, True, inp.r, inp.h, inp.top + 1, inp.l,
-                                    inp.top - inp.l, inp.top, inp.marker, inp.foreign, inp.pending)
+                                    inp.top - inp.l, inp.top, inp.marker, inp.foreign, inp.pending, inp.changes)
                 v = TableVerdict(inp.table, inp.r, inp.h, moved.w, inp.l, moved.written_logs,
                                  _check(moved, policy, txn_writes), moved_from=inp.w, **common)
         verdicts[inp.table] = v
@@ -415,6 +464,7 @@ __all__ = [
     "SERIALIZABLE",
     "SNAPSHOT",
     "WRITE_SERIALIZABLE",
+    "Change",
     "LogTail",
     "Policy",
     "RuleCheck",

@@ -10,6 +10,8 @@ continues as soon as it finished or started waiting for another transaction (as 
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -357,3 +359,59 @@ def format_matrix(header: list[str], rows: dict[str, dict[str, str]],
             cells.append(c.ljust(w))
         out.append(name.ljust(w0) + "".join(cells))
     return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------------- PostgreSQL reference
+
+#: PostgreSQL 15 SERIALIZABLE outcomes of every schedule, measured by ``measure_postgres`` (see
+#: tests/reliability/test_postgres.py, which measures them again whenever a server is installed)
+PG_RECORDING = os.path.join(os.path.dirname(__file__), "postgres_outcomes.json")
+
+
+def measure_postgres(dsn: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """Run every schedule in both forms on the PostgreSQL server at ``dsn`` (SERIALIZABLE).
+
+    Returns anomaly -> form -> {"outcomes": {txn: committed|aborted|rollback}, "serializable": bool}."""
+    from tests.helpers.postgres import run_schedule
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for a in ANOMALIES:
+        for form in ("ST", "MT"):
+            F = Form(form, a.items)
+            history, final = run_schedule(dsn, a.schedule(F), F.initial())
+            ok = O.explain(F.initial(), history, final).ok
+            out.setdefault(a.name, {})[form] = {"outcomes": {t.name: t.outcome for t in history}, "serializable": ok}
+    return out
+
+
+def load_postgres() -> dict[str, dict[str, dict[str, Any]]]:
+    """The recorded PostgreSQL outcomes (written by ``python -m tests.reliability.anomalies record-postgres``)."""
+    with open(PG_RECORDING, encoding="utf-8") as f:
+        data: dict[str, dict[str, dict[str, Any]]] = json.load(f)["cases"]
+    return data
+
+
+def needless_aborts(result: CaseResult, pg: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Transactions LakeVilla aborted (any rule) that PostgreSQL SERIALIZABLE commits in the same schedule."""
+    want = pg[result.anomaly][result.form]["outcomes"]
+    return [t.name for t in result.history
+            if t.outcome not in ("committed", "rollback") and want.get(t.name) == "committed"]
+
+
+if __name__ == "__main__":  # python -m tests.reliability.anomalies record-postgres
+    import sys
+
+    from tests.helpers.postgres import cluster
+
+    if sys.argv[1:] != ["record-postgres"]:
+        raise SystemExit("usage: python -m tests.reliability.anomalies record-postgres")
+    with cluster() as dsn:
+        import psycopg
+
+        with psycopg.connect(dsn) as c:
+            version = c.execute("SELECT version()").fetchone()[0]  # type: ignore[index]
+        cases = measure_postgres(dsn)
+    with open(PG_RECORDING, "w", encoding="utf-8") as f:
+        json.dump({"server": version, "isolation": "SERIALIZABLE", "cases": cases}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print(f"wrote {PG_RECORDING}")

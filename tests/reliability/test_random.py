@@ -51,7 +51,12 @@ def _summary(logs: list[H.TxnLog]) -> str:
     for t in logs:
         by[t.config][t.outcome] += 1
     longest = max((t.elapsed_s for t in logs), default=0.0)
-    lines = [f"{c:>18}: " + ", ".join(f"{k} {v}" for k, v in sorted(cnt.items())) for c, cnt in sorted(by.items())]
+    def rate(cnt: collections.Counter) -> str:
+        aborts = sum(v for k, v in cnt.items() if k not in ("committed", "rollback") and not k.startswith("error"))
+        return f"abort rate {aborts / max(1, sum(cnt.values())):.1%}"
+
+    lines = [f"{c:>18}: {rate(cnt)}: " + ", ".join(f"{k} {v}" for k, v in sorted(cnt.items()))
+             for c, cnt in sorted(by.items())]
     return "\n".join(lines) + f"\n{len(logs)} transactions, longest {longest:.1f}s"
 
 

@@ -65,7 +65,7 @@ def test_slack_lets_a_stale_read_pass() -> None:
     assert validate([inputs(r=3, h=5)], Policy(slack=2)).compatible
     out = validate([inputs(r=3, h=5)], Policy(slack=1))
     assert out.rule == "R1" and "slack of 1" in out.reason
-    assert Policy.for_preset("serializable", slack=2) == Policy(slack=2)
+    assert Policy.for_preset("serializable", slack=2) == Policy(slack=2, r1_files=True, snapshot_read_only=True)
 
 
 def test_r2_fires_when_the_write_version_is_taken() -> None:
