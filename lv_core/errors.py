@@ -52,7 +52,11 @@ class ConstraintViolation(SchemaError):
 
 
 class UnsupportedFeature(TableError):
-    """The table uses a Delta reader/writer feature this code does not implement."""
+    """The table uses a Delta reader/writer feature this code does not implement (``.feature`` names it)."""
+
+    def __init__(self, message: str, *, feature: str | None = None) -> None:
+        super().__init__(message)
+        self.feature = feature
 
 
 class DeltaLogError(LvError):

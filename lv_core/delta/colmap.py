@@ -45,10 +45,9 @@ def mapping_mode(configuration: Optional[Mapping[str, Any]]) -> str:
     """
     mode = str((configuration or {}).get(MODE_KEY, "none")).strip().lower() or "none"
     if mode not in MODES:
-        err = UnsupportedFeature(f"unknown column mapping mode {mode!r} ({MODE_KEY}); LakeVilla knows "
-                                 "'none', 'name' and 'id'. Help: read the table with Spark or delta-rs.")
-        err.feature = "columnMapping"  # type: ignore[attr-defined]
-        raise err
+        raise UnsupportedFeature(f"unknown column mapping mode {mode!r} ({MODE_KEY}); LakeVilla knows 'none', "
+                                 "'name' and 'id'. Help: read the table with Spark or delta-rs.",
+                                 feature="columnMapping")
     return mode
 
 

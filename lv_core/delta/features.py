@@ -149,8 +149,7 @@ def _refuse(table: Optional[str], feature: str, action: str) -> UnsupportedFeatu
         msg = (f"{where} uses {what} ({feature}); LakeVilla never writes to tables with this feature, "
                "to avoid corrupting them. Help: write with Spark/Delta, or copy the data into a new "
                "LakeVilla table.")
-    err = UnsupportedFeature(msg)
-    err.feature = feature  # type: ignore[attr-defined]
+    err = UnsupportedFeature(msg, feature=feature)
     return err
 
 
@@ -171,8 +170,7 @@ def check_readable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
                 f"{where}: the type of column {path!r} was changed from {change.get('fromType')!r} to "
                 f"{change.get('toType')!r} (delta.typeChanges), a type change LakeVilla cannot read (type widening "
                 "supports wider integers, integer/float to double, date to timestamp_ntz and wider decimals). "
-                "Help: read it with Spark/Delta instead.")
-            err.feature = "typeWidening"  # type: ignore[attr-defined]
+                "Help: read it with Spark/Delta instead.", feature="typeWidening")
             raise err
 
 
@@ -198,8 +196,7 @@ def variant_refusal(table: Optional[str]) -> UnsupportedFeature:
     err = UnsupportedFeature(
         f"{where} has VARIANT columns (the VARIANT type, variantType): LakeVilla reads them only when Spark reads "
         "the table's files itself (data path 'direct'), not through this client. Help: connect a Spark server "
-        "that reaches the storage (data_path='direct'), or read the table with Spark/Delta.")
-    err.feature = "variantType"  # type: ignore[attr-defined]
+        "that reaches the storage (data_path='direct'), or read the table with Spark/Delta.", feature="variantType")
     return err
 
 
@@ -242,8 +239,7 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
             f"{'table ' + repr(table) if table else 'this table'} sets delta.columnMapping.mode but its protocol "
             f"({describe(protocol)}) does not declare column mapping (writer version 5, or the table feature "
             "columnMapping); LakeVilla does not create or upgrade column-mapped tables. Help: create the table "
-            "with Spark/Delta (delta.columnMapping.mode), or leave the property out.")
-        err.feature = "columnMapping"  # type: ignore[attr-defined]
+            "with Spark/Delta (delta.columnMapping.mode), or leave the property out.", feature="columnMapping")
         raise err
 
 
@@ -298,10 +294,9 @@ def type_changes(metadata: Optional[Metadata]) -> list[tuple[str, Mapping[str, A
             except ValueError:
                 raw = None
         if not isinstance(raw, list) or not all(isinstance(c, Mapping) for c in raw):
-            err = UnsupportedFeature(f"column {path!r} has type-change metadata (delta.typeChanges) LakeVilla "
-                                     f"cannot parse: {raw!r}. Help: read it with Spark/Delta instead.")
-            err.feature = "typeWidening"  # type: ignore[attr-defined]
-            raise err
+            raise UnsupportedFeature(f"column {path!r} has type-change metadata (delta.typeChanges) LakeVilla "
+                                     f"cannot parse: {raw!r}. Help: read it with Spark/Delta instead.",
+                                     feature="typeWidening")
         for change in raw:
             sub = change.get("fieldPath")
             out.append((f"{path}.{sub}" if sub else str(path), change))
@@ -357,8 +352,7 @@ def identity_refusal(table: Optional[str], column: str, what: str) -> Unsupporte
                "generated identity values and a new high-water mark, which LakeVilla does not write; nothing was "
                "written. UPDATE, DELETE and MERGE without INSERT that leave the column alone are allowed. "
                "Help: insert with Spark/Delta.")
-    err = UnsupportedFeature(msg)
-    err.feature = "identityColumns"  # type: ignore[attr-defined]
+    err = UnsupportedFeature(msg, feature="identityColumns")
     return err
 
 
@@ -391,8 +385,7 @@ def check_changes(protocol: Protocol, metadata: Optional[Metadata], *, adds: Ite
             f"{where} is append-only (table feature appendOnly, delta.appendOnly = true): UPDATE, DELETE and "
             "MERGE that change or remove rows are not allowed; nothing was changed. Help: only INSERT into it, "
             "or write the changed rows into a new table; to allow changes, set the table property "
-            "delta.appendOnly = false with Spark/Delta.")
-        err.feature = "appendOnly"  # type: ignore[attr-defined]
+            "delta.appendOnly = false with Spark/Delta.", feature="appendOnly")
         raise err
     rules = constraints(metadata)
     if rules and not rows_checked and any(a.data_change for a in adds):
@@ -401,8 +394,7 @@ def check_changes(protocol: Protocol, metadata: Optional[Metadata], *, adds: Ite
         err = UnsupportedFeature(
             f"{where} has {rules[0][0]} ({_WHAT[feature]}, {feature}) and this write path cannot evaluate it "
             "on the rows; nothing was written. Help: write through the Spark data plane (txn.insert / "
-            "txn.update / txn.sql), which checks every row.")
-        err.feature = feature  # type: ignore[attr-defined]
+            "txn.update / txn.sql), which checks every row.", feature=feature)
         raise err
 
 

@@ -47,6 +47,15 @@ def _etag(st: os.stat_result) -> str:
     return f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"
 
 
+def _discard(tmp: Path | None) -> None:
+    """Remove a temporary file that did not become an object (None: it did)."""
+    if tmp is not None:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+
+
 class LocalStore(ObjectStore):
     """Object store over a folder (keys are relative ``/``-separated paths)."""
 
@@ -166,11 +175,7 @@ class LocalStore(ObjectStore):
         except (IsADirectoryError, NotADirectoryError) as e:
             raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
         finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
+            _discard(tmp)
 
     def copy(self, src: str, dst: str) -> str:
         path = self._path(dst)
@@ -184,11 +189,7 @@ class LocalStore(ObjectStore):
         except (IsADirectoryError, NotADirectoryError) as e:
             raise StorageError(f"cannot write {dst!r}: {e.strerror}") from e
         finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
+            _discard(tmp)
 
     def _locked(self, key: str, path: Path) -> int:
         """Open and exclusively lock the file currently at ``path``; return its fd."""

@@ -25,6 +25,12 @@ def spark() -> Iterator[SparkSession]:
     stop_spark()
 
 
+@pytest.fixture(params=["direct", "arrow"])
+def data_path(request: pytest.FixtureRequest) -> str:
+    """Both data paths: Spark reads and writes the files itself, or the data moves through the client."""
+    return str(request.param)
+
+
 # -- the engine tests: one lakehouse per test, on a local folder or on the moto S3 server -----------
 
 

@@ -21,11 +21,6 @@ from tests.helpers import feature_fixtures as ff
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(params=["direct", "arrow"])
-def data_path(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 def connect(spark: Any, wh: Path, data_path: str) -> lv_core.Lakehouse:
     lh = lv_core.connect(wh, spark=spark)
     api.configure(lh, data_path=data_path)

@@ -14,24 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import lv_core
-from lv_core.engine import api
 from lv_core.errors import UnsupportedFeature
 from tests.helpers import feature_fixtures as ff
-from tests.integration.test_write_features import refused
+from tests.integration.test_write_features import connect, refused
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(params=["direct", "arrow"])
-def data_path(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
-def connect(spark: Any, wh: Path, data_path: str) -> lv_core.Lakehouse:
-    lh = lv_core.connect(wh, spark=spark)
-    api.configure(lh, data_path=data_path)
-    return lh
 
 
 def rows(df: Any) -> list[dict[str, Any]]:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lv_core.protocol.dag import cycle_edges
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("lv_core", "lv_magic", "widgets")
 LAYER = {"lv_magic": 2, "widgets": 1, "lv_core": 0}
@@ -70,51 +72,18 @@ def _is_package_of(pkg: str, mod: str) -> bool:
     return mod.startswith(pkg + ".") and MODULES[pkg].name == "__init__.py"
 
 
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-    counter = [0]
-
-    def strong(v: str) -> None:
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    sys.setrecursionlimit(10_000)
-    for v in sorted(graph):
-        if v not in index:
-            strong(v)
-    return out
+def _cycles(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """The import edges that lie on a cycle (lv_core.protocol.dag's strongly-connected-component search)."""
+    return cycle_edges((m, t) for m, targets in graph.items() for t in targets)
 
 
 def test_the_checker_finds_a_cycle() -> None:
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert _cycles({"a": {"b"}, "b": set()}) == []
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == {("a", "b"), ("b", "c"), ("c", "a")}
+    assert _cycles({"a": {"b"}, "b": set()}) == set()
 
 
 def test_no_import_cycle() -> None:
-    assert _cycles(_graph()) == []
+    assert _cycles(_graph()) == set()
 
 
 def test_layers_point_down_only() -> None:

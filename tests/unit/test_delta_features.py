@@ -52,7 +52,7 @@ def test_plain_tables_are_readable_and_writable() -> None:
 def test_unreadable(protocol: Protocol, config: dict, feature: str) -> None:
     with pytest.raises(UnsupportedFeature) as e:
         check_readable(protocol, md(config), table="t")
-    assert feature in str(e.value) and e.value.feature == feature  # type: ignore[attr-defined]
+    assert feature in str(e.value) and e.value.feature == feature
     with pytest.raises(UnsupportedFeature):
         check_writable(protocol, md(config), table="t")
 
@@ -136,7 +136,7 @@ def test_constraints_and_invariants_are_writable_when_the_rows_are_checked() -> 
     with pytest.raises(UnsupportedFeature) as e:
         check_changes(Protocol(1, 3), inv, adds=[add], table="t")
     assert "CHECK constraint 'Big'" in str(e.value) and "'t'" in str(e.value) and "Spark" in str(e.value)
-    assert e.value.feature == "checkConstraints"  # type: ignore[attr-defined]
+    assert e.value.feature == "checkConstraints"
     bad = md(schema_json=_schema_with_field_metadata("delta.invariants", "not json"))
     with pytest.raises(SchemaError, match="invariant"):
         constraints(bad)
@@ -152,7 +152,7 @@ def test_append_only_refuses_data_changing_removes() -> None:
         check_changes(p, ao, adds=[add], removes=[add.remove()], table="t")
     msg = str(e.value)
     assert "append-only" in msg and "appendOnly" in msg and "INSERT" in msg and "'t'" in msg
-    assert e.value.feature == "appendOnly"  # type: ignore[attr-defined]
+    assert e.value.feature == "appendOnly"
     check_changes(p, md(), removes=[add.remove()], table="t")
 
 
@@ -219,7 +219,7 @@ def test_unsupported_type_change_is_refused(old: str, new: str) -> None:
             check(p, _widened([{"fromType": old, "toType": new}], new), table="t")
         msg = str(e.value)
         assert "'t'" in msg and "'id'" in msg and repr(old) in msg and repr(new) in msg and "Spark" in msg
-        assert e.value.feature == "typeWidening"  # type: ignore[attr-defined]
+        assert e.value.feature == "typeWidening"
 
 
 def test_unparsable_type_changes_are_refused() -> None:
@@ -249,7 +249,7 @@ def test_identity_columns_take_rewrites_but_not_new_rows() -> None:
         check_changes(p, m, removes=[RemoveFile("b.parquet", 0)], table="t")
         with pytest.raises(UnsupportedFeature) as e:
             check_changes(p, m, adds=[add], table="t")
-        assert e.value.feature == "identityColumns"  # type: ignore[attr-defined]
+        assert e.value.feature == "identityColumns"
         assert all(s in str(e.value) for s in ("'t'", "identity column 'id'", "nothing was written", "Spark"))
     check_identity_update(m, ["v"], "t")
     with pytest.raises(UnsupportedFeature, match="column 'id' is an identity column.*cannot be updated"):

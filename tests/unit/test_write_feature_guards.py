@@ -28,7 +28,7 @@ def refused(tmp_path: Path, name: str, op: Any, feature: str, *patterns: str) ->
         txn = lh.begin()
         with pytest.raises(UnsupportedFeature) as e:
             txn.execute(op)
-        assert e.value.feature == feature  # type: ignore[attr-defined]
+        assert e.value.feature == feature
         for p in (feature, f"'{name}'", *patterns):
             assert p in str(e.value), f"{p!r} not in {str(e.value)!r}"
         txn.rollback()
