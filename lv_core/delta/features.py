@@ -455,11 +455,16 @@ def is_append_only(metadata: Metadata) -> bool:
 
 
 def required_protocol(schema: DeltaSchema, configuration: Optional[Mapping[str, Any]] = None) -> Protocol:
-    """The smallest protocol we write for a new table: 1/2, or 3/7 with ``timestampNtz`` if needed."""
+    """The smallest protocol we write for a new table: 1/2 (1/4 with change data feed), or 3/7 with
+    ``timestampNtz`` if needed."""
+    def on(key: str) -> bool:
+        return str((configuration or {}).get(key, "")).lower() == "true"
+
+    cdf = on("delta.enableChangeDataFeed")
     if "timestamp_ntz" in schema.primitive_types():
-        return Protocol(3, 7, ("timestampNtz",), ("timestampNtz",) + (
-            ("appendOnly",) if str((configuration or {}).get("delta.appendOnly", "")).lower() == "true" else ()))
-    return Protocol(1, 2)
+        return Protocol(3, 7, ("timestampNtz",), ("timestampNtz",) + (("appendOnly",) if on("delta.appendOnly") else ())
+                        + (("changeDataFeed",) if cdf else ()))
+    return Protocol(1, 4) if cdf else Protocol(1, 2)
 
 
 def describe(protocol: Protocol) -> str:
