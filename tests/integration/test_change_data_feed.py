@@ -7,6 +7,8 @@ it was."""
 from __future__ import annotations
 
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -127,5 +129,58 @@ def test_changing_rows_twice_in_one_transaction_is_refused(spark: Any, tmp_path:
             assert _rows(deltalake.DeltaTable(str(root)).to_pyarrow_table().to_pylist()) == _rows(ROWS)
             assert _changes(root, 1) == []  # markers come and go; no data or change file was committed
             assert not list(root.rglob(f"*{txn.id}*"))
+    finally:
+        lh.close()
+
+
+def _on_disk_equals_named(root: Path) -> None:
+    named = {a["cdc"]["path"] for p in sorted((root / "_delta_log").glob("*.json"))
+             for a in _commit(root, int(p.stem)) if "cdc" in a}
+    on_disk = {str(p.relative_to(root)) for p in (root / "_change_data").rglob("*.parquet")}
+    assert on_disk == named
+
+
+@pytest.mark.parametrize("data_path", ["direct"], indirect=True)
+def test_a_redone_update_rewrites_its_change_files(spark: Any, tmp_path: Path, data_path: str) -> None:
+    root = tmp_path / "wh" / "cdf"
+    _make(root, False)
+    lh = lv_core.connect(tmp_path / "wh", spark=spark)
+    api.configure(lh, data_path=data_path)
+    both_updated = threading.Barrier(2)
+
+    def deposit() -> Any:
+        txn = lh.begin()
+        assert txn.update("cdf", {"v": "v + 50"}, "id = 1") == 1
+        both_updated.wait(timeout=120)  # both hold a stale view before either commits
+        return txn.commit()
+
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            results = [f.result(timeout=300) for f in [pool.submit(deposit) for _ in range(2)]]
+        assert sorted(r.redo_count for r in results) == [0, 1]
+        got = [c[1:] for c in _changes(root, 1) if c[2] == 1]
+        assert sorted(got) == sorted([("update_preimage", 1, "a", 1.0), ("update_postimage", 1, "a", 51.0),
+                                      ("update_preimage", 1, "a", 51.0), ("update_postimage", 1, "a", 101.0)])
+        _on_disk_equals_named(root)  # the first run's change files were deleted by the redo
+    finally:
+        lh.close()
+
+
+def test_delta_preset_statements_write_their_own_change_files(spark: Any, tmp_path: Path, data_path: str) -> None:
+    root = tmp_path / "wh" / "cdf"
+    _make(root, True)
+    lh = lv_core.connect(tmp_path / "wh", spark=spark)
+    api.configure(lh, data_path=data_path)
+    try:
+        txn = lh.begin("delta")
+        txn.sql("INSERT INTO cdf VALUES (7, 'a', 7.0)")  # version 1: adds only
+        txn.sql("UPDATE cdf SET v = -1 WHERE id = 7")  # version 2: rewrites the committed file
+        txn.sql("DELETE FROM cdf WHERE id = 6")  # version 3
+        txn.commit()
+        assert _changes(root, 1) == sorted([
+            (1, "insert", 7, "a", 7.0), (2, "update_preimage", 7, "a", 7.0), (2, "update_postimage", 7, "a", -1.0),
+            (3, "delete", 6, "b", 6.0)])
+        assert not [a for a in _commit(root, 1) if "cdc" in a]
+        _on_disk_equals_named(root)
     finally:
         lh.close()
