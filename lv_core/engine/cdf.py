@@ -15,15 +15,16 @@ What each operation writes (see :func:`lv_core.txn.state.net_actions` for how a 
   when another operation of the transaction writes change files for the table).
 
 Readers take a commit's changes from its change files alone when it has any, so each file must describe
-rows of the base version or rows the commit adds, once: an UPDATE/DELETE/MERGE that would rewrite a file
-the same transaction staged (rows it already changed or inserted) is refused (:func:`refuse_staged`).
+rows of the base version or rows the commit adds, once: an UPDATE/DELETE/MERGE that changes a row the same
+transaction already inserted or changed is refused (:func:`check_staged`); one that changes other rows of a
+file the transaction rewrote (copied unchanged) is fine.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
 
 from lv_core.delta.actions import AddCDCFile, AddFile
 from lv_core.delta.features import cdf_enabled
@@ -34,7 +35,7 @@ from lv_core.txn.context import OpContext
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["CHANGE_DIR", "CHANGE_TYPE", "change_snapshot", "enabled", "refuse_staged", "tagged", "to_cdc"]
+__all__ = ["CHANGE_DIR", "CHANGE_TYPE", "change_snapshot", "enabled", "check_staged", "tagged", "to_cdc"]
 
 CHANGE_TYPE = "_change_type"
 CHANGE_DIR = "_change_data"
@@ -65,17 +66,41 @@ def to_cdc(adds: Iterable[AddFile]) -> list[AddCDCFile]:
     return [AddCDCFile(a.path, dict(a.partition_values), a.size) for a in adds]
 
 
-def refuse_staged(ctx: OpContext, table: str, files: Iterable[AddFile], what: str) -> None:
-    """Raise :class:`UnsupportedFeature` if ``what`` would rewrite a file this transaction staged on a change
-    data feed table (its rows' earlier changes are already described by change files)."""
+class _Scanner(Protocol):
+    def scan(self, table: str, snapshot: Snapshot, files: Sequence[AddFile]) -> "DataFrame": ...
+
+
+def check_staged(engine: _Scanner, ctx: OpContext, table: str, files: Sequence[AddFile],
+                 matched: Callable[[list[AddFile]], "DataFrame"], what: str) -> None:
+    """Raise :class:`UnsupportedFeature` if ``what`` changes, on a change data feed table, a row this
+    transaction already inserted or changed (its earlier change is described by a change file, which
+    a second change would have to rewrite).
+
+    Only files the transaction staged can hold such rows. ``matched(staged files)`` gives the rows the
+    statement changes there (the table's columns); they may be rows an earlier rewrite copied unchanged
+    (their change rows are then right as computed), unless one equals an ``update_postimage`` or
+    ``insert`` row of an earlier change file of the transaction (one Spark query; equal values count as
+    the same row, which may refuse a statement that was fine, never lets a wrong change file through).
+    """
     snap = ctx.snapshot(table)
-    if not enabled(snap):
+    staged = [f for f in files if f.path not in snap.files]
+    if not staged or not enabled(snap):
         return
-    if any(f.path not in snap.files for f in files):
+    from pyspark.sql import functions as F
+
+    earlier = [AddFile(c.path, dict(c.partition_values), c.size, 0) for c in ctx.change_files(table)]
+    names = [f.name for f in snap.schema]
+    if earlier:
+        rows = (engine.scan(table, change_snapshot(snap), earlier)
+                .where(F.col(CHANGE_TYPE).isin("update_postimage", "insert")).select(*[F.col(f"`{n}`") for n in names]))
+        clash = matched(staged).select(*[F.col(f"`{n}`") for n in names]).intersect(rows).limit(1).count() > 0
+    else:
+        clash = True  # staged rows without change files: cannot tell which are new (never the case today)
+    if clash:
         err = UnsupportedFeature(
             f"{what}: table {table!r} uses change data feed (changeDataFeed) and this statement changes rows "
             "that this transaction already inserted or changed; LakeVilla cannot yet record such a second change "
             "in the change data files; nothing was changed by this statement. Help: commit the transaction "
-            "before changing those rows again, or change them once.")
+            "before changing those rows again, or change them in one statement.")
         err.feature = "changeDataFeed"  # type: ignore[attr-defined]
         raise err

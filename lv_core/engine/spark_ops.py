@@ -199,7 +199,9 @@ def _dml(engine: SparkEngine, table: str, where: Optional[str], assignments: Opt
         if not touched:
             return res
         files = [view[p] for p in sorted(touched)]
-        cdf.refuse_staged(ctx, table, files, what)
+        with spark_errors(what):
+            cdf.check_staged(engine, ctx, table, files, lambda staged: engine.scan(table, snap, staged, cache=cache)
+                             .where(F.coalesce(cond, F.lit(False))), what)
         target = spark_schema(snap.schema)
         with spark_errors(what):
             src = engine.scan(table, snap, files, cache=cache)

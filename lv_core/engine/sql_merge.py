@@ -175,7 +175,10 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                     updated += int(row["nu"])
                     deleted += int(row["nd"])
             files = [view[p] for p in sorted(touched)]
-            cdf.refuse_staged(ctx, target, files, what)
+            with sql_errors(what):
+                cdf.check_staged(engine, ctx, target, files, lambda staged: scope.sql(
+                    f"SELECT {ta}.* FROM {tkey} AS {ta} JOIN {src} AS {sa} ON {on} WHERE {action} > 0", r, frames)
+                    .where(F.col(FILE_COL).isin(*[f.path for f in staged])), what)
             if files:
                 skey = r.frame("rewrite")
                 frames["rewrite"] = engine.scan(target, snap, files, cache=scope.cache)

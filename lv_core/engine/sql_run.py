@@ -420,7 +420,10 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
         if not touched:
             return scope.result(0, **extra)
         files = [view[p] for p in sorted(touched)]
-        cdf.refuse_staged(ctx, target, files, what)
+        with sql_errors(what):
+            cdf.check_staged(engine, ctx, target, files, lambda staged: scope.sql(
+                f"SELECT * FROM {tkey} AS {alias} WHERE coalesce({cond}, false)", r, frames)
+                .where(F.col(FILE_COL).isin(*[f.path for f in staged])), what)
         skey = r.frame("rewrite")
         frames["rewrite"] = engine.scan(target, snap, files, cache=scope.cache)
         if is_update:

@@ -33,7 +33,8 @@ def context(core: TxnCore, step: int, attempt: int) -> OpContext:
     """The view an operation at ``step`` gets (base snapshots plus earlier steps' changes)."""
     book = core.book
     return OpContext(core.id, core.store, step, attempt, snapshots=lambda t: book.tables[t].base,
-                     view=lambda t, upto: book.view_files(t, upto_step=upto))
+                     view=lambda t, upto: book.view_files(t, upto_step=upto),
+                     changes=lambda t, upto: book.view_changes(t, upto_step=upto))
 
 
 def run(core: TxnCore, op: Operation, step: int, attempt: int) -> OpResult:

@@ -124,6 +124,11 @@ class Bookkeeping:
                 files[a.path] = a
         return files
 
+    def view_changes(self, table: str, upto_step: int | None = None) -> list[AddCDCFile]:
+        """Change data files the transaction wrote for ``table`` (before step ``upto_step``)."""
+        return [c for rec in self.ops if upto_step is None or rec.step < upto_step
+                for c in rec.result.cdc.get(table, ())]
+
     def results(self) -> list[OpResult]:
         return [rec.result for rec in self.ops]
 

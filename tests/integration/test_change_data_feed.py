@@ -113,14 +113,18 @@ def test_changing_rows_twice_in_one_transaction_is_refused(spark: Any, tmp_path:
 
     def twice(txn: Any) -> None:
         txn.sql("UPDATE cdf SET v = 0 WHERE id = 1")
-        txn.sql("UPDATE cdf SET v = 1 WHERE id = 2")  # the same (now staged) file
+        txn.sql("UPDATE cdf SET v = 1 WHERE id = 1")  # the row its change file holds as postimage
 
     def insert_then_delete(txn: Any) -> None:
         txn.insert("cdf", [{"id": 9, "grp": "a", "v": 9.0}])
         txn.delete("cdf", where="id = 9")
 
+    def update_then_merge(txn: Any) -> None:
+        txn.update("cdf", {"v": "v + 1"}, where="id = 2")
+        txn.sql("MERGE INTO cdf t USING (SELECT 2 AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE")
+
     try:
-        for run in (twice, insert_then_delete):
+        for run in (twice, insert_then_delete, update_then_merge):
             txn = lh.begin()
             with pytest.raises(UnsupportedFeature) as e:
                 run(txn)
@@ -129,6 +133,32 @@ def test_changing_rows_twice_in_one_transaction_is_refused(spark: Any, tmp_path:
             assert _rows(deltalake.DeltaTable(str(root)).to_pyarrow_table().to_pylist()) == _rows(ROWS)
             assert _changes(root, 1) == []  # markers come and go; no data or change file was committed
             assert not list(root.rglob(f"*{txn.id}*"))
+    finally:
+        lh.close()
+
+
+def test_other_rows_of_a_rewritten_file_change_in_the_same_transaction(spark: Any, tmp_path: Path,
+                                                                      data_path: str) -> None:
+    root = tmp_path / "wh" / "cdf"
+    _make(root, False)  # one data file
+    lh = lv_core.connect(tmp_path / "wh", spark=spark)
+    api.configure(lh, data_path=data_path)
+    try:
+        with lh.transaction() as txn:  # version 1: a transfer, then more changes of other rows of the file
+            txn.sql("UPDATE cdf SET v = v - 0.5 WHERE id = 1")
+            txn.sql("UPDATE cdf SET v = v + 0.5 WHERE id = 3")
+            txn.sql("DELETE FROM cdf WHERE id = 4")
+            txn.sql("MERGE INTO cdf t USING (SELECT 5 AS id, 'a' AS grp, 55.0 AS v) s ON t.id = s.id "
+                    "WHEN MATCHED THEN UPDATE SET *")
+            txn.insert("cdf", [{"id": 8, "grp": "b", "v": 8.0}])
+        assert _changes(root, 1) == sorted([
+            (1, "update_preimage", 1, "a", 1.0), (1, "update_postimage", 1, "a", 0.5),
+            (1, "update_preimage", 3, "a", 3.0), (1, "update_postimage", 3, "a", 3.5),
+            (1, "delete", 4, "b", 4.0),
+            (1, "update_preimage", 5, "a", 5.0), (1, "update_postimage", 5, "a", 55.0),
+            (1, "insert", 8, "b", 8.0)])
+        assert _rows(deltalake.DeltaTable(str(root)).to_pyarrow_table().to_pylist()) == _rows(lh.read("cdf").collect())
+        _on_disk_equals_named(root)
     finally:
         lh.close()
 
