@@ -206,10 +206,13 @@ def test_delta_preset_statements_write_their_own_change_files(spark: Any, tmp_pa
         txn.sql("INSERT INTO cdf VALUES (7, 'a', 7.0)")  # version 1: adds only
         txn.sql("UPDATE cdf SET v = -1 WHERE id = 7")  # version 2: rewrites the committed file
         txn.sql("DELETE FROM cdf WHERE id = 6")  # version 3
+        assert txn.delete("cdf") == 6  # version 4: everything (no metadata-only delete: rows go to change files)
         txn.commit()
         assert _changes(root, 1) == sorted([
             (1, "insert", 7, "a", 7.0), (2, "update_preimage", 7, "a", 7.0), (2, "update_postimage", 7, "a", -1.0),
-            (3, "delete", 6, "b", 6.0)])
+            (3, "delete", 6, "b", 6.0)] + [(4, "delete", r["id"], r["grp"], r["v"]) for r in ROWS if r["id"] != 6]
+            + [(4, "delete", 7, "a", -1.0)])
+        assert [a for a in _commit(root, 4) if "cdc" in a]
         assert not [a for a in _commit(root, 1) if "cdc" in a]
         _on_disk_equals_named(root)
     finally:
