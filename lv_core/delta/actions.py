@@ -26,6 +26,7 @@ from lv_core.errors import DeltaLogError
 
 __all__ = [
     "Action",
+    "AddCDCFile",
     "AddFile",
     "CommitInfo",
     "Metadata",
@@ -315,6 +316,46 @@ class RemoveFile:
 
 
 @dataclass(frozen=True)
+class AddCDCFile:
+    """``cdc``: a change data file of this version (Delta spec "Add CDC File"): rows of the table's
+    columns plus ``_change_type``; never part of the table's data (``dataChange`` is always false)."""
+
+    KEY: ClassVar[str] = "cdc"
+    path: str  # decoded, relative to the table root (``_change_data/...``)
+    partition_values: Mapping[str, Optional[str]]
+    size: int
+    data_change: bool = False
+    tags: Optional[Mapping[str, str]] = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    raw_path: Optional[str] = field(default=None, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "path": _log_path(self.path, self.raw_path),
+            "partitionValues": dict(self.partition_values),
+            "size": self.size,
+            "dataChange": self.data_change,
+        }
+        if self.tags is not None:
+            body["tags"] = dict(self.tags)
+        body.update(self.extra)
+        return {self.KEY: body}
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> "AddCDCFile":
+        raw = _raw_path(body["path"])
+        return cls(
+            path=decode_path(raw),
+            partition_values=dict(body.get("partitionValues") or {}),
+            size=int(body["size"]),
+            data_change=bool(body.get("dataChange", False)),
+            tags=_opt_dict(body.get("tags")),
+            extra=_extra(body, ("path", "partitionValues", "size", "dataChange", "tags")),
+            raw_path=raw,
+        )
+
+
+@dataclass(frozen=True)
 class Txn:
     """``txn``: an application's transaction id (idempotent writes), latest version per ``appId``."""
 
@@ -389,7 +430,7 @@ class CommitInfo:
 
 @dataclass(frozen=True)
 class UnknownAction:
-    """Any other action (``cdc``, ``domainMetadata``, ``checkpointMetadata``, ...), kept verbatim."""
+    """Any other action (``domainMetadata``, ``checkpointMetadata``, ...), kept verbatim."""
 
     key: str
     body: Any
@@ -398,9 +439,9 @@ class UnknownAction:
         return {self.key: self.body}
 
 
-Action = Union[Protocol, Metadata, AddFile, RemoveFile, Txn, CommitInfo, UnknownAction]
+Action = Union[Protocol, Metadata, AddFile, RemoveFile, AddCDCFile, Txn, CommitInfo, UnknownAction]
 
-_KINDS: dict[str, Any] = {c.KEY: c for c in (Protocol, Metadata, AddFile, RemoveFile, Txn, CommitInfo)}
+_KINDS: dict[str, Any] = {c.KEY: c for c in (Protocol, Metadata, AddFile, RemoveFile, AddCDCFile, Txn, CommitInfo)}
 
 
 def action_from_json(obj: Mapping[str, Any]) -> Action:

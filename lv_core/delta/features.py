@@ -5,15 +5,20 @@ We read reader version 1 (plus reader 2/3 tables whose only reader features we h
 mode ``name`` or ``id`` (see :mod:`lv_core.delta.colmap`), ``typeWidening``, and ``variantType`` on the
 direct data path) and write writer versions up to 7 with only features we honour (``appendOnly``,
 CHECK constraints and invariants enforced on every write, deletion vectors, column mapping, type
-widening; identity tables for writes that keep the identity column). A feature is refused for
-writing when a correct writer would have to do something we do not (CDC files, row ids, identity
-values, in-commit timestamps, generated columns ...): LakeVilla never writes to such tables, it refuses with
+widening; identity tables for writes that keep the identity column; change data feed, see below). A
+feature is refused for writing when a correct writer would have to do something we do not (row ids,
+identity values, in-commit timestamps, generated columns ...): LakeVilla never writes to such tables, it refuses with
 :class:`~lv_core.errors.UnsupportedFeature` naming the feature.
 
 Rules on the *changes* of a write (:func:`check_changes`): an append-only table gets no data-changing
 ``remove``; rows added to a table with CHECK constraints or column invariants (:func:`constraints`)
 must have been checked by the data plane (the Spark engine evaluates the SQL on every row it writes),
 otherwise the write is refused.
+
+Change data feed (``delta.enableChangeDataFeed = true``): every write the data plane makes to such a
+table comes with change data files (``cdc`` actions under ``_change_data/``, rows plus ``_change_type``:
+``insert``, ``update_preimage``, ``update_postimage``, ``delete``); :func:`check_changes` refuses a write
+that changes data without them (e.g. the pyarrow-only test operations). Not with column mapping (refused).
 
 Type widening (:func:`type_changes`): older files hold a column in a narrower type than the schema;
 both data paths read them as the wide type (Spark 4's Parquet reader under the table schema, pyarrow casts),
@@ -41,6 +46,7 @@ __all__ = [
     "check_changes",
     "check_readable",
     "check_writable",
+    "cdf_enabled",
     "constraints",
     "check_identity_update",
     "identity_columns",
@@ -127,7 +133,16 @@ _IN_USE: dict[str, Callable[[Optional[Metadata]], bool]] = {
 
 #: In use, but writable: the data plane enforces them on every row it writes (see :func:`check_changes`).
 #: Identity columns: UPDATE/DELETE/MERGE that keep the column's values are allowed; inserts are refused.
-_ENFORCED = frozenset({"invariants", "checkConstraints", "identityColumns"})
+#: Change data feed: every data-changing write comes with change data files (see :func:`check_changes`).
+_ENFORCED = frozenset({"invariants", "checkConstraints", "identityColumns", "changeDataFeed"})
+
+#: Columns a change data feed adds to the table's rows (a table using CDF may not have them).
+CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+
+
+def cdf_enabled(metadata: Optional[Metadata]) -> bool:
+    """True if the table asks writers for change data files (``delta.enableChangeDataFeed = true``)."""
+    return _conf(metadata, "delta.enableChangeDataFeed") == "true"
 
 # Features implied by legacy writer versions (Delta spec, "Table Features" section).
 _LEGACY_WRITER = {
@@ -225,10 +240,11 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
     # (delta.enableDeletionVectors / delta.enableTypeWidening only allow writers to write DVs / change
     # types; LakeVilla does neither.)
     for key, feature in (("delta.enableRowTracking", "rowTracking"),
-                         ("delta.enableInCommitTimestamps", "inCommitTimestamp"),
-                         ("delta.enableChangeDataFeed", "changeDataFeed")):
+                         ("delta.enableInCommitTimestamps", "inCommitTimestamp")):
         if _conf(metadata, key) == "true":
             raise _refuse(table, feature, "write")
+    if cdf_enabled(metadata):
+        _check_cdf(metadata, table)
     if _conf(metadata, "delta.checkpointPolicy", "classic") == "v2":
         raise _refuse(table, "v2Checkpoint", "write")
     for feature in ("generatedColumns",):
@@ -240,6 +256,22 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
             f"({describe(protocol)}) does not declare column mapping (writer version 5, or the table feature "
             "columnMapping); LakeVilla does not create or upgrade column-mapped tables. Help: create the table "
             "with Spark/Delta (delta.columnMapping.mode), or leave the property out.", feature="columnMapping")
+        raise err
+
+
+def _check_cdf(metadata: Optional[Metadata], table: Optional[str]) -> None:
+    where = f"table {table!r}" if table else "this table"
+    why = ""
+    if _column_mapping_on(metadata):
+        why = "LakeVilla does not write change data files for column-mapped tables"
+    schema = _schema(metadata)
+    clash = [f.name for f in (schema or ()) if f.name.lower() in CDF_COLUMNS]
+    if clash:
+        why = f"its column {clash[0]!r} is reserved for the change data feed"
+    if why:
+        err = UnsupportedFeature(f"{where} uses change data feed (changeDataFeed, delta.enableChangeDataFeed = "
+                                 f"true), but {why}; nothing was written. Help: write with Spark/Delta.")
+        err.feature = "changeDataFeed"  # type: ignore[attr-defined]
         raise err
 
 
@@ -366,16 +398,27 @@ def check_identity_update(metadata: Optional[Metadata], columns: Iterable[str], 
 
 def check_changes(protocol: Protocol, metadata: Optional[Metadata], *, adds: Iterable[Any] = (),
                   removes: Iterable[Any] = (), rows_checked: bool = False, table: Optional[str] = None,
-                  identity_kept: bool = False) -> None:
+                  identity_kept: bool = False, cdc: Iterable[Any] = ()) -> None:
     """Raise :class:`UnsupportedFeature` if a write's ``adds``/``removes`` break a table feature.
 
     * ``delta.appendOnly``: no ``remove`` with ``dataChange`` (UPDATE, DELETE, MERGE that matches);
     * CHECK constraints / invariants: rows are added only if ``rows_checked`` (the data plane
       evaluated every rule on them);
     * identity columns: rows are added only if ``identity_kept`` (the data plane rewrote existing rows,
-      keeping their identity values: UPDATE/DELETE/MERGE without INSERT), never new rows.
+      keeping their identity values: UPDATE/DELETE/MERGE without INSERT), never new rows;
+    * change data feed: a write that adds or removes rows comes with change data files (``cdc``).
     """
     adds = list(adds)
+    removes = list(removes)
+    if (cdf_enabled(metadata) and not list(cdc)
+            and any(x.data_change for x in [*adds, *removes])):
+        where = f"table {table!r}" if table else "this table"
+        err = UnsupportedFeature(
+            f"{where} uses change data feed (changeDataFeed, delta.enableChangeDataFeed = true) and this write path "
+            "does not write change data files; nothing was written. Help: write through the Spark data plane "
+            "(txn.insert / txn.update / txn.delete / txn.sql), which writes them.")
+        err.feature = "changeDataFeed"  # type: ignore[attr-defined]
+        raise err
     identity = identity_columns(metadata)
     if identity and not identity_kept and any(a.data_change for a in adds):
         raise identity_refusal(table, identity[0], "insert")
@@ -404,11 +447,16 @@ def is_append_only(metadata: Metadata) -> bool:
 
 
 def required_protocol(schema: DeltaSchema, configuration: Optional[Mapping[str, Any]] = None) -> Protocol:
-    """The smallest protocol we write for a new table: 1/2, or 3/7 with ``timestampNtz`` if needed."""
+    """The smallest protocol we write for a new table: 1/2 (1/4 with change data feed), or 3/7 with
+    ``timestampNtz`` if needed."""
+    def on(key: str) -> bool:
+        return str((configuration or {}).get(key, "")).lower() == "true"
+
+    cdf = on("delta.enableChangeDataFeed")
     if "timestamp_ntz" in schema.primitive_types():
-        return Protocol(3, 7, ("timestampNtz",), ("timestampNtz",) + (
-            ("appendOnly",) if str((configuration or {}).get("delta.appendOnly", "")).lower() == "true" else ()))
-    return Protocol(1, 2)
+        return Protocol(3, 7, ("timestampNtz",), ("timestampNtz",) + (("appendOnly",) if on("delta.appendOnly") else ())
+                        + (("changeDataFeed",) if cdf else ()))
+    return Protocol(1, 4) if cdf else Protocol(1, 2)
 
 
 def describe(protocol: Protocol) -> str:

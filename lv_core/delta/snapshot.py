@@ -92,9 +92,9 @@ def apply_actions(actions: Iterable[Action], files: dict[str, AddFile], tombston
                   txns: Optional[dict[str, Txn]] = None) -> tuple[Optional[Metadata], Optional[Protocol]]:
     """Apply one commit's actions to mutable file/tombstone maps; returns the new (metadata, protocol).
 
-    UnknownAction (cdc, domainMetadata, ...) and commitInfo change nothing here. Files are matched by
-    their decoded path, so a ``remove`` another tool encoded differently (``a+b`` / ``a%2Bb``) still
-    removes the file; each action keeps its own log string for writing back.
+    ``cdc`` (change data files), UnknownAction (domainMetadata, ...) and commitInfo change nothing here.
+    Files are matched by their decoded path, so a ``remove`` another tool encoded differently
+    (``a+b`` / ``a%2Bb``) still removes the file; each action keeps its own log string for writing back.
 
     Removes apply before adds: a version never adds and removes the same logical file (the spec's key
     is the path plus the deletion vector's id), so a ``remove(path, dv1)`` + ``add(path, dv2)`` pair that

@@ -28,13 +28,13 @@ import threading
 import uuid
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequence
 from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pyarrow as pa
 
-from lv_core.delta.actions import AddFile, now_ms
+from lv_core.delta.actions import AddCDCFile, AddFile, now_ms
 from lv_core.delta.colmap import column_mapping
 from lv_core.delta.dv import deleted_rows, dv_of
 from lv_core.delta.features import (
@@ -46,7 +46,8 @@ from lv_core.delta.features import (
 )
 from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import spark_partition_text
-from lv_core.delta.writer import write_data_files
+from lv_core.delta.writer import conform, write_data_files
+from lv_core.engine import cdf
 from lv_core.engine.arrow_io import read_data_files
 from lv_core.engine.colmap import logical_frame, physical_frame
 from lv_core.engine.spark_checks import check_rows, enforce
@@ -318,7 +319,30 @@ class SparkEngine:
                                     new_path=lambda values: ctx.new_path(table, values))
         return self._direct_write(ctx, table, snapshot, df)
 
-    def _direct_write(self, ctx: "OpContext", table: str, snapshot: Snapshot, df: "DataFrame") -> list[AddFile]:
+    def write_changes(self, ctx: "OpContext", table: str, df: "DataFrame") -> list[AddCDCFile]:
+        """Write change rows (the table's columns plus ``_change_type``, see :mod:`lv_core.engine.cdf`) as
+        change data files under ``_change_data/``; return their ``cdc`` actions."""
+        snapshot = cdf.change_snapshot(ctx.snapshot(table))
+
+        def new_path(values: Mapping[str, Optional[str]]) -> str:
+            return f"{cdf.CHANGE_DIR}/{ctx.new_path(table, values)}"
+
+        if self.ensure_path(table) == "arrow":
+            with spark_errors(f"computing the change rows of {table!r}"):
+                data = df.toArrow()
+            return cdf.to_cdc(write_data_files(self.store, table, snapshot, data, new_path=new_path))
+        return cdf.to_cdc(self._direct_write(ctx, table, snapshot, df, new_path))
+
+    def write_inserted(self, ctx: "OpContext", table: str, adds: Sequence[AddFile]) -> list[AddCDCFile]:
+        """Change data files holding the rows of ``adds`` (files just written) as ``insert``."""
+        if not adds:
+            return []
+        snapshot = ctx.snapshot(table)
+        df = self.scan(table, snapshot, adds)
+        return self.write_changes(ctx, table, cdf.tagged(df, [col(f.name) for f in snapshot.schema], "insert"))
+
+    def _direct_write(self, ctx: "OpContext", table: str, snapshot: Snapshot, df: "DataFrame",
+                      new_path: Optional[Callable[[Mapping[str, Optional[str]]], str]] = None) -> list[AddFile]:
         from pyspark.sql import functions as F
 
         cm = column_mapping(snapshot)  # files, partition values and stats use physical names
@@ -350,7 +374,7 @@ class SparkEngine:
                 if not src.startswith(stage_raw):
                     raise EngineError(f"Spark reported an unexpected staged file {row['f']!r}")
                 values, stats = decode(row)
-                rel = ctx.new_path(table, values)
+                rel = new_path(values) if new_path is not None else ctx.new_path(table, values)
                 self._move(f"{stage_key}/{src[len(stage_raw):]}", f"{table}/{rel}")
                 moved.append(f"{table}/{rel}")
                 adds.append(AddFile(rel, values, int(row["size"]), now_ms(), True, stats))
@@ -409,3 +433,13 @@ class SparkEngine:
         ctx.rows_checked.add(table)
         return write_data_files(self.store, table, ctx.snapshot(table), data,
                                 new_path=lambda values: ctx.new_path(table, values))
+
+    def write_arrow_inserted(self, ctx: "OpContext", table: str, data: pa.Table) -> list[AddCDCFile]:
+        """Change data files holding client rows (as :meth:`write_arrow` wrote them) as ``insert``."""
+        if not data.num_rows:
+            return []
+        snapshot = ctx.snapshot(table)
+        rows = conform(data, snapshot.schema.to_arrow())
+        rows = rows.append_column(cdf.CHANGE_TYPE, pa.array(["insert"] * rows.num_rows, pa.string()))
+        return cdf.to_cdc(write_data_files(self.store, table, cdf.change_snapshot(snapshot), rows,
+                                           new_path=lambda values: f"{cdf.CHANGE_DIR}/{ctx.new_path(table, values)}"))

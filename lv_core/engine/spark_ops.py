@@ -32,6 +32,7 @@ from lv_core.delta.dv import live_records
 from lv_core.delta.features import check_identity_update, check_writable
 from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.writer import conform
+from lv_core.engine import cdf
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import NOT_NULL_TAG, col, nullable_type, spark_errors, spark_schema
@@ -119,8 +120,14 @@ def insert(engine: SparkEngine, table: str, data: Insertable) -> Operation:
             arrow = conform(data, snap.schema.to_arrow())
         else:
             adds = engine.write(ctx, table, data)
-            return OpResult(value=sum(a.num_records or 0 for a in adds), adds={table: adds})
-        return OpResult(value=arrow.num_rows, adds={table: engine.write_arrow(ctx, table, arrow)})
+            res = OpResult(value=sum(a.num_records or 0 for a in adds), adds={table: adds})
+            if cdf.enabled(snap):
+                res.cdc, res.cdc_implied = {table: engine.write_inserted(ctx, table, adds)}, {table}
+            return res
+        res = OpResult(value=arrow.num_rows, adds={table: engine.write_arrow(ctx, table, arrow)})
+        if cdf.enabled(snap):
+            res.cdc, res.cdc_implied = {table: engine.write_arrow_inserted(ctx, table, arrow)}, {table}
+        return res
 
     return Operation("insert", (table,), run, logical={"insert": table}, blind=True)
 
@@ -171,7 +178,8 @@ def _dml(engine: SparkEngine, table: str, where: Optional[str], assignments: Opt
                        may_match={table: may_match}, adds={table: []}, removes={table: []})
         if not candidates:
             return res
-        if not is_update and where is None and all(f.num_records is not None for f in candidates):
+        changes = cdf.enabled(snap)
+        if not is_update and where is None and not changes and all(f.num_records is not None for f in candidates):
             res.reads[table] = set()  # DELETE of everything: metadata only, like Delta
             res.removes[table] = [f.remove() for f in candidates]
             res.value = sum(live_records(f) or 0 for f in candidates)
@@ -191,6 +199,9 @@ def _dml(engine: SparkEngine, table: str, where: Optional[str], assignments: Opt
         if not touched:
             return res
         files = [view[p] for p in sorted(touched)]
+        with spark_errors(what):
+            cdf.check_staged(engine, ctx, table, files, lambda staged: engine.scan(table, snap, staged, cache=cache)
+                             .where(F.coalesce(cond, F.lit(False))), what)
         target = spark_schema(snap.schema)
         with spark_errors(what):
             src = engine.scan(table, snap, files, cache=cache)
@@ -209,6 +220,12 @@ def _dml(engine: SparkEngine, table: str, where: Optional[str], assignments: Opt
             else:
                 out = src.where(~F.coalesce(cond, F.lit(False)))
             adds = engine.write(ctx, table, out, conformed=True, rewrite=True)
+            if changes:  # the matched rows of the same scan: before/after, or deleted
+                hit = src.where(F.coalesce(cond, F.lit(False)))
+                old = [col(f.name) for f in target.fields]
+                rows = (cdf.tagged(hit, old, "update_preimage").unionByName(cdf.tagged(hit, cols, "update_postimage"))
+                        if is_update else cdf.tagged(hit, old, "delete"))
+                res.cdc[table] = engine.write_changes(ctx, table, rows)
         res.adds[table] = adds
         res.removes[table] = [f.remove() for f in files]
         res.value = sum(touched.values())

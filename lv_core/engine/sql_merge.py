@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 from lv_core.delta.colmap import column_mapping
 from lv_core.delta.features import check_identity_update, check_writable, identity_columns, identity_refusal
+from lv_core.engine import cdf
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import col, nullable_type, spark_schema
@@ -142,6 +143,8 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
         updated = deleted = inserted = 0
         adds: list[Any] = []
         files: list[Any] = []
+        cdc: list[Any] = []
+        changes = cdf.enabled(snap)
         if matched and candidates:
             action = case(matched)
             upd = [code for code, c in matched if c.action == "update"] or [-1]
@@ -172,6 +175,10 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                     updated += int(row["nu"])
                     deleted += int(row["nd"])
             files = [view[p] for p in sorted(touched)]
+            with sql_errors(what):
+                cdf.check_staged(engine, ctx, target, files, lambda staged: scope.sql(
+                    f"SELECT {ta}.* FROM {tkey} AS {ta} JOIN {src} AS {sa} ON {on} WHERE {action} > 0", r, frames)
+                    .where(F.col(FILE_COL).isin(*[f.path for f in staged])), what)
             if files:
                 skey = r.frame("rewrite")
                 frames["rewrite"] = engine.scan(target, snap, files, cache=scope.cache)
@@ -184,11 +191,18 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                     f"FROM {skey}) AS {ta} LEFT JOIN (SELECT *, true AS `__lv_m` FROM {src} AS `__lv_src`) AS {sa} "
                     f"ON {on}", r, frames)
                 first = Window.partitionBy("__lv_rid").orderBy(F.col("__lv_a").desc())
-                raw = (raw.withColumn("__lv_n", F.row_number().over(first))
-                       .where((F.col("__lv_n") == 1) & ~F.col("__lv_a").isin(*dele)))
+                ranked = raw.withColumn("__lv_n", F.row_number().over(first)).where(F.col("__lv_n") == 1)
+                raw = ranked.where(~F.col("__lv_a").isin(*dele))
                 out = assigned(typed, "__lv_a", "__lv_u", lambda f: col(f.name))
                 with sql_errors(what):
                     adds += engine.write(ctx, target, raw.select(*out), rewrite=True)
+                    if changes:  # the same ranked rows: updated ones before/after, deleted ones
+                        old = [col(f.name) for f in fields.values()]
+                        upd_rows = ranked.where(F.col("__lv_a").isin(*upd))
+                        changed = (cdf.tagged(upd_rows, old, "update_preimage")
+                                   .unionByName(cdf.tagged(upd_rows, out, "update_postimage"))
+                                   .unionByName(cdf.tagged(ranked.where(F.col("__lv_a").isin(*dele)), old, "delete")))
+                        cdc += engine.write_changes(ctx, target, changed)
         if inserts:
             icase = case(inserts)
             cols = [f"{icase} AS `__lv_i`"]
@@ -202,11 +216,14 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                 new = engine.write(ctx, target, raw.where(F.col("__lv_i") > 0).select(*out))
             inserted = sum(a.num_records or 0 for a in new)
             adds += new
+            if changes:
+                with sql_errors(what):
+                    cdc += engine.write_inserted(ctx, target, new)
         value = {"num_affected_rows": updated + deleted + inserted, "num_updated_rows": updated,
                  "num_deleted_rows": deleted, "num_inserted_rows": inserted}
         # a source that reads the target itself depends on all of it: then any new target file conflicts
         return scope.result(value, reads={target: {f.path for f in candidates}}, scans={target},
                             may_match={} if target in sources else {target: may_match}, adds={target: adds},
-                            removes={target: [f.remove() for f in files]})
+                            removes={target: [f.remove() for f in files]}, cdc={target: cdc} if cdc else {})
 
     return Operation("merge", tables, run, logical={"sql": st.text})

@@ -40,6 +40,7 @@ import pyarrow as pa
 from lv_core.delta.colmap import column_mapping
 from lv_core.delta.dv import live_records
 from lv_core.delta.features import check_identity_update, check_writable
+from lv_core.engine import cdf
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import NOT_NULL_TAG, col, fits, nullable_type, spark_errors, spark_schema
@@ -337,7 +338,11 @@ def insert_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> O
                 out.append(F.lit(None).cast(nullable_type(f.dataType)).alias(f.name))
         with sql_errors(what):
             adds = engine.write(ctx, target, src.select(*out))
-        return scope.result(sum(a.num_records or 0 for a in adds), adds={target: adds})
+        changes: dict[str, Any] = {}
+        if cdf.enabled(snap):
+            with sql_errors(what):
+                changes = {"cdc": {target: engine.write_inserted(ctx, target, adds)}, "cdc_implied": {target}}
+        return scope.result(sum(a.num_records or 0 for a in adds), adds={target: adds}, **changes)
 
     return Operation("insert", tables, run, logical={"sql": st.text}, blind=not st.sources)
 
@@ -396,7 +401,8 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
             extra["may_match"] = {target: may_match}
         if not candidates:  # no row can match: what subqueries would read cannot change that
             return scope.result(0, **extra)
-        if not is_update and spec.where is None and all(f.num_records is not None for f in candidates):
+        changes = cdf.enabled(snap)
+        if not is_update and spec.where is None and not changes and all(f.num_records is not None for f in candidates):
             extra["reads"] = {target: set()}  # DELETE of everything: metadata only, like Delta
             extra["removes"] = {target: [f.remove() for f in candidates]}
             return scope.result(sum(live_records(f) or 0 for f in candidates), **extra)
@@ -414,6 +420,10 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
         if not touched:
             return scope.result(0, **extra)
         files = [view[p] for p in sorted(touched)]
+        with sql_errors(what):
+            cdf.check_staged(engine, ctx, target, files, lambda staged: scope.sql(
+                f"SELECT * FROM {tkey} AS {alias} WHERE coalesce({cond}, false)", r, frames)
+                .where(F.col(FILE_COL).isin(*[f.path for f in staged])), what)
         skey = r.frame("rewrite")
         frames["rewrite"] = engine.scan(target, snap, files, cache=scope.cache)
         if is_update:
@@ -430,10 +440,20 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
                 else:
                     out_cols.append(col(f.name))
             out = raw.select(*out_cols)
+            if changes:  # the matched rows of the same scan, before and after
+                hit = raw.where(F.coalesce(F.col("__lv_hit"), F.lit(False)))
+                old = [col(f.name) for f in fields.values()]
+                changed = cdf.tagged(hit, old, "update_preimage").unionByName(
+                    cdf.tagged(hit, out_cols, "update_postimage"))
         else:
             out = scope.sql(f"SELECT {alias}.* FROM {skey} AS {alias} WHERE NOT coalesce({cond}, false)", r, frames)
+            if changes:
+                changed = cdf.tagged(scope.sql(f"SELECT {alias}.* FROM {skey} AS {alias} WHERE coalesce({cond}, false)",
+                                               r, frames), [col(f.name) for f in fields.values()], "delete")
         with sql_errors(what):
             adds = engine.write(ctx, target, out, rewrite=True)
+            if changes:
+                extra["cdc"] = {target: engine.write_changes(ctx, target, changed)}
         extra["adds"] = {target: adds}
         extra["removes"] = {target: [f.remove() for f in files]}
         return scope.result(sum(touched.values()), **extra)

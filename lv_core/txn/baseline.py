@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lv_core.delta.actions import CommitInfo, decode_commit, encode_commit
+from lv_core.delta.actions import AddCDCFile, CommitInfo, decode_commit, encode_commit
 from lv_core.delta.features import check_readable
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import AlreadyExists
@@ -51,11 +51,15 @@ def execute_autocommit(core: TxnCore, op: Operation) -> Any:
                 st = read_version(core.store, t, v)
                 c = first_conflict(footprint, [PredecessorCommit(t, v, st.txn, decode_commit(st.raw))])
                 if c is not None:
-                    for a in result.adds.get(t, ()):
-                        core.store.delete(f"{t}/{a.path}")
+                    for path in result.staged().get(t, ()):
+                        core.store.delete(f"{t}/{path}")
                     raise aborted("delta_conflict", {"table": t, "version": v}, op=op.name, table=t, version=v,
                                   why=c.why) from None
                 v += 1
         logs.note_latest(t, v)
         book.autocommitted[t] = v
+        kept = {a.path for a in actions if isinstance(a, AddCDCFile)}
+        for x in result.cdc.get(t, ()):  # an INSERT's change files, implied by its adds: not committed
+            if x.path not in kept:
+                core.store.delete(f"{t}/{x.path}")
     return result.value

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
-from lv_core.delta.actions import AddFile
+from lv_core.delta.actions import AddCDCFile, AddFile
 from lv_core.delta.colmap import column_mapping
 from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import partition_path
@@ -27,9 +27,11 @@ class OpContext:
     """
 
     def __init__(self, txn_id: str, store: ObjectStore, step: int, attempt: int, *,
-                 snapshots: Callable[[str], Snapshot], view: Callable[[str, int], Mapping[str, AddFile]]) -> None:
+                 snapshots: Callable[[str], Snapshot], view: Callable[[str, int], Mapping[str, AddFile]],
+                 changes: Callable[[str, int], Sequence[AddCDCFile]] | None = None) -> None:
         self._snapshots = snapshots
         self._view = view
+        self._changes = changes
         self.txn_id = txn_id
         self.step = step
         self.attempt = attempt
@@ -45,6 +47,10 @@ class OpContext:
     def files(self, table: str) -> Mapping[str, AddFile]:
         """Live data files of ``table`` as this transaction sees it now (read-your-writes)."""
         return self._view(table, self.step)
+
+    def change_files(self, table: str) -> Sequence[AddCDCFile]:
+        """Change data files earlier operations of the transaction wrote for ``table``."""
+        return self._changes(table, self.step) if self._changes is not None else ()
 
     def new_path(self, table: str, partition_values: Mapping[str, str | None] | None = None,
                  ext: str = "parquet") -> str:

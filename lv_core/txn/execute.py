@@ -33,7 +33,8 @@ def context(core: TxnCore, step: int, attempt: int) -> OpContext:
     """The view an operation at ``step`` gets (base snapshots plus earlier steps' changes)."""
     book = core.book
     return OpContext(core.id, core.store, step, attempt, snapshots=lambda t: book.tables[t].base,
-                     view=lambda t, upto: book.view_files(t, upto_step=upto))
+                     view=lambda t, upto: book.view_files(t, upto_step=upto),
+                     changes=lambda t, upto: book.view_changes(t, upto_step=upto))
 
 
 def run(core: TxnCore, op: Operation, step: int, attempt: int) -> OpResult:
@@ -49,7 +50,7 @@ def run(core: TxnCore, op: Operation, step: int, attempt: int) -> OpResult:
                 check_writable(base.protocol, base.metadata, table=t)
                 check_changes(base.protocol, base.metadata, adds=result.adds.get(t, ()),
                               removes=result.removes.get(t, ()), rows_checked=t in ctx.rows_checked, table=t,
-                              identity_kept=t in ctx.identity_kept)
+                              identity_kept=t in ctx.identity_kept, cdc=result.cdc.get(t, ()))
     except BaseException:
         _delete_staged(core, op.tables, ctx)
         raise
@@ -82,9 +83,9 @@ def execute(core: TxnCore, op: Operation) -> Any:
             for t in claim:
                 claim_write_marker(core, book.tables[t])
         except BaseException:
-            for t, adds in result.adds.items():  # not recorded in the transaction: delete them here
-                for a in adds:
-                    core.store.delete(f"{t}/{a.path}")
+            for t, paths in result.staged().items():  # not recorded in the transaction: delete them here
+                for path in paths:
+                    core.store.delete(f"{t}/{path}")
             if named:
                 core.store.delete(layout.sublog_key(core.id, step))
                 book.sublog_steps.discard(step)
@@ -141,10 +142,10 @@ def redo_from(core: TxnCore, conflict: Conflict) -> None:
     undone = book.ops[step:]
     old_values = {rec.step: rec.result.value for rec in undone if rec.op.exposed}
     for rec in reversed(undone):  # undo: compensations newest to oldest
-        for t, adds in rec.result.adds.items():
-            for a in adds:
-                if a.path not in book.published_paths.get(t, ()):  # LV[R] alone: published stays
-                    core.store.delete(f"{t}/{a.path}")
+        for t, paths in rec.result.staged().items():
+            for path in paths:
+                if path not in book.published_paths.get(t, ()):  # LV[R] alone: published stays
+                    core.store.delete(f"{t}/{path}")
     book.ops = book.ops[:step]
     book.redo_count += 1
     core.events.emit(ev.Redo(core.id, from_step=step, attempt=book.redo_count))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from lv_core.delta.actions import AddFile, RemoveFile
+from lv_core.delta.actions import AddCDCFile, AddFile, RemoveFile
 
 if TYPE_CHECKING:
     from lv_core.txn.context import OpContext
@@ -27,6 +27,20 @@ class OpResult:
     reads: dict[str, set[str]] = field(default_factory=dict)  # table -> data files whose content was used
     scans: set[str] = field(default_factory=set)  # tables read with a predicate (new rows could matter)
     may_match: dict[str, Callable[[AddFile], bool]] = field(default_factory=dict)
+    #: change data files written (change data feed tables): rows changed, with ``_change_type``
+    cdc: dict[str, list[AddCDCFile]] = field(default_factory=dict)
+    #: tables whose ``cdc`` only restates the adds/removes (an INSERT's rows as ``insert``): a commit
+    #: keeps them only if another operation of the transaction wrote change files for the table too
+    cdc_implied: set[str] = field(default_factory=set)
+
+    def staged(self) -> dict[str, list[str]]:
+        """Table -> paths of every file this execution wrote (data files and change data files)."""
+        out: dict[str, list[str]] = {}
+        for t, adds in self.adds.items():
+            out.setdefault(t, []).extend(a.path for a in adds)
+        for t, cdcs in self.cdc.items():
+            out.setdefault(t, []).extend(c.path for c in cdcs)
+        return out
 
 
 @dataclass

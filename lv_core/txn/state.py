@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from lv_core.delta.actions import Action, AddFile, RemoveFile
+from lv_core.delta.actions import Action, AddCDCFile, AddFile, RemoveFile
 from lv_core.delta.snapshot import Snapshot
 from lv_core.protocol.conflicts import OpFootprint
 from lv_core.protocol.dag import Edge
@@ -60,10 +60,24 @@ class Decision:
 
 
 def net_actions(table: str, results: list[OpResult]) -> list[Action]:
-    """The removes and adds ``results`` make on ``table`` (files added and removed again cancel out)."""
+    """The removes and adds ``results`` make on ``table`` (files added and removed again cancel out), and
+    the change data files (``cdc``) of a change data feed table.
+
+    Change data files: once a commit has one, readers take that commit's changes from its change files
+    only, so every operation on such a table writes files for all its changes (an INSERT's rows as
+    ``insert``). Those of INSERTs alone are *implied* by the adds: kept only if another operation wrote
+    change files for the table (else the commit has none, and readers derive inserts from the adds).
+    The engine never rewrites a file staged by the same transaction on such a table, so each change
+    file describes rows of the base version or rows this commit adds, exactly once.
+    """
     adds: dict[str, AddFile] = {}
     removes: dict[str, RemoveFile] = {}
+    cdc: list[AddCDCFile] = []
+    cdc_needed = False
     for r in results:
+        own = r.cdc.get(table, ())
+        cdc.extend(own)
+        cdc_needed = cdc_needed or (bool(own) and table not in r.cdc_implied)
         for x in r.removes.get(table, ()):
             if x.path in adds:
                 del adds[x.path]  # added and removed within the transaction: never published
@@ -71,7 +85,7 @@ def net_actions(table: str, results: list[OpResult]) -> list[Action]:
                 removes[x.path] = x
         for a in r.adds.get(table, ()):
             adds[a.path] = a
-    return [*removes.values(), *adds.values()]
+    return [*removes.values(), *adds.values(), *(cdc if cdc_needed else ())]
 
 
 @dataclass
@@ -109,6 +123,11 @@ class Bookkeeping:
             for a in rec.result.adds.get(table, ()):
                 files[a.path] = a
         return files
+
+    def view_changes(self, table: str, upto_step: int | None = None) -> list[AddCDCFile]:
+        """Change data files the transaction wrote for ``table`` (before step ``upto_step``)."""
+        return [c for rec in self.ops if upto_step is None or rec.step < upto_step
+                for c in rec.result.cdc.get(table, ())]
 
     def results(self) -> list[OpResult]:
         return [rec.result for rec in self.ops]
@@ -151,13 +170,14 @@ class Bookkeeping:
 
     def mark_published(self, table: str, version: int, actions: list[Action]) -> None:
         self.published[table] = version
-        self.published_paths[table] = {a.path for a in actions if isinstance(a, AddFile)}
+        self.published_paths[table] = {a.path for a in actions if isinstance(a, (AddFile, AddCDCFile))}
 
     def unpublished_adds(self) -> list[str]:
-        """Keys of every data file staged that no published commit of the transaction references."""
+        """Keys of every data file (and change data file) staged that no published commit of the transaction
+        references."""
         keep = {(t, p) for t, paths in self.published_paths.items() for p in paths}
-        return [f"{t}/{a.path}" for rec in self.ops for t, adds in rec.result.adds.items() for a in adds
-                if (t, a.path) not in keep]
+        return [f"{t}/{p}" for rec in self.ops for t, paths in rec.result.staged().items() for p in paths
+                if (t, p) not in keep]
 
     def read_versions(self) -> dict[str, int]:
         return {t: s.base.version for t, s in self.tables.items()}

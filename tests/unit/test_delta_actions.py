@@ -7,6 +7,7 @@ import json
 import pytest
 
 from lv_core.delta.actions import (
+    AddCDCFile,
     AddFile,
     CommitInfo,
     Metadata,
@@ -66,7 +67,8 @@ def test_encode_path_matches_delta_rs() -> None:
     RemoveFile("f.parquet"),
     Txn("app", 7, 99),
     CommitInfo({"timestamp": 1, "operation": "X", "lakevilla": {"txn": "t1", "preds": ["t0"]}}),
-    UnknownAction("cdc", {"path": "_change_data/x", "partitionValues": {}, "size": 1, "dataChange": False}),
+    AddCDCFile("_change_data/x", {}, 1),
+    AddCDCFile("_change_data/p=1/c.parquet", {"p": "1"}, 7, tags={"k": "v"}, extra={"future": 1}),
     UnknownAction("domainMetadata", {"domain": "d", "configuration": "{}", "removed": False}),
 ])
 def test_round_trip(action: object) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lv_core.delta import DeltaLog, commit, create_table
-from lv_core.delta.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
+from lv_core.delta.actions import AddCDCFile, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, decode_commit
 from lv_core.delta.features import (
     check_changes,
     check_identity_update,
@@ -67,8 +67,6 @@ def test_unreadable(protocol: Protocol, config: dict, feature: str) -> None:
     (Protocol(1, 7, None, ("someFutureFeature",)), {}, "someFutureFeature"),
     (Protocol(3, 7, ("variantType",), ("variantType",)), {}, "variantType"),  # read by Spark, never written
     (Protocol(3, 7, ("variantType-preview",), ("variantType-preview",)), {}, "variantType-preview"),
-    (Protocol(1, 4), {"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
-    (Protocol(1, 7, None, ("changeDataFeed",)), {"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
     (Protocol(1, 8), {}, "writerVersion8"),
 ])
 def test_refused_for_writing_only(protocol: Protocol, config: dict, feature: str) -> None:
@@ -102,6 +100,20 @@ def test_supported_writer_features_while_unused() -> None:
     check_writable(Protocol(1, 7, None, ("changeDataFeed", "checkConstraints", "invariants",
                                          "generatedColumns", "identityColumns")), md())
     check_writable(Protocol(1, 4), md({"delta.enableChangeDataFeed": "false"}))
+
+
+def test_change_data_feed_is_writable() -> None:
+    """Writes to such tables come with change data files (refused without them by check_changes)."""
+    check_writable(Protocol(1, 4), md({"delta.enableChangeDataFeed": "true"}))
+    check_writable(Protocol(1, 7, None, ("changeDataFeed",)), md({"delta.enableChangeDataFeed": "true"}))
+    add = AddFile("a.parquet", {}, 1, 0)
+    with pytest.raises(UnsupportedFeature, match="change data files"):
+        check_changes(Protocol(1, 4), md({"delta.enableChangeDataFeed": "true"}), adds=[add], rows_checked=True)
+    check_changes(Protocol(1, 4), md({"delta.enableChangeDataFeed": "true"}), adds=[add], rows_checked=True,
+                  cdc=[AddCDCFile("_change_data/a.parquet", {}, 1)])
+    with pytest.raises(UnsupportedFeature, match="column-mapped"):
+        check_writable(Protocol(2, 5), md({"delta.enableChangeDataFeed": "true", "delta.columnMapping.mode": "name",
+                                           "delta.columnMapping.maxColumnId": "0"}))
 
 
 def _schema_with_field_metadata(key: str, value: object) -> str:
@@ -178,11 +190,11 @@ def test_crafted_unreadable_table_is_refused(tmp_path: Path) -> None:
     assert log.snapshot(check=False).protocol.reader_features == ("someFutureReaderFeature",)
 
 
-def test_create_table_refuses_feature_configuration(tmp_path: Path) -> None:
+def test_create_table_with_change_data_feed_declares_it(tmp_path: Path) -> None:
     store = LocalStore(tmp_path)
-    with pytest.raises(UnsupportedFeature, match="changeDataFeed"):
-        create_table2(store, "cdf", "id BIGINT", configuration={"delta.enableChangeDataFeed": True})
-    assert not list(store.list("cdf/"))
+    create_table2(store, "cdf", "id BIGINT", configuration={"delta.enableChangeDataFeed": True})
+    first = decode_commit(store.get("cdf/_delta_log/00000000000000000000.json").data)
+    assert Protocol(1, 4) in first
 
 
 def _widened(changes: list[dict], typ: str = "long") -> Metadata:
