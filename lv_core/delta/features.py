@@ -269,10 +269,9 @@ def _check_cdf(metadata: Optional[Metadata], table: Optional[str]) -> None:
     if clash:
         why = f"its column {clash[0]!r} is reserved for the change data feed"
     if why:
-        err = UnsupportedFeature(f"{where} uses change data feed (changeDataFeed, delta.enableChangeDataFeed = "
-                                 f"true), but {why}; nothing was written. Help: write with Spark/Delta.")
-        err.feature = "changeDataFeed"  # type: ignore[attr-defined]
-        raise err
+        raise UnsupportedFeature(f"{where} uses change data feed (changeDataFeed, delta.enableChangeDataFeed = "
+                                 f"true), but {why}; nothing was written. Help: write with Spark/Delta.",
+                                 feature="changeDataFeed")
 
 
 _INT_RANK = {"byte": 0, "short": 1, "integer": 2, "long": 3}
@@ -416,8 +415,7 @@ def check_changes(protocol: Protocol, metadata: Optional[Metadata], *, adds: Ite
         err = UnsupportedFeature(
             f"{where} uses change data feed (changeDataFeed, delta.enableChangeDataFeed = true) and this write path "
             "does not write change data files; nothing was written. Help: write through the Spark data plane "
-            "(txn.insert / txn.update / txn.delete / txn.sql), which writes them.")
-        err.feature = "changeDataFeed"  # type: ignore[attr-defined]
+            "(txn.insert / txn.update / txn.delete / txn.sql), which writes them.", feature="changeDataFeed")
         raise err
     identity = identity_columns(metadata)
     if identity and not identity_kept and any(a.data_change for a in adds):

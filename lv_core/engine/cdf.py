@@ -101,6 +101,5 @@ def check_staged(engine: _Scanner, ctx: OpContext, table: str, files: Sequence[A
             f"{what}: table {table!r} uses change data feed (changeDataFeed) and this statement changes rows "
             "that this transaction already inserted or changed; LakeVilla cannot yet record such a second change "
             "in the change data files; nothing was changed by this statement. Help: commit the transaction "
-            "before changing those rows again, or change them in one statement.")
-        err.feature = "changeDataFeed"  # type: ignore[attr-defined]
+            "before changing those rows again, or change them in one statement.", feature="changeDataFeed")
         raise err
