@@ -154,9 +154,14 @@ _LEGACY_WRITER = {
 }
 
 
+def _where(table: Optional[str]) -> str:
+    """How a message names the table: ``table 'x'``, or ``this table`` when the name is unknown."""
+    return f"table {table!r}" if table else "this table"
+
+
 def _refuse(table: Optional[str], feature: str, action: str) -> UnsupportedFeature:
     what = _WHAT.get(feature, f"the table feature {feature!r}")
-    where = f"table {table!r}" if table else "this table"
+    where = _where(table)
     if action == "read":
         msg = (f"{where} uses {what} ({feature}), which LakeVilla cannot read correctly. "
                "Help: read it with Spark or delta-rs instead.")
@@ -180,7 +185,7 @@ def check_readable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
                 raise _refuse(table, f, "read")
     for path, change in type_changes(metadata):
         if not _widening_supported(str(change.get("fromType")), str(change.get("toType"))):
-            where = f"table {table!r}" if table else "this table"
+            where = _where(table)
             err = UnsupportedFeature(
                 f"{where}: the type of column {path!r} was changed from {change.get('fromType')!r} to "
                 f"{change.get('toType')!r} (delta.typeChanges), a type change LakeVilla cannot read (type widening "
@@ -207,7 +212,7 @@ def has_variant(schema: Optional[DeltaSchema]) -> bool:
 
 def variant_refusal(table: Optional[str]) -> UnsupportedFeature:
     """The error for reading VARIANT data through this client (pyarrow has no variant type here)."""
-    where = f"table {table!r}" if table else "this table"
+    where = _where(table)
     err = UnsupportedFeature(
         f"{where} has VARIANT columns (the VARIANT type, variantType): LakeVilla reads them only when Spark reads "
         "the table's files itself (data path 'direct'), not through this client. Help: connect a Spark server "
@@ -252,7 +257,7 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
             raise _refuse(table, feature, "write")
     if _column_mapping_on(metadata) and "columnMapping" not in features:
         err = UnsupportedFeature(
-            f"{'table ' + repr(table) if table else 'this table'} sets delta.columnMapping.mode but its protocol "
+            f"{_where(table)} sets delta.columnMapping.mode but its protocol "
             f"({describe(protocol)}) does not declare column mapping (writer version 5, or the table feature "
             "columnMapping); LakeVilla does not create or upgrade column-mapped tables. Help: create the table "
             "with Spark/Delta (delta.columnMapping.mode), or leave the property out.", feature="columnMapping")
@@ -260,7 +265,7 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
 
 
 def _check_cdf(metadata: Optional[Metadata], table: Optional[str]) -> None:
-    where = f"table {table!r}" if table else "this table"
+    where = _where(table)
     why = ""
     if _column_mapping_on(metadata):
         why = "LakeVilla does not write change data files for column-mapped tables"
@@ -374,7 +379,7 @@ def identity_columns(metadata: Optional[Metadata]) -> list[str]:
 def identity_refusal(table: Optional[str], column: str, what: str) -> UnsupportedFeature:
     """The error for a write an identity column forbids: ``what`` is ``"insert"`` (LakeVilla does not
     generate identity values) or ``"update"`` (identity values never change)."""
-    where = f"table {table!r}" if table else "this table"
+    where = _where(table)
     if what == "update":
         msg = (f"{where}: column {column!r} is an identity column (identity columns, identityColumns); its values "
                "cannot be updated; nothing was changed. Help: update the other columns only.")
@@ -411,7 +416,7 @@ def check_changes(protocol: Protocol, metadata: Optional[Metadata], *, adds: Ite
     removes = list(removes)
     if (cdf_enabled(metadata) and not list(cdc)
             and any(x.data_change for x in [*adds, *removes])):
-        where = f"table {table!r}" if table else "this table"
+        where = _where(table)
         err = UnsupportedFeature(
             f"{where} uses change data feed (changeDataFeed, delta.enableChangeDataFeed = true) and this write path "
             "does not write change data files; nothing was written. Help: write through the Spark data plane "
@@ -421,7 +426,7 @@ def check_changes(protocol: Protocol, metadata: Optional[Metadata], *, adds: Ite
     if identity and not identity_kept and any(a.data_change for a in adds):
         raise identity_refusal(table, identity[0], "insert")
     if metadata is not None and is_append_only(metadata) and any(r.data_change for r in removes):
-        where = f"table {table!r}" if table else "this table"
+        where = _where(table)
         err = UnsupportedFeature(
             f"{where} is append-only (table feature appendOnly, delta.appendOnly = true): UPDATE, DELETE and "
             "MERGE that change or remove rows are not allowed; nothing was changed. Help: only INSERT into it, "
@@ -431,7 +436,7 @@ def check_changes(protocol: Protocol, metadata: Optional[Metadata], *, adds: Ite
     rules = constraints(metadata)
     if rules and not rows_checked and any(a.data_change for a in adds):
         feature = "checkConstraints" if rules[0][0].startswith("CHECK") else "invariants"
-        where = f"table {table!r}" if table else "this table"
+        where = _where(table)
         err = UnsupportedFeature(
             f"{where} has {rules[0][0]} ({_WHAT[feature]}, {feature}) and this write path cannot evaluate it "
             "on the rows; nothing was written. Help: write through the Spark data plane (txn.insert / "
