@@ -10,14 +10,15 @@ idempotent, so both may run concurrently and end in the same state:
   ours (written by the other runner). A version taken by anything else breaks the plan, except
   for a blind append, which walks up to the next free version (both runners walk the same
   sequence of occupied versions, so they land on the same one).
-- ``overwrite-marker`` (if-match on the marker's etag): if the etag changed, a version holding
-  our bytes is done; anything else (the marker was freed after the owner's lease ran out)
-  breaks the plan.
+- ``overwrite-marker`` (the transaction's marker reserves ``version``; the commit is written there,
+  put-if-absent, as markers live beside the log): a version holding our bytes is done; anything else
+  (an empty commit after the owner's lease ran out, or a writer that ignores markers) breaks the plan.
 - the global version ``gvl_base + 1`` is published by put-if-absent; one already published by
   the plan's transaction is ours.
 
-A broken plan is rolled back: every version it already wrote is overwritten (if-match) with a
-freed (empty) commit, and nothing is published, so no LV[I] reader ever sees part of it. Entries
+A broken plan is rolled back: log files are never rewritten, so for every version it already wrote a
+revert commit is appended (removing what it added, adding back what it removed), and nothing is
+published, so no LV[I] reader ever sees part of it (plain Delta readers see the commit and its revert). Entries
 are written in the order: non-blind creates, blind creates, marker overwrites, so a lost create
 race (the only likely break) usually happens before anything was written.
 
@@ -32,14 +33,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from lv_core.delta.actions import decode_commit
+from lv_core.delta.actions import Action, AddFile, CommitInfo, RemoveFile, decode_commit, encode_commit
 from lv_core.delta.table import validate_table_name
-from lv_core.errors import AlreadyExists, LvError, NotFound, PreconditionFailed
+from lv_core.errors import AlreadyExists, LvError, NotFound
 from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.layout import commit_key
-from lv_core.protocol.markers import classify, encode_freed
+from lv_core.protocol.markers import KEY, append_at_tail
 from lv_core.protocol.validation import ValidationOutcome
-from lv_core.storage.base import CREATE, IfMatch, ObjectStore
+from lv_core.storage.base import CREATE, ObjectStore
 from lv_core.testing import crashpoint
 
 CREATE_MODE = "create"
@@ -229,8 +230,8 @@ def _write(store: ObjectStore, e: PlannedCommit) -> tuple[int, str]:
     if e.mode == OVERWRITE_MARKER:
         key = commit_key(e.table, e.version)
         try:
-            return e.version, store.put(key, e.data, mode=IfMatch(e.etag or ""))
-        except PreconditionFailed:
+            return e.version, store.put(key, e.data, mode=CREATE)
+        except AlreadyExists:
             try:
                 got = store.get(key)
             except NotFound:
@@ -254,19 +255,31 @@ def _write(store: ObjectStore, e: PlannedCommit) -> tuple[int, str]:
             v += 1
 
 
+def revert_actions(data: bytes, txn: str, version: int) -> list[Action]:
+    """The actions undoing the commit ``data`` (pure, deterministic): each file it added is removed,
+    each file it removed is added back (from the remove's extended metadata)."""
+    out: list[Action] = []
+    actions = decode_commit(data)
+    ts = next((int(a.payload.get("timestamp", 0)) for a in actions if isinstance(a, CommitInfo)), 0)
+    for a in actions:
+        if isinstance(a, AddFile):
+            out.append(a.remove(ts, data_change=a.data_change))
+        elif isinstance(a, RemoveFile):
+            out.append(AddFile(path=a.path, partition_values=dict(a.partition_values or {}), size=a.size or 0,
+                               modification_time=ts, data_change=a.data_change, stats=a.stats,
+                               tags=None if a.tags is None else dict(a.tags), extra=dict(a.extra),
+                               raw_path=a.raw_path))
+    out.append(CommitInfo({"timestamp": ts, "operation": "LAKEVILLA REVERT", "operationParameters": {},
+                           "engineInfo": "lakevilla-jupyter", KEY: {"kind": "revert", "txn": txn, "of": version}}))
+    return out
+
+
 def _undo(store: ObjectStore, txn: str, written: list[tuple[PlannedCommit, int, str]]) -> dict[str, int]:
+    """Append a revert commit after every version written (idempotent: both runners write the same
+    bytes and walk the same versions). Returns table -> version of the revert."""
     undone: dict[str, int] = {}
-    freed = encode_freed(txn, "validation-rollback")
-    for e, v, etag in reversed(written):
-        key = commit_key(e.table, v)
-        try:
-            store.put(key, freed, mode=IfMatch(etag))
-        except PreconditionFailed:
-            got = store.get(key)  # the other runner undid it first: fine if it is freed by this txn now
-            st = classify(v, got.data, got.etag)
-            if st.kind != "freed" or st.txn != txn:
-                raise
-        undone[e.table] = v
+    for e, v, _etag in reversed(written):
+        undone[e.table] = append_at_tail(store, e.table, v + 1, encode_commit(revert_actions(e.data, txn, v)))
     return undone
 
 

@@ -43,7 +43,7 @@ def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | Non
     v = start + 1
     while True:
         try:
-            st = read_version(store, table, v)
+            st = read_version(store, table, v, fill=True)  # a given-up marker's version enters the log
         except NotFound:
             return LogTail(start, tuple(kinds))
         if own_txn is not None and st.txn == own_txn:

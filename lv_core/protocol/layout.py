@@ -3,10 +3,11 @@ Spark engine's short-lived staging folder.
 
 ```
 <warehouse>/
-  <table>/_delta_log/<v:020d>.json            Delta commits; LakeVilla markers are commits too
+  <table>/_delta_log/<v:020d>.json            Delta commits, each written once (put-if-absent), never changed
   <table>/<data files>                         data files, named part-<txn>-<step>-<attempt>-<n>.parquet
   <table>/_lv_staging/                         Spark's output before the files get their names
                                                (lv_core.engine.spark_io; deleted after each write)
+  _lakevilla/markers/<table>/<v:020d>.json     marker reserving Delta version v of <table> (mutable)
   _lakevilla/txns/<txn>/lease.json             heartbeat: owner, expiry (overwritten by the owner)
   _lakevilla/txns/<txn>/sublog/<step:06d>.json one sublog entry per operation (a redo overwrites it)
   _lakevilla/txns/<txn>/decision.json          commit decision of a multi-table commit
@@ -58,3 +59,15 @@ def decision_key(txn: str) -> str:
 
 def commit_key(table: str, version: int) -> str:
     return f"{table}/_delta_log/{version:020d}.json"
+
+
+MARKERS = f"{LV_ROOT}/markers/"
+
+
+def marker_key(table: str, version: int) -> str:
+    """Where the marker reserving ``table``'s Delta version ``version`` lives (outside ``_delta_log``)."""
+    return f"{MARKERS}{table}/{version:020d}.json"
+
+
+def markers_prefix(table: str) -> str:
+    return f"{MARKERS}{table}/"

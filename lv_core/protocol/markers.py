@@ -1,9 +1,18 @@
-"""Module #1: markers.
+"""Module #1: markers, kept beside the Delta log so that no ``_delta_log`` file is ever rewritten.
 
-A marker is a valid Delta commit holding one ``commitInfo`` whose ``lakevilla`` field carries the
-bookkeeping (transaction id, predecessors, creation time, lease expiry). Plain Delta readers see an
-empty commit. On commit the owner overwrites it (if-match on its etag) with the real actions; on
-abort, rollback or shift it is overwritten with a "freed" commit, again an empty commit to Delta.
+A marker reserving Delta version ``v`` of a table is the object ``_lakevilla/markers/<table>/<v>.json``
+(put-if-absent), holding one ``commitInfo`` line whose ``lakevilla`` field carries the bookkeeping
+(transaction id, predecessors, creation time, lease expiry). The version itself is resolved by
+writing ``<table>/_delta_log/<v>.json`` exactly once (put-if-absent): the owner writes its commit
+there, or an empty "freed" commit is written once the marker was given up. Whichever lands first is
+final, so the Delta file is the single arbiter between a commit and a free; the marker object is
+only bookkeeping and may be rewritten (new edges, "freed" before the log can take the version).
+
+A version therefore reads as (Delta file first, then marker object):
+- ``commit`` / ``freed`` with ``filled=True``: the Delta file exists (final);
+- ``marker`` (pending): no Delta file, the marker object holds a live reservation;
+- ``freed`` with ``filled=False``: no Delta file yet, the marker was given up; the first writer that
+  needs a later version writes the empty commit (:func:`fill`), never leaving a gap in the log.
 
 Encoding and classification here are pure; placement and freeing do I/O through an ObjectStore.
 """
@@ -17,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lv_core.delta.actions import json_lines
-from lv_core.errors import AlreadyExists, DeltaLogError, NotFound
-from lv_core.protocol.layout import commit_key
+from lv_core.errors import AlreadyExists, DeltaLogError, NotFound, PreconditionFailed
+from lv_core.protocol.layout import commit_key, marker_key
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
 
 KEY = "lakevilla"
@@ -60,6 +69,8 @@ class VersionState:
     raw: bytes = field(default=b"", repr=False)
     #: a LakeVilla multi-table commit outside the global log: every (table, version) it commits at
     parts: tuple[tuple[str, int], ...] = ()
+    #: the Delta file exists (False: read from the marker object; ``etag`` is then the marker's)
+    filled: bool = True
 
     @property
     def pending(self) -> bool:
@@ -119,8 +130,11 @@ def _seconds(lv: dict[str, Any], name: str, version: int, txn: str) -> float:
     return float(value)
 
 
-def classify(version: int, raw: bytes, etag: str) -> VersionState:
-    """Classify a commit's bytes as marker, freed marker or real commit (pure)."""
+def classify(version: int, raw: bytes, etag: str, *, filled: bool = True) -> VersionState:
+    """Classify bytes as marker, freed marker or real commit (pure).
+
+    ``filled``: the bytes are the Delta file (a marker found there, written by an older LakeVilla
+    that kept markers in the log, is final: an empty commit, read as freed); else the marker object."""
     lv: dict[str, Any] | None = None
     n_actions = 0
     for lineno, obj in json_lines(raw, f"commit {version}"):
@@ -134,6 +148,8 @@ def classify(version: int, raw: bytes, etag: str) -> VersionState:
         return VersionState(version, "commit", etag, raw=raw)
     kind = lv.get("kind")
     txn = lv.get("txn") if isinstance(lv.get("txn"), str) else None
+    if kind == "marker" and n_actions == 1 and txn and filled:
+        return VersionState(version, "freed", etag, txn=txn, raw=raw)
     if kind == "marker" and n_actions == 1 and txn:
         preds = lv.get("predecessors") or []
         if not isinstance(preds, list):
@@ -146,9 +162,9 @@ def classify(version: int, raw: bytes, etag: str) -> VersionState:
             lease_expires=_seconds(lv, "leaseExpires", version, txn),
             client=str(lv.get("client") or ""),
         )
-        return VersionState(version, "marker", etag, txn=txn, marker=info, raw=raw)
+        return VersionState(version, "marker", etag, txn=txn, marker=info, raw=raw, filled=False)
     if kind == "freed" and n_actions == 1:
-        return VersionState(version, "freed", etag, txn=txn, raw=raw)
+        return VersionState(version, "freed", etag, txn=txn, raw=raw, filled=filled)
     # A real commit (LakeVilla's own, or a malformed/foreign marker, which we treat as a commit).
     return VersionState(version, "commit", etag, txn=txn, raw=raw, parts=_parts(lv, txn) if kind == "commit" else ())
 
@@ -181,16 +197,50 @@ def unfinished_part(store: ObjectStore, table: str, st: VersionState) -> tuple[s
     return None
 
 
-def read_version(store: ObjectStore, table: str, version: int) -> VersionState:
-    """GET one version and classify it (raises NotFound if it does not exist)."""
+def read_version(store: ObjectStore, table: str, version: int, *, fill: bool = False) -> VersionState:
+    """What ``table``'s version ``version`` is: its Delta file, else its marker (raises NotFound if
+    neither exists). With ``fill``, a freed marker whose version the log does not hold yet is
+    written to the log as an empty commit when the version below it exists (:func:`fill`)."""
+    try:
+        res = store.get(commit_key(table, version))
+        return classify(version, res.data, res.etag)
+    except NotFound:
+        pass
+    res = store.get(marker_key(table, version))
+    st = classify(version, res.data, res.etag, filled=False)
+    if st.kind == "commit":  # not a marker object we understand: never a commit by itself
+        raise DeltaLogError(f"table {table!r}: the marker object of version {version} is not a marker")
+    if fill and st.kind == "freed":
+        filled = fill_version(store, table, version, st)
+        if filled is not None:
+            return filled
+    return st
+
+
+def fill_version(store: ObjectStore, table: str, version: int, st: VersionState,
+                 *, below_known: bool = False) -> VersionState | None:
+    """Write the empty commit of a given-up version into the log (put-if-absent), once the version
+    below it exists there (``below_known``: the caller knows it does; else 1 HEAD). Returns the
+    version's final state (whatever landed first), or None when the version below is not in the log
+    yet (filling now would leave a gap that Delta readers reject)."""
+    if version > 0 and not below_known:
+        try:
+            store.head(commit_key(table, version - 1))
+        except NotFound:
+            return None
+    try:
+        store.put(commit_key(table, version), encode_freed(st.txn or "?", "freed"), mode=CREATE)
+    except AlreadyExists:
+        pass
     res = store.get(commit_key(table, version))
     return classify(version, res.data, res.etag)
 
 
 def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo) -> tuple[int, str, int]:
-    """Put-if-absent a marker at the first free version >= ``start``.
+    """Put-if-absent a marker object at the first free version >= ``start``.
 
-    Returns (version, etag, attempts). Losing a race means: try the next version.
+    Returns (version, etag, attempts). Losing a race means: try the next version. A version the log
+    already holds is skipped too (its marker object may be gone; 1 HEAD, only after a lost race).
     """
     data = encode_marker(info)
     v = start
@@ -198,24 +248,67 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo) -
     while True:
         attempts += 1
         try:
-            etag = store.put(commit_key(table, v), data, mode=CREATE)
-            return v, etag, attempts
+            etag = store.put(marker_key(table, v), data, mode=CREATE)
         except AlreadyExists:
             v += 1
+            continue
+        if attempts > 1:
+            try:
+                store.head(commit_key(table, v))
+            except NotFound:
+                return v, etag, attempts
+            v += 1
+            continue
+        return v, etag, attempts
 
 
-def overwrite(store: ObjectStore, table: str, version: int, etag: str, data: bytes) -> str:
-    """Overwrite a version conditionally on its etag (raises PreconditionFailed if it changed)."""
-    return store.put(commit_key(table, version), data, mode=IfMatch(etag))
+def update_marker(store: ObjectStore, table: str, version: int, etag: str, data: bytes) -> str:
+    """Rewrite a marker object conditionally on its etag (raises PreconditionFailed if it changed).
+
+    Only marker and freed bookkeeping goes here: commits go to the log (:func:`write_version`)."""
+    return store.put(marker_key(table, version), data, mode=IfMatch(etag))
+
+
+def write_version(store: ObjectStore, table: str, version: int, data: bytes) -> str:
+    """Write ``table``'s Delta version ``version`` once (put-if-absent). The caller makes sure every
+    version below exists. Raises PreconditionFailed when the version is already written (by anyone:
+    read it to learn by whom)."""
+    try:
+        return store.put(commit_key(table, version), data, mode=CREATE)
+    except AlreadyExists:
+        raise PreconditionFailed(f"version {version} of table {table!r} is already written") from None
 
 
 def free_marker(store: ObjectStore, table: str, state: VersionState, reason: str, by: str | None = None) -> str:
-    """Free a marker (ours, or an expired one of someone else) with an empty commit, if unchanged."""
+    """Give up a marker (ours, or an expired one of someone else) if its object is unchanged.
+
+    The log does not take the version yet (a version below may still be pending): the next writer
+    that needs a later version writes the empty commit (:func:`fill_version`). If the owner's commit
+    reached the log first, the commit stands (the log is the arbiter)."""
     assert state.txn is not None
-    return overwrite(store, table, state.version, state.etag, encode_freed(state.txn, reason, by))
+    return update_marker(store, table, state.version, state.etag, encode_freed(state.txn, reason, by))
+
+def append_at_tail(store: ObjectStore, table: str, start: int, data: bytes) -> int:
+    """Write ``data`` at the first free version >= ``start`` of the log, unless a version from
+    ``start`` on already holds exactly these bytes (written by another runner). Returns the version."""
+    v = start
+    while True:
+        try:
+            write_version(store, table, v, data)
+            return v
+        except PreconditionFailed:
+            try:
+                got = read_version(store, table, v)
+            except NotFound:
+                continue
+            if got.filled and got.raw == data:
+                return v
+            v += 1
+
 
 
 __all__ = [
+    "append_at_tail",
     "MarkerInfo",
     "NotFound",
     "VersionState",
@@ -223,9 +316,11 @@ __all__ = [
     "encode_freed",
     "unfinished_part",
     "encode_marker",
+    "fill_version",
     "free_marker",
     "lakevilla_commit_info",
-    "overwrite",
     "place_marker",
     "read_version",
+    "update_marker",
+    "write_version",
 ]

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import calendar
+import contextlib
 import json
 import re
 import time
@@ -28,7 +29,15 @@ from lv_core.delta.log import DeltaLog
 from lv_core.errors import LvError, NotFound, PreconditionFailed
 from lv_core.protocol import layout
 from lv_core.protocol.lease import read_lease
-from lv_core.protocol.markers import KEY, VersionState, free_marker, overwrite, read_version
+from lv_core.protocol.markers import (
+    KEY,
+    VersionState,
+    append_at_tail,
+    fill_version,
+    free_marker,
+    read_version,
+    write_version,
+)
 from lv_core.protocol.scan import MarkerScan, list_tables, transaction_ids
 from lv_core.protocol.sublog import read_sublog
 from lv_core.storage.base import ObjectStore
@@ -102,23 +111,55 @@ def _decided_commit(store: ObjectStore, txn: str, table: str, version: int) -> b
     return plans[table][1]
 
 
-def resolve_expired(store: ObjectStore, table: str, st: VersionState, by: str) -> str:
-    """Resolve the expired marker ``st``: roll its table's part of a decided commit forward, else free it.
+def resolve_expired(store: ObjectStore, table: str, st: VersionState, by: str, *, below_known: bool = False) -> str:
+    """Resolve the expired marker ``st``: roll its table's part of a decided commit forward (write it
+    into the log), else free it (its marker object; the log takes the version as an empty commit later).
 
-    Returns "rolled-forward" or "freed". Raises PreconditionFailed when the marker changed meanwhile
-    (the owner or another recoverer acted first: re-read and decide again).
+    A roll forward needs the version below in the log (``below_known``: the caller knows it is; else
+    1 HEAD); when it is not there yet, nothing is done and "blocked" is returned (resolve the version
+    below first). Returns "rolled-forward", "freed" or "blocked". Raises PreconditionFailed when the
+    version changed meanwhile (the owner or another recoverer acted first: re-read and decide again).
     """
     assert st.txn is not None
-    planned = _decided_commit(store, st.txn, table, st.version)
-    if planned is not None:
-        overwrite(store, table, st.version, st.etag, planned)
-        return "rolled-forward"
-    data = _lock_plan(store, st.txn, table, st.version)
-    if data is not None:  # LV[I]: its plan is recorded in the validation lock: it is committed
-        overwrite(store, table, st.version, st.etag, data)
+    data = _decided_commit(store, st.txn, table, st.version)
+    if data is None:
+        data = _lock_plan(store, st.txn, table, st.version)  # LV[I]: a plan recorded in the validation lock
+    if data is not None:
+        if not below_known and st.version > 0:
+            try:
+                store.head(layout.commit_key(table, st.version - 1))
+            except NotFound:
+                return "blocked"
+        try:
+            write_version(store, table, st.version, data)
+        except PreconditionFailed:
+            got = read_version(store, table, st.version)
+            if got.raw == data:
+                return "rolled-forward"
+            if got.kind != "commit" or got.txn == st.txn:
+                raise
+            # A writer that ignores markers took the version of a decided part: the decided commit
+            # must still land (never lose committed data), at the next free version of the log.
+            append_at_tail(store, table, st.version + 1, data)
         return "rolled-forward"
     free_marker(store, table, st, "expired", by=by)
     return "freed"
+
+
+def _fill_given_up(store: ObjectStore, table: str) -> None:
+    """Write the empty commits of given-up markers just past the log's tail, in order, up to the first
+    pending marker (so the log advances past transactions that are gone)."""
+    v = DeltaLog(store, table).latest_version_by_probe() + 1
+    while True:
+        try:
+            st = read_version(store, table, v)
+        except NotFound:
+            return
+        if st.pending:
+            return
+        if not st.filled and fill_version(store, table, v, st, below_known=True) is None:
+            return
+        v += 1
 
 
 def _lock_plan(store: ObjectStore, txn: str, table: str, version: int) -> bytes | None:
@@ -264,20 +305,31 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
     pending_of: set[str] = set()
     scan = MarkerScan(store, now=now)
     for table in list_tables(store):
-        for m in scan.table(table, max_versions=None).markers:
-            if m.state == "live":
-                rep.live_markers.append((table, m.version, m.txn))
-                pending_of.add(m.txn)
-                continue
-            assert m.version_state is not None
-            try:
-                if resolve_expired(store, table, m.version_state, "recover") == "rolled-forward":
+        for _round in range(3):  # a roll forward blocked by a version below is retried once that one is filled
+            blocked = False
+            for m in scan.table(table, max_versions=None).markers:
+                if m.state == "live":
+                    if _round == 0:
+                        rep.live_markers.append((table, m.version, m.txn))
+                    pending_of.add(m.txn)
+                    continue
+                assert m.version_state is not None
+                try:
+                    outcome = resolve_expired(store, table, m.version_state, "recover")
+                except (PreconditionFailed, LvError):
+                    continue  # changed under us (the owner or another recoverer acted), or not writable
+                if outcome == "rolled-forward":
                     rep.rolled_forward.append((table, m.version, m.txn))
                     refs.forget(table)
-                else:
+                elif outcome == "freed":
                     rep.freed.append((table, m.version, m.txn))
-            except (PreconditionFailed, LvError):
-                continue  # changed under us (the owner or another recoverer acted), or not writable
+                else:
+                    blocked = True
+                    pending_of.add(m.txn)  # its decided commit still has to land: keep its decision
+            with contextlib.suppress(LvError):
+                _fill_given_up(store, table)
+            if not blocked:
+                break
     # Leftovers of finished or dead transactions.
     for txn in sorted(transaction_ids(store)):
         if txn in pending_of:

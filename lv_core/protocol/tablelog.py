@@ -1,8 +1,12 @@
 """Per-Lakehouse cache of table logs: latest-version hints and resolved snapshots.
 
-"Resolved" means every version up to the snapshot's is final (no pending marker below it), so the
-cached snapshot can be advanced with just the new commits (a few GETs, no LIST). Pending markers of
-other transactions are read as empty commits (what they are until overwritten) and reported.
+"Resolved" means every version up to the snapshot's is in the Delta log (final: log files are never
+rewritten), so the cached snapshot can be advanced with just the new commits (a few GETs, no LIST).
+Versions above the log's tail that are reserved by markers (kept beside the log) are read as empty
+and reported: pending markers with their owner, given-up markers the log does not hold yet with ``""``.
+
+Two hints per table: the latest version known to be in the Delta log, and the highest version known
+to be reserved by a marker (where marker placement starts).
 """
 
 from __future__ import annotations
@@ -10,11 +14,12 @@ from __future__ import annotations
 import threading
 
 from lv_core.delta.actions import Action, decode_commit
+from lv_core.delta.errors import VersionNotFound
 from lv_core.delta.log import DeltaLog
 from lv_core.delta.snapshot import Snapshot, replay
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import NotFound, TableNotFound
-from lv_core.protocol.markers import KEY, read_version
+from lv_core.protocol.markers import fill_version, read_version
 from lv_core.storage.base import ObjectStore
 
 
@@ -24,7 +29,8 @@ class TableLogs:
     def __init__(self, store: ObjectStore) -> None:
         self.store = store
         self._lock = threading.Lock()
-        self._latest: dict[str, int] = {}
+        self._latest: dict[str, int] = {}  # in the Delta log
+        self._claimed: dict[str, int] = {}  # reserved by a marker (maybe above the log's tail)
         self._resolved: dict[str, Snapshot] = {}
 
     def require(self, table: str) -> None:
@@ -49,14 +55,16 @@ class TableLogs:
         return v
 
     def cached_hint(self, table: str, store: ObjectStore | None = None) -> int:
-        """The latest version this process knows of (no request), probing only when it knows none.
+        """The latest version this process knows of, in the log or reserved by a marker (no request),
+        probing the log only when it knows none.
 
         Marker placement starts from here: put-if-absent finds the next free version by itself, so
         a stale hint costs one failed PUT-create per newer version instead of one HEAD each.
         """
         with self._lock:
             hint = self._latest.get(table)
-        return self.latest_hint(table, store) if hint is None else hint
+            claimed = self._claimed.get(table, -1)
+        return max(self.latest_hint(table, store) if hint is None else hint, claimed)
 
     def known_latest(self, table: str) -> int | None:
         """The latest version this process knows of, without any request (None: none known)."""
@@ -69,47 +77,60 @@ class TableLogs:
             return dict(self._resolved)
 
     def note_latest(self, table: str, version: int) -> None:
+        """``version`` is in the table's Delta log."""
         with self._lock:
             if version > self._latest.get(table, -1):
                 self._latest[table] = version
 
+    def note_claimed(self, table: str, version: int) -> None:
+        """``version`` is reserved by a marker (it may not be in the log yet)."""
+        with self._lock:
+            if version > self._claimed.get(table, -1):
+                self._claimed[table] = version
+
     def resolved_view(self, table: str, upto: int,
                       store: ObjectStore | None = None) -> tuple[Snapshot, dict[int, str]]:
-        """The snapshot at ``upto`` with pending markers read as empty, and those markers (version -> txn)."""
+        """The snapshot at ``upto`` with versions the log does not hold yet read as empty, and those
+        versions (version -> owner of a pending marker, ``""`` for a given-up marker whose empty commit
+        could not be written yet because a version below it is still pending)."""
         store = store or self.store
         with self._lock:
             cached = self._resolved.get(table)
-        pending: dict[int, str] = {}
+            hint = self._latest.get(table)
         if cached is not None and cached.version <= upto:
             snap = cached
-            last_resolved: Snapshot | None = cached
-            commits: list[tuple[int, list[Action]]] = []
-            for v in range(cached.version + 1, upto + 1):
-                st = read_version(store, table, v)
-                if st.pending:
-                    pending[v] = st.txn or "?"
-                    commits.append((v, []))
-                else:
-                    commits.append((v, [] if st.kind == "freed" else decode_commit(st.raw, version=v, table=table)))
-                if not pending and commits:
-                    last_resolved = replay(last_resolved, commits[-1:])
-            snap = replay(cached, commits) if commits else cached
         else:
-            snap = DeltaLog(store, table).snapshot(upto, method="probe")
-            first = snap.checkpoint_version + 1 if snap.checkpoint_version is not None else 0
-            for v in range(first, upto + 1):
-                ci = snap.commit_infos.get(v)
-                lv = ci.get(KEY) if ci is not None else None
-                if isinstance(lv, dict) and lv.get("kind") == "marker":
-                    pending[v] = str(lv.get("txn") or "?")
-            last_resolved = snap if not pending else None
+            log = DeltaLog(store, table)
+            try:
+                snap = log.snapshot(upto, method="probe")
+            except VersionNotFound:  # the log ends below ``upto``: the rest is reserved by markers
+                snap = log.snapshot(log.latest_version(hint if hint is not None and hint <= upto else None),
+                                    method="probe")
+        pending: dict[int, str] = {}
+        commits: list[tuple[int, list[Action]]] = []
+        last_resolved: Snapshot = snap
+        in_log = True  # every version so far is in the Delta log
+        for v in range(snap.version + 1, upto + 1):
+            st = read_version(store, table, v)
+            if not st.filled and st.kind == "freed" and in_log:
+                st = fill_version(store, table, v, st, below_known=True) or st
+            if st.filled:
+                commits.append((v, [] if st.kind == "freed" else decode_commit(st.raw, version=v, table=table)))
+            else:
+                pending[v] = (st.txn or "?") if st.pending else ""
+                commits.append((v, []))
+            if in_log and st.filled:
+                last_resolved = replay(last_resolved, commits[-1:])
+            in_log = in_log and st.filled
+        snap = replay(snap, commits) if commits else snap
         with self._lock:
-            if last_resolved is not None:
-                old = self._resolved.get(table)
-                if old is None or last_resolved.version > old.version:
-                    self._resolved[table] = last_resolved
-            if upto > self._latest.get(table, -1):
-                self._latest[table] = upto
+            old = self._resolved.get(table)
+            if old is None or last_resolved.version > old.version:
+                self._resolved[table] = last_resolved
+            if last_resolved.version > self._latest.get(table, -1):
+                self._latest[table] = last_resolved.version
+            if upto > self._claimed.get(table, -1):
+                self._claimed[table] = upto
         return snap, pending
 
     def latest_snapshot(self, table: str, store: ObjectStore | None = None) -> Snapshot:
@@ -129,6 +150,7 @@ class TableLogs:
     def forget(self, table: str) -> None:
         with self._lock:
             self._latest.pop(table, None)
+            self._claimed.pop(table, None)
             self._resolved.pop(table, None)
 
 

@@ -1,7 +1,9 @@
 """Module #1 for one transaction: first access of a table, and the markers it places and replaces.
 
-With LV[R]/LV[CT] the first access put-if-absents a marker at the next free version ``m`` and reads
-the snapshot at ``m-1`` (pending markers of others read as empty; they are predecessors). With LV[I]
+With LV[R]/LV[CT] the first access put-if-absents a marker (beside the log) at the next free version
+``m`` and reads the snapshot at ``m-1`` (pending markers of others read as empty; they are
+predecessors). The marker's version is later written to the Delta log exactly once: with the commit,
+or with an empty commit once the marker was given up. With LV[I]
 a table is read at its global-log version and gets its marker when first written. With neither
 (preset ``delta``) the latest snapshot is read.
 """
@@ -17,13 +19,22 @@ from lv_core.errors import LvError, PreconditionFailed
 from lv_core.protocol import layout
 from lv_core.protocol.gvl import GvlState, read_versions
 from lv_core.protocol.lease import keeper, write_lease
-from lv_core.protocol.markers import MarkerInfo, VersionState, encode_freed, overwrite, place_marker, read_version
+from lv_core.protocol.markers import (
+    MarkerInfo,
+    VersionState,
+    encode_freed,
+    place_marker,
+    read_version,
+    update_marker,
+    write_version,
+)
 from lv_core.testing import crashpoint
 from lv_core.txn import waiting
 from lv_core.txn.core import TxnCore
 from lv_core.txn.state import TableState
 
-__all__ = ["access", "claim_write_marker", "head", "overwrite_marker", "read_version_of", "replace_marker"]
+__all__ = ["access", "claim_write_marker", "free_own_marker", "head", "read_version_of", "replace_marker",
+           "write_marker_version"]
 
 
 def head(core: TxnCore) -> GvlState:
@@ -81,7 +92,7 @@ def _place(core: TxnCore, name: str, start: int) -> tuple[int, str]:
     if core.book.lease_expires == 0.0:
         core.book.lease_expires = keeper().register(core.store, core.id, core.settings.lease_s)
     v, etag, attempts = place_marker(core.store, name, start, core.marker_info())
-    core.services.logs.note_latest(name, v)
+    core.services.logs.note_claimed(name, v)
     core.events.emit(ev.MarkerPlaced(core.id, table=name, version=v, attempts=attempts))
     return v, etag
 
@@ -89,7 +100,7 @@ def _place(core: TxnCore, name: str, start: int) -> tuple[int, str]:
 def _free_quietly(core: TxnCore, table: str, version: int, etag: str, reason: str) -> None:
     """Free a marker not recorded in the transaction yet (an error right after placing it)."""
     try:
-        overwrite(core.store, table, version, etag, encode_freed(core.id, reason))
+        update_marker(core.store, table, version, etag, encode_freed(core.id, reason))
         core.events.emit(ev.MarkerFreed(core.id, table=table, version=version, reason=reason))
     except LvError:
         pass  # expires by lease; any reader frees it then
@@ -111,28 +122,31 @@ def claim_write_marker(core: TxnCore, ts: TableState) -> None:
 
 
 def replace_marker(core: TxnCore, ts: TableState) -> None:
-    """Claim a new marker after losing one; the versions in between become predecessors."""
+    """Claim a new marker after losing one (past the log's tail: the version was taken by a writer
+    that ignores markers); the versions in between become predecessors."""
     core.book.lease_expires = write_lease(core.store, core.id, core.settings.lease_s)
     info = MarkerInfo(txn=core.id, created=time.time(), lease_expires=core.book.lease_expires,
                       client=layout.client_label())
     assert ts.marker_version is not None
-    v, etag, attempts = place_marker(core.store, ts.name, ts.marker_version + 1, info)
+    start = max(ts.marker_version, core.services.logs.latest_hint(ts.name, core.store)) + 1
+    v, etag, attempts = place_marker(core.store, ts.name, start, info)
     ts.marker_version, ts.marker_etag, ts.logical = v, etag, True
-    core.services.logs.note_latest(ts.name, v)
+    core.services.logs.note_claimed(ts.name, v)
     core.events.emit(ev.MarkerPlaced(core.id, table=ts.name, version=v, attempts=attempts))
 
 
-def overwrite_marker(core: TxnCore, ts: TableState, data: bytes) -> VersionState | None:
-    """Overwrite our marker at ``ts.marker_version`` with ``data`` (if-match on the etag we hold).
+def write_marker_version(core: TxnCore, ts: TableState, data: bytes) -> VersionState | None:
+    """Write our marker's version into the Delta log (once, put-if-absent) with ``data``.
 
-    Returns None once written. When the store refuses (the version changed), returns what the
-    version is now. After an error whose outcome is unknown (the write may have landed and only
-    the response got lost) the version is read back: our bytes there mean written; our marker
-    unchanged means it did not land, so it is written once more. Raises when nothing can be learnt.
+    Returns None once written. When the version is already in the log, returns what it is (our own
+    commit rolled forward by a recoverer, an empty commit written after our lease ran out, or a
+    writer that ignores markers). After an error whose outcome is unknown (the write may have
+    landed and only the response got lost) the version is read back: our bytes there mean written;
+    nothing there means it did not land, so it is written once more. Raises when nothing can be learnt.
     """
-    assert ts.marker_version is not None and ts.marker_etag is not None
+    assert ts.marker_version is not None
     try:
-        ts.marker_etag = overwrite(core.store, ts.name, ts.marker_version, ts.marker_etag, data)
+        write_version(core.store, ts.name, ts.marker_version, data)
         return None
     except PreconditionFailed:
         return read_version(core.store, ts.name, ts.marker_version)
@@ -141,10 +155,43 @@ def overwrite_marker(core: TxnCore, ts: TableState, data: bytes) -> VersionState
             st = read_version(core.store, ts.name, ts.marker_version)
         except LvError:
             raise e from None
-    if st.raw == data:
+    if st.filled:
+        return None if st.raw == data else st
+    try:
+        write_version(core.store, ts.name, ts.marker_version, data)
+        return None
+    except PreconditionFailed:
+        got = read_version(core.store, ts.name, ts.marker_version)
+        return None if got.raw == data else got
+
+
+def free_own_marker(core: TxnCore, ts: TableState, reason: str) -> VersionState | None:
+    """Give up our marker (its object says freed; the log takes the version later, as an empty commit).
+
+    Returns None once freed; else what the version is now: our commit when it reached the log (a
+    write whose response got lost, or a roll forward), or a version taken or freed by someone else.
+    After an error whose outcome is unknown the marker is read back (raises when nothing can be learnt).
+    """
+    assert ts.marker_version is not None and ts.marker_etag is not None
+    if ts.name in core.book.attempted:  # a commit write was sent: the log decides, look there first
+        st = read_version(core.store, ts.name, ts.marker_version)
+        if st.filled:
+            return st
+    data = encode_freed(core.id, reason)
+    try:
+        ts.marker_etag = update_marker(core.store, ts.name, ts.marker_version, ts.marker_etag, data)
+        return None
+    except PreconditionFailed:
+        return read_version(core.store, ts.name, ts.marker_version)
+    except LvError as e:
+        try:
+            st = read_version(core.store, ts.name, ts.marker_version)
+        except LvError:
+            raise e from None
+    if not st.filled and st.raw == data:
         ts.marker_etag = st.etag
         return None
     if not (st.pending and st.txn == core.id):
         return st
-    ts.marker_etag = overwrite(core.store, ts.name, ts.marker_version, st.etag, data)
+    ts.marker_etag = update_marker(core.store, ts.name, ts.marker_version, st.etag, data)
     return None

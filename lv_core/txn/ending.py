@@ -13,8 +13,7 @@ from lv_core.delta.actions import decode_commit
 from lv_core.errors import LvError
 from lv_core.protocol import layout
 from lv_core.protocol.lease import keeper
-from lv_core.protocol.markers import encode_freed
-from lv_core.txn.access import overwrite_marker
+from lv_core.txn.access import free_own_marker
 from lv_core.txn.core import POOL, TxnCore
 from lv_core.txn.publish import Published
 from lv_core.txn.result import CommitResult
@@ -95,7 +94,7 @@ def abort(core: TxnCore, reason: str, rule: str) -> None:
     landed: list[str] = []
     for ts in book.held():
         try:
-            st = overwrite_marker(core, ts, encode_freed(core.id, rule))
+            st = free_own_marker(core, ts, rule)
         except LvError:
             unknown.append(ts.name)
             continue

@@ -12,18 +12,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Any
 
 from lv_core import events as ev
 from lv_core.delta.actions import CommitInfo, decode_commit, encode_commit
+from lv_core.errors import LvError
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.commitplan import build_plan
 from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect
-from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, overwrite, read_version
+from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, read_version, write_version
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import TableAccess, ValidationOutcome, validate
 from lv_core.testing import crashpoint
@@ -152,6 +154,20 @@ def _catch_up(core: TxnCore, outcome: ValidationOutcome, deadline: float) -> Non
         pass
 
 
+def _fill_unused_markers(core: TxnCore, names: dict[str, int]) -> dict[str, int]:
+    """Write an empty commit at each marker the plan does not commit at (read-only tables, a blind
+    append that moved): every version below it is resolved (settled), and the plan's versions above
+    must not leave a gap in the log. A version taken meanwhile by another writer is resolved too."""
+    freed: dict[str, int] = {}
+    for t, ts in core.book.tables.items():
+        if ts.marker_version is None or names.get(t) == ts.marker_version:
+            continue
+        with contextlib.suppress(LvError):
+            write_version(core.store, t, ts.marker_version, encode_freed(core.id, "read-only"))
+            freed[t] = ts.marker_version
+    return freed
+
+
 def commit_isolated(core: TxnCore, deadline: float) -> Published:
     """Validate and commit under LV[I]: settle marker tables (LV[R]), then validate R1-R3 under the
     validation lock and execute the recorded plan; read-only transactions validate without the lock."""
@@ -216,18 +232,11 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
         except PartMissing as e:
             raise aborted("part_missing", {"table": e.table, "version": e.version,
                                            "part": f"{e.sibling}@{e.sibling_version}"}, what=str(e)) from None
+        freed = _fill_unused_markers(core, names)
         book.decision = Decision("plan", names)
         result = held.commit(plan, state, additions=additions)
-    freed: dict[str, int] = {}
-    for t, ts in book.tables.items():  # markers not overwritten by the plan (read-only, or a blind move)
-        if ts.marker_version is None or result.versions.get(t) == ts.marker_version:
-            continue
-        try:
-            overwrite(core.store, t, ts.marker_version, ts.marker_etag or "", encode_freed(core.id, "read-only"))
-            freed[t] = ts.marker_version
-            core.events.emit(ev.MarkerFreed(core.id, table=t, version=ts.marker_version, reason="read-only"))
-        except Exception:  # freed by someone else, or expires by lease
-            pass
+    for t, v in freed.items():
+        core.events.emit(ev.MarkerFreed(core.id, table=t, version=v, reason="read-only"))
     for t, v in result.versions.items():
         book.mark_published(t, v, writes.get(t, []))
     return Published(dict(result.versions), freed, result.gvl or state)

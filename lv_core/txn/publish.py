@@ -1,5 +1,6 @@
-"""Commit stages 2 and 3 without LV[I]: prepare (what each marker becomes, and the decision record
-when several tables commit together) and publish (overwrite each marker, in parallel).
+"""Commit stages 2 and 3 without LV[I]: prepare (what each marker's version becomes, and the decision
+record when several tables commit together) and publish (write each marker's version into the Delta
+log once, in parallel; a read-only table's version gets an empty commit).
 
 ``commit_markers`` runs settle -> prepare -> publish per group (LV[CT]: all tables in one group, made
 all-or-nothing by the decision record; LV[R] alone: each table on its own, as the paper's
@@ -8,7 +9,6 @@ single-table atomic markers) until no marker was lost, and returns :class:`Publi
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 import time
@@ -17,14 +17,13 @@ from typing import Any
 
 from lv_core import events as ev
 from lv_core.delta.actions import Action, CommitInfo, encode_commit
-from lv_core.delta.log import DeltaLog
-from lv_core.errors import LvError, PreconditionFailed
+from lv_core.errors import LvError
 from lv_core.protocol import layout
 from lv_core.protocol.gvl import GvlState
-from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, overwrite
+from lv_core.protocol.markers import encode_freed, lakevilla_commit_info
 from lv_core.storage.base import OVERWRITE
 from lv_core.testing import crashpoint
-from lv_core.txn.access import overwrite_marker, replace_marker
+from lv_core.txn.access import replace_marker, write_marker_version
 from lv_core.txn.core import POOL, TxnCore
 from lv_core.txn.settle import Settled, settle_group
 from lv_core.txn.state import Decision, TableState
@@ -91,18 +90,10 @@ def _write_decision(core: TxnCore, data: bytes) -> None:
             raise
 
 
-def _checkpoint_covers(core: TxnCore, ts: TableState) -> bool:
-    """True when the table's last checkpoint is at or after our marker (1 GET)."""
-    lc = DeltaLog(core.store, ts.name).read_last_checkpoint()
-    try:
-        return lc is not None and int(lc.get("version", -1)) >= (ts.marker_version or 0)
-    except (TypeError, ValueError):
-        return False
-
-
 def publish(core: TxnCore, prepared: Prepared) -> list[str]:
-    """Overwrite the markers of the group with their plan (in parallel); returns the tables whose
-    marker was lost (and re-claimed at a later version: settle and publish those again)."""
+    """Write the versions of the group's markers into the log with their plan (in parallel); returns
+    the tables whose marker was lost (its version taken; re-claimed at a later version: settle and
+    publish those again)."""
     book = core.book
     writes = prepared.writes
     lost: list[str] = []
@@ -117,20 +108,17 @@ def publish(core: TxnCore, prepared: Prepared) -> list[str]:
     def one(t: str, data: bytes) -> None:
         ts = book.tables[t]
         assert ts.marker_version is not None and ts.marker_etag is not None
-        if t in writes and _checkpoint_covers(core, ts):
-            # A (foreign) checkpoint at or after our marker froze it as an empty commit: readers
-            # starting from that checkpoint would never see our actions there. Move the marker.
-            with contextlib.suppress(PreconditionFailed):
-                overwrite(core.store, t, ts.marker_version, ts.marker_etag, encode_freed(core.id, "checkpoint"))
-            lose(t, ts, ts.marker_version)
-            return
         if t in writes:
             book.attempted.add(t)
-        st = overwrite_marker(core, ts, data)
+        st = write_marker_version(core, ts, data)
         if st is not None:
             if st.kind == "commit" and st.txn == core.id:  # rolled forward by a recoverer
                 with guard:
                     book.mark_published(t, ts.marker_version, writes.get(t, []))
+                return
+            if t not in writes:  # read-only: the version is resolved either way (nothing of ours in it)
+                with guard:
+                    book.freed[t] = ts.marker_version
                 return
             lose(t, ts, ts.marker_version)
             return

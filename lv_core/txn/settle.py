@@ -69,8 +69,7 @@ def settle_group(core: TxnCore, group: list[str], deadline: float, redos: int = 
         except Restart:
             continue
         conflict = first_conflict(book.footprints(), preds) if book.decision is None else None
-        waited = group if core.iso else [t for t in group if not book.blind_only(t)]
-        for t in waited:  # blind-only tables not waited on keep their pending set: never cached as resolved
+        for t in group:
             ts = book.tables[t]
             ts.base = rebase(ts.base, [p for p in preds if p.table == t])
             ts.pending = {}

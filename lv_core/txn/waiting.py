@@ -18,7 +18,15 @@ from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import PredecessorCommit
 from lv_core.protocol.dag import Edge, closes_cycle, edges_from_json, shift_tables
 from lv_core.protocol.lease import lease_expired
-from lv_core.protocol.markers import encode_freed, encode_marker, overwrite, place_marker, read_version, unfinished_part
+from lv_core.protocol.markers import (
+    encode_freed,
+    encode_marker,
+    fill_version,
+    place_marker,
+    read_version,
+    unfinished_part,
+    update_marker,
+)
 from lv_core.protocol.recovery import resolve_expired
 from lv_core.testing import crashpoint
 from lv_core.txn.core import POOL, TxnCore
@@ -36,7 +44,8 @@ def add_edges(core: TxnCore, ts: TableState) -> None:
     book = core.book
     if not (core.ct and ts.pending):
         return
-    new = [Edge(core.id, x, ts.name, pv) for pv, x in sorted(ts.pending.items()) if (x, ts.name) not in book.preds]
+    new = [Edge(core.id, x, ts.name, pv) for pv, x in sorted(ts.pending.items())
+           if x and (x, ts.name) not in book.preds]
     for e in new:
         book.preds[(e.dst, e.table)] = e.version
         core.events.emit(ev.EdgeAdded(core.id, to_txn=e.dst, table=e.table, version=e.version))
@@ -100,10 +109,10 @@ def shift(core: TxnCore, tables: set[str], reason: str) -> list[Edge]:
         assert ts.marker_version is not None and ts.marker_etag is not None
         old = ts.marker_version
         with contextlib.suppress(PreconditionFailed):
-            overwrite(core.store, t, old, ts.marker_etag, encode_freed(core.id, "shift"))
+            update_marker(core.store, t, old, ts.marker_etag, encode_freed(core.id, "shift"))
         core.events.emit(ev.MarkerFreed(core.id, table=t, version=old, reason="shift"))
         v, etag, attempts = place_marker(core.store, t, old + 1, core.marker_info())
-        core.services.logs.note_latest(t, v)
+        core.services.logs.note_claimed(t, v)
         for pv in range(old + 1, v):
             st = read_version(core.store, t, pv)
             if st.pending and st.txn and st.txn != core.id:
@@ -126,7 +135,7 @@ def expose_predecessors(core: TxnCore) -> None:
     def one(ts: TableState) -> None:
         assert ts.marker_version is not None and ts.marker_etag is not None
         try:
-            ts.marker_etag = overwrite(core.store, ts.name, ts.marker_version, ts.marker_etag, data)
+            ts.marker_etag = update_marker(core.store, ts.name, ts.marker_version, ts.marker_etag, data)
         except PreconditionFailed:
             pass  # lost (freed after our lease expired): found and repaired at commit
 
@@ -163,7 +172,10 @@ def _check_while_waiting(core: TxnCore, ts: TableState, v: int, on_txn: str, wai
 
 
 def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> list[PredecessorCommit]:
-    """Wait until every version between the base and the marker is resolved; return them."""
+    """Wait until every version between the base and the marker is in the Delta log; return them.
+
+    Versions are taken in order, so when one is reached every version below it is in the log: a
+    given-up marker's version is then written as an empty commit here (the log never has a gap)."""
     out: list[PredecessorCommit] = []
     s = core.settings
     assert ts.marker_version is not None
@@ -174,6 +186,8 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
         next_check = wait_t0 + s.cycle_check_s
         while True:
             st = read_version(core.store, ts.name, v)
+            if st.kind == "freed" and not st.filled:
+                st = fill_version(core.store, ts.name, v, st, below_known=True) or st
             on_table, on = ts.name, st  # what we wait for: this version, or an unfinished part of it
             if core.iso and st.parts and st.txn != core.id:
                 part = unfinished_part(core.store, ts.name, st)
@@ -183,7 +197,8 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
                 break
             if lease_expired(core.store, on.txn or "", on.marker):
                 try:
-                    if resolve_expired(core.store, on_table, on, by=core.id) == "freed":
+                    if resolve_expired(core.store, on_table, on, by=core.id,
+                                       below_known=on_table == ts.name) == "freed":
                         core.events.emit(ev.MarkerFreed(core.id, table=on_table, version=on.version,
                                                         reason="expired", by=core.id))
                 except PreconditionFailed:
@@ -214,12 +229,9 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
 def resolve_all(core: TxnCore, group: list[str], deadline: float) -> list[PredecessorCommit]:
     """Wait for the predecessors of every table in ``group``, tables in parallel.
 
-    Without LV[I], a table this transaction only blind-appended to cannot conflict with anything
-    before it, so it does not wait there (no wait edge: fewer cycles across many tables). With
-    LV[I] it must: a published global version may never gain content later."""
+    A table the transaction only blind-appended to waits too, although nothing before it can
+    conflict with a blind append: the Delta log can hold no version above one still pending."""
     book = core.book
-    if not core.iso:
-        group = [t for t in group if not book.blind_only(t)]
     if len(group) == 1 or not core.ct:
         return [p for t in group for p in _resolve_predecessors(core, book.tables[t], deadline)]
     futures = [POOL.submit(_resolve_predecessors, core, book.tables[t], deadline) for t in group]

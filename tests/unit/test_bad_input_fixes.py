@@ -65,15 +65,15 @@ def _marker(**lv):
                                          ("created", "yesterday"), ("leaseExpires", float("nan"))])
 def test_marker_with_a_malformed_time_is_a_delta_log_error(field, value):
     with pytest.raises(DeltaLogError, match=field):
-        classify(3, _marker(**{field: value}), "e")
+        classify(3, _marker(**{field: value}), "e", filled=False)
 
 
 def test_marker_times_missing_or_numbers():
-    assert classify(3, _marker(), "e").marker.lease_expires == 0.0
-    assert classify(3, _marker(leaseExpires=None, created=5), "e").marker.created == 5.0
-    assert classify(3, _marker(leaseExpires=12.5), "e").marker.lease_expires == 12.5
+    assert classify(3, _marker(), "e", filled=False).marker.lease_expires == 0.0
+    assert classify(3, _marker(leaseExpires=None, created=5), "e", filled=False).marker.created == 5.0
+    assert classify(3, _marker(leaseExpires=12.5), "e", filled=False).marker.lease_expires == 12.5
     with pytest.raises(DeltaLogError, match="predecessors"):
-        classify(3, _marker(predecessors=7), "e")
+        classify(3, _marker(predecessors=7), "e", filled=False)
 
 
 @pytest.mark.parametrize("expires,expired", [("soon", True), (None, True), ("NaN", True), (True, True),

@@ -255,18 +255,22 @@ def test_delta_reader_only_sees_committed_states(tmp_path):
     assert any(t != 200.0 for t in run("delta"))
 
 
-def test_foreign_checkpoint_over_a_marker_moves_the_commit(lh):
-    """A checkpoint written at/after our pending marker would hide our commit there: we move it."""
+def test_foreign_checkpoint_while_a_marker_is_pending_cannot_hide_the_commit(lh):
+    """Markers live beside the log: a checkpoint a plain Delta writer takes while our marker is pending
+    covers only versions below it, so the commit lands at the marker's version and every reader sees it."""
     import deltalake
 
     txn = lh.begin(LV)
     add_kv(txn, "kv", 1, 5)
     v = txn.marker_versions()["kv"]
-    deltalake.DeltaTable(lh.store.url("kv")).create_checkpoint()  # a plain Delta writer checkpoints
+    dt = deltalake.DeltaTable(lh.store.url("kv"))
+    assert dt.version() == v - 1  # the pending marker is not a version of the log
+    dt.create_checkpoint()  # a plain Delta writer checkpoints
     res = txn.commit()
-    assert res.versions["kv"] > v
-    assert "MarkerLost" in _kinds(txn)
+    assert res.versions["kv"] == v
+    assert "MarkerLost" not in _kinds(txn)
     assert committed_kv(lh, "kv") == {1: 15.0, 2: 20.0}
+    assert deltalake.DeltaTable(lh.store.url("kv")).version() == v
     fresh = lv_core.connect(lh.store.url())
     assert fresh.snapshot("kv").version == res.versions["kv"]
 
@@ -274,10 +278,12 @@ def test_foreign_checkpoint_over_a_marker_moves_the_commit(lh):
 def test_request_counts_per_transaction(tmp_path):
     """Exact requests of a warm single-table transaction on the instrumented store.
 
-    read-only: 1 PUT lease + 1 PUT-create marker + 1 GET previous version (resolved view) + 2 GET data
-    files + 1 PUT sublog entry + 1 PUT-if-match freeing the marker + 2 DELETE (sublog entry, lease).
-    write (update of one row): the same, but the marker is overwritten with the commit and the new
-    data file costs 1 PUT-create; the GET of the previous version is a commit (not freed).
+    read-only: 1 PUT lease + 1 PUT-create marker (beside the log) + 1 GET previous version (resolved
+    view) + 2 GET data files + 1 PUT sublog entry + 1 PUT-create of the marker's version in the log (an
+    empty commit) + 2 DELETE (sublog entry, lease).
+    write (update of one row): the same, but the marker's version in the log gets the commit and the
+    new data file costs 1 PUT-create; no GET of ``_last_checkpoint`` (a checkpoint can no longer cover
+    a pending marker: markers are not in the log).
     """
     from lv_core import Lakehouse
     from lv_core.storage.instrumented import InstrumentedStore
@@ -292,7 +298,7 @@ def test_request_counts_per_transaction(tmp_path):
     r = lh.begin(LV)
     read_kv(r, "kv")
     res = r.commit()
-    assert st.counts() == {"GET": 3, "PUT": 2, "PUT-create": 1, "PUT-if-match": 1, "HEAD": 0, "DELETE": 2, "LIST": 0,
+    assert st.counts() == {"GET": 3, "PUT": 2, "PUT-create": 2, "PUT-if-match": 0, "HEAD": 0, "DELETE": 2, "LIST": 0,
                            "COPY": 0}
     assert res.requests == {k: v for k, v in st.counts().items() if v}  # the transaction counts its own
     assert [e.counts for e in r.events.history if isinstance(e, ev.Requests)] == [res.requests]
@@ -300,7 +306,7 @@ def test_request_counts_per_transaction(tmp_path):
     w = lh.begin(LV)
     add_kv(w, "kv", 1, 1)  # reads both files (scan), rewrites one
     w.commit()
-    assert st.counts() == {"GET": 4, "PUT": 2, "PUT-create": 2, "PUT-if-match": 1, "HEAD": 0, "DELETE": 2, "LIST": 0,
+    assert st.counts() == {"GET": 3, "PUT": 2, "PUT-create": 3, "PUT-if-match": 0, "HEAD": 0, "DELETE": 2, "LIST": 0,
                            "COPY": 0}
 
 
