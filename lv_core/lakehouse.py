@@ -21,7 +21,15 @@ from lv_core.errors import ConfigError, DeltaLogError, LvError, NotFound, TableE
 from lv_core.presets import resolve
 from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.recovery import RecoveryReport, recover
-from lv_core.protocol.scan import MAX_VERSIONS, LogEntry, MarkerScan, TableMarkers, list_tables, log_entries
+from lv_core.protocol.scan import (
+    MAX_VERSIONS,
+    LogEntry,
+    MarkerScan,
+    TableMarkers,
+    list_tables,
+    log_entries,
+    reserved_tail,
+)
 from lv_core.protocol.tablelog import TableLogs
 from lv_core.protocol.vacuum import VacuumReport, vacuum
 from lv_core.protocol.vlock import ValidationLock
@@ -123,16 +131,18 @@ class Lakehouse:
         return [scan.table(name, max_versions=max_versions) for name in names]
 
     def log(self, name: str, limit: int = 50) -> list[LogEntry]:
-        """The last ``limit`` versions of the table's Delta log, oldest first, LakeVilla markers marked.
+        """The last ``limit`` versions of the table's Delta log, oldest first, followed by the versions
+        reserved past its tail by LakeVilla markers (kind "marker" while pending, "freed" once given up).
 
         Raises:
             InvalidTableName, TableNotFound: a bad name, or no such table.
         """
-        latest = self.version(name)
-        return log_entries(self.store, name, max(0, latest - limit + 1), latest)
+        last = reserved_tail(self.store, name, self.version(name))
+        return log_entries(self.store, name, max(0, last - limit + 1), last)
 
     def version(self, name: str) -> int:
-        """The latest version of a table (markers of running transactions count: they hold versions).
+        """The latest version of a table's Delta log (a running transaction's marker reserves a later
+        version, which becomes part of the log once the transaction commits or gives it up).
 
         Raises:
             InvalidTableName: ``name`` cannot name a table.

@@ -57,8 +57,8 @@ def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | Non
 
 def _tail_start(access: TableAccess, l: int | None, store: ObjectStore) -> int | None:
     """Where to probe from, or None when no probe is needed (decided by the caller)."""
-    if access.marker is not None:
-        return max(access.marker, l) if l is not None else access.marker
+    if access.marker is not None:  # from the marker's own version: a writer that ignores markers may take it
+        return max(access.marker - 1, l) if l is not None else access.marker - 1
     if l is not None:
         return l
     if access.r is not None:

@@ -237,10 +237,11 @@ def fill_version(store: ObjectStore, table: str, version: int, st: VersionState,
 
 
 def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo) -> tuple[int, str, int]:
-    """Put-if-absent a marker object at the first free version >= ``start``.
+    """Put-if-absent a marker object at the first free version >= ``start`` that the log does not hold.
 
-    Returns (version, etag, attempts). Losing a race means: try the next version. A version the log
-    already holds is skipped too (its marker object may be gone; 1 HEAD, only after a lost race).
+    Returns (version, etag, attempts). Losing a race means: try the next version. Each placed marker
+    is checked against the log (1 HEAD): a writer that ignores markers may have taken the version
+    (the marker object is then left behind, unused: the log file is what counts).
     """
     data = encode_marker(info)
     v = start
@@ -252,14 +253,11 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo) -
         except AlreadyExists:
             v += 1
             continue
-        if attempts > 1:
-            try:
-                store.head(commit_key(table, v))
-            except NotFound:
-                return v, etag, attempts
-            v += 1
-            continue
-        return v, etag, attempts
+        try:
+            store.head(commit_key(table, v))
+        except NotFound:
+            return v, etag, attempts
+        v += 1
 
 
 def update_marker(store: ObjectStore, table: str, version: int, etag: str, data: bytes) -> str:

@@ -186,6 +186,18 @@ class MarkerScan:
                           expires, renewed, state, preds, st)
 
 
+def reserved_tail(store: ObjectStore, table: str, latest: int) -> int:
+    """The highest version reserved by markers just past the log's tail ``latest`` (``latest`` if none):
+    one GET per reserved version + 1."""
+    v = latest
+    while True:
+        try:
+            store.head(layout.marker_key(table, v + 1))
+        except NotFound:
+            return v
+        v += 1
+
+
 def log_entries(store: ObjectStore, table: str, first: int, last: int) -> list[LogEntry]:
     """Versions ``first`` .. ``last`` of ``table``'s log (one GET each), oldest first."""
     out = []
@@ -198,4 +210,4 @@ def log_entries(store: ObjectStore, table: str, first: int, last: int) -> list[L
 
 
 __all__ = ["MAX_VERSIONS", "LiveMarker", "LogEntry", "MarkerScan", "TableMarkers", "list_tables", "log_entries",
-           "transaction_ids"]
+           "reserved_tail", "transaction_ids"]

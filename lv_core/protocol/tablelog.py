@@ -103,9 +103,11 @@ class TableLogs:
             log = DeltaLog(store, table)
             try:
                 snap = log.snapshot(upto, method="probe")
-            except VersionNotFound:  # the log ends below ``upto``: the rest is reserved by markers
-                snap = log.snapshot(log.latest_version(hint if hint is not None and hint <= upto else None),
-                                    method="probe")
+            except VersionNotFound:  # the log may end below ``upto``: the rest is reserved by markers
+                tail = log.latest_version(hint if hint is not None and hint <= upto else None)
+                if tail >= upto:
+                    raise  # the version exists no more (cleaned up), or never did
+                snap = log.snapshot(tail, method="probe")
         pending: dict[int, str] = {}
         commits: list[tuple[int, list[Action]]] = []
         last_resolved: Snapshot = snap

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lv_core.protocol.gvl import GvlState
-from lv_core.protocol.layout import commit_key
+from lv_core.protocol.layout import commit_key, marker_key
 from lv_core.protocol.markers import MarkerInfo, classify, encode_marker
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.storage.instrumented import InstrumentedStore
@@ -59,7 +59,7 @@ def test_siblings_close_transitively(store):
 
 def test_a_pending_marker_below_the_sibling_part_refuses(store):
     store.put(commit_key("a", 1), _commit("T", {"a": 1, "b": 2}))
-    store.put(commit_key("b", 1), encode_marker(MarkerInfo(txn="V")))
+    store.put(marker_key("b", 1), encode_marker(MarkerInfo(txn="V")))
     store.put(commit_key("b", 2), _commit("T", {"a": 1, "b": 2}))
     with pytest.raises(PartMissing) as info:
         close_parts(store, STATE, {"a": 1})
@@ -68,7 +68,7 @@ def test_a_pending_marker_below_the_sibling_part_refuses(store):
 
 def test_an_unfinished_sibling_refuses(store):
     store.put(commit_key("a", 1), _commit("T", {"a": 1, "b": 1}))
-    store.put(commit_key("b", 1), encode_marker(MarkerInfo(txn="T")))
+    store.put(marker_key("b", 1), encode_marker(MarkerInfo(txn="T")))
     with pytest.raises(PartMissing):
         close_parts(store, STATE, {"a": 1})
 

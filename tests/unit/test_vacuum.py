@@ -85,7 +85,7 @@ def test_vacuum_keeps_what_retained_versions_need_and_removes_the_rest(history) 
     assert _data_files(root) == before
     rep = lh.vacuum("kv")
     assert rep.deleted == dry.deleted
-    assert rep.oldest_retained_version == 5 and rep.latest_version == 7  # 7: the running transaction's marker
+    assert rep.oldest_retained_version == 5 and rep.latest_version == 6  # marker 7 is not in the log
     only_old = set().union(*(files[v] for v in range(5))) - files[5] - files[6]
     assert set(rep.deleted) == only_old | {"part-orphan-old.parquet"}
     assert len(only_old) == 1  # row 1's first file, replaced at v5

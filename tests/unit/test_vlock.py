@@ -21,7 +21,14 @@ from lv_core.protocol.commitplan import (
 )
 from lv_core.protocol.gvl import EMPTY, GlobalLog
 from lv_core.protocol.layout import commit_key
-from lv_core.protocol.markers import MarkerInfo, free_marker, lakevilla_commit_info, place_marker, read_version
+from lv_core.protocol.markers import (
+    MarkerInfo,
+    fill_version,
+    free_marker,
+    lakevilla_commit_info,
+    place_marker,
+    read_version,
+)
 from lv_core.protocol.vlock import (
     COMMITTING,
     LOCK_KEY,
@@ -205,9 +212,9 @@ def test_holder_commit_path_and_its_cost(store: ObjectStore) -> None:
     assert result.gvl is not None and dict(result.gvl.tables) == {"a": 1, "b": 1, "c": 4} and result.gvl.txn == "me"
     c = inst.counts()
     # lock: PUT-create, PUT-if-match (committing), DELETE; head: GET hint + GET miss;
-    # plan: PUT-create (b) + PUT-if-match (a's marker); publish: PUT-create + PUT (hint)
+    # plan: PUT-create (b) + PUT-create (a's marker version, into the log); publish: PUT-create + PUT (hint)
     assert (c["PUT-create"], c["PUT-if-match"], c["PUT"], c["GET"], c["DELETE"], c["HEAD"], c["LIST"]) == (
-        3, 2, 1, 2, 1, 0, 0)
+        4, 1, 1, 2, 1, 0, 0)
     assert lock.read() is None and rows(store, "a") == [1] and rows(store, "b") == [2]
     assert GlobalLog(store).head() == result.gvl
 
@@ -320,15 +327,18 @@ def test_lost_marker_rolls_the_written_tables_back(local_store: ObjectStore) -> 
         create_table(store, t, "id BIGINT")
     mv, metag, _ = place_marker(store, "b", 1, MarkerInfo("me"))
     free_marker(store, "b", read_version(store, "b", mv), "expired", by="someone")  # our lease ran out
+    fill_version(store, "b", mv, read_version(store, "b", mv), below_known=True)  # a waiter resolved it
     plan = [PlannedCommit("b", mv, commit_bytes(store, "b", "me", [2]), OVERWRITE_MARKER, metag),
             PlannedCommit("a", 1, commit_bytes(store, "a", "me", [1]))]
     base = GlobalLog(store).publish(EMPTY, {"a": 0, "b": 0}, "setup")
     with ValidationLock(store).acquire("me", timeout_s=5) as held:
         with pytest.raises(TransactionAborted) as ei:
             held.commit(plan, base)
-    assert ei.value.rule == "timeout" and ei.value.details == {"written": {"a": 1}, "undone": {"a": 1}}
+    # the log is never rewritten: a@1 keeps the commit, a revert commit at a@2 undoes it
+    assert ei.value.rule == "timeout" and ei.value.details == {"written": {"a": 1}, "undone": {"a": 2}}
     st = read_version(store, "a", 1)
-    assert st.kind == "freed" and st.txn == "me" and rows(store, "a") == []
+    assert st.kind == "commit" and st.txn == "me" and rows(store, "a") == []
+    assert read_version(store, "a", 2).txn == "me" and b"LAKEVILLA REVERT" in read_version(store, "a", 2).raw
     assert GlobalLog(store).head() == base and ValidationLock(store).read() is None
 
 

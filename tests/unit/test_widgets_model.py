@@ -123,7 +123,7 @@ def test_outcome_unknown_keeps_its_markers(tmp_path):
     txn = lh.begin("repeatable_read")
     add_kv(txn, "kv", 1, -5)
     add_kv(txn, "kv2", 1, 5)
-    store.fail("PUT-if-match", key_contains="kv2/_delta_log/", times=3)
+    store.fail("PUT-create", key_contains="kv2/_delta_log/", times=3)
     with pytest.raises(lv_core.LvError):
         txn.commit()
     view = fold(txn.events.history)
