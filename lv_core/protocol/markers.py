@@ -208,8 +208,8 @@ def read_version(store: ObjectStore, table: str, version: int, *, fill: bool = F
         pass
     res = store.get(marker_key(table, version))
     st = classify(version, res.data, res.etag, filled=False)
-    if st.kind == "commit":  # not a marker object we understand: never a commit by itself
-        raise DeltaLogError(f"table {table!r}: the marker object of version {version} is not a marker")
+    if st.kind == "commit":  # not a marker object we understand (no owner): never a commit, nothing to wait for
+        st = VersionState(version, "freed", res.etag, raw=res.data, filled=False)
     if fill and st.kind == "freed":
         filled = fill_version(store, table, version, st)
         if filled is not None:
@@ -239,25 +239,26 @@ def fill_version(store: ObjectStore, table: str, version: int, st: VersionState,
 def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo) -> tuple[int, str, int]:
     """Put-if-absent a marker object at the first free version >= ``start`` that the log does not hold.
 
-    Returns (version, etag, attempts). Losing a race means: try the next version. Each placed marker
-    is checked against the log (1 HEAD): a writer that ignores markers may have taken the version
-    (the marker object is then left behind, unused: the log file is what counts).
+    Returns (version, etag, attempts). Each candidate version is checked against the log first
+    (1 HEAD: a writer that ignores markers may have taken it), then claimed; losing the race for the
+    marker object means: try the next version. A writer that ignores markers may still take the
+    version after the check: the commit then finds it taken and the transaction moves its marker.
     """
     data = encode_marker(info)
     v = start
     attempts = 0
     while True:
-        attempts += 1
-        try:
-            etag = store.put(marker_key(table, v), data, mode=CREATE)
-        except AlreadyExists:
-            v += 1
-            continue
         try:
             store.head(commit_key(table, v))
+            v += 1
+            continue
         except NotFound:
-            return v, etag, attempts
-        v += 1
+            pass
+        attempts += 1
+        try:
+            return v, store.put(marker_key(table, v), data, mode=CREATE), attempts
+        except AlreadyExists:
+            v += 1
 
 
 def update_marker(store: ObjectStore, table: str, version: int, etag: str, data: bytes) -> str:

@@ -113,7 +113,10 @@ class TableLogs:
         last_resolved: Snapshot = snap
         in_log = True  # every version so far is in the Delta log
         for v in range(snap.version + 1, upto + 1):
-            st = read_version(store, table, v)
+            try:
+                st = read_version(store, table, v)
+            except NotFound:
+                raise VersionNotFound(table, upto, f"the latest version is {v - 1}") from None
             if not st.filled and st.kind == "freed" and in_log:
                 st = fill_version(store, table, v, st, below_known=True) or st
             if st.filled:
