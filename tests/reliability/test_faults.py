@@ -266,7 +266,7 @@ def test_lost_response_in_lv_i_commit_is_retried(tmp_path):
     plain, store, lh = _two_tables(tmp_path)
     txn = lh.begin("serializable")
     O.run_op(txn, O.add("kv", 1, 5))
-    store.fail("PUT-if-match", key_contains="kv/_delta_log/", after=True)
+    store.fail("PUT-create", key_contains="kv/_delta_log/", after=True)
     txn.commit()
     assert _loads(plain, "kv") == [(1, 105.0)]
 
@@ -275,7 +275,7 @@ def test_lost_response_to_a_single_table_commit_keeps_its_data(tmp_path):
     plain, store, lh = _two_tables(tmp_path)
     txn = lh.begin("repeatable_read")
     O.run_op(txn, O.add("kv", 1, 5))
-    store.fail("PUT-if-match", key_contains="kv/_delta_log/", after=True)
+    store.fail("PUT-create", key_contains="kv/_delta_log/", after=True)
     try:
         txn.commit()
     except LvError:
@@ -291,7 +291,7 @@ def test_lost_response_to_the_decision_never_half_commits(tmp_path):
     O.run_op(txn, O.add("kv", 1, -5))
     O.run_op(txn, O.add("kv2", 1, 5))
     store.fail("PUT", key_contains="decision.json", after=True)
-    store.fail("PUT-if-match", key_contains="kv2/_delta_log/", times=1)
+    store.fail("PUT-create", key_contains="kv2/_delta_log/", times=1)
     try:
         txn.commit()  # it may learn that the decision landed and commit after all
     except LvError:
@@ -320,7 +320,7 @@ def test_unknown_decision_then_abort_is_never_rolled_forward_half_way(tmp_path):
     O.run_op(txn, O.add("kv2", 1, 5))
     store.fail("PUT", key_contains="decision.json", after=True)
     store.fail("GET", key_contains="decision.json")
-    store.fail("PUT-if-match", key_contains="kv2/_delta_log/", times=2)  # the free and its one retry
+    store.fail("PUT-if-match", key_contains="markers/kv2/", times=2)  # the free and its one retry
     with pytest.raises(LvError):
         txn.commit()
     assert txn.state == "aborted"
@@ -347,7 +347,7 @@ def test_global_versions_hold_a_multi_table_commit_outside_the_log_whole(tmp_pat
     txn = lh.begin("repeatable_read")
     O.run_op(txn, O.add("kv", 1, -5))
     O.run_op(txn, O.add("kv2", 1, 5))
-    store.fail("PUT-if-match", key_contains="kv2/_delta_log/", times=3)
+    store.fail("PUT-create", key_contains="kv2/_delta_log/", times=3)
     with pytest.raises(LvError):
         txn.commit()
     assert txn.state == "unknown" and _loads(plain, "kv") == [(1, 95.0)] and _loads(plain, "kv2") == [(1, 100.0)]
@@ -367,7 +367,7 @@ def test_decided_commit_whose_publish_failed_blocks_nobody(tmp_path, preset):
     txn = lh.begin(preset)
     O.run_op(txn, O.add("kv", 1, -5))
     O.run_op(txn, O.add("kv2", 1, 5))
-    store.fail("PUT-if-match", key_contains="kv2/_delta_log/", times=3)
+    store.fail("PUT-create", key_contains="kv2/_delta_log/", times=3)
     with pytest.raises(LvError):
         txn.commit()
     assert txn.state == "unknown"

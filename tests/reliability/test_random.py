@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import os
 import random
+import threading
 import time
 
 import pytest
@@ -121,8 +122,14 @@ def test_blind_append_commit_does_not_poison_the_cache(tmp_path):
     O.run_op(a, O.add("t0", 1, 5))        # A: marker at v
     b = lh_b.begin("repeatable_read")
     O.run_op(b, O.insert("t0", 99, 1.0))   # B: marker at v+1, only a blind append
-    b.commit()                             # B publishes v+1 while v is pending
+    waiting = threading.Event()
+    b.events.subscribe(lambda e: waiting.set() if e.kind == "Waiting" else None)
+    done = threading.Thread(target=b.commit)  # B waits for v: the log can hold no version above a pending one
+    done.start()
+    assert waiting.wait(30)
     a.commit()                             # A publishes v: row 1 = 105
+    done.join(30)
+    assert b.state == "committed"
     c = lh_b.begin("repeatable_read")      # a later transaction in B's process
     seen = O.run_op(c, O.read("t0", 1))
     O.run_op(c, O.add("t0", 1, 1))
