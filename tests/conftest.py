@@ -216,3 +216,20 @@ def local_store(tmp_path: Any) -> LocalStore:
 def store(request: pytest.FixtureRequest) -> ObjectStore:
     """The storage contract runs once per backend."""
     return request.getfixturevalue(f"{request.param}_store")
+
+
+@pytest.fixture
+def log_immutability(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Issue 18: run a test that works in ``tmp_path`` under the log-immutability
+    checker (tests/helpers/immutability.py): no ``_delta_log`` file may change or disappear, whatever
+    the processes, crashes and faults of the test do. A test that plants a broken log file itself
+    (bad input) opts out with ``@pytest.mark.plants_log_files``."""
+    if "tmp_path" not in request.fixturenames or request.node.get_closest_marker("plants_log_files"):
+        yield None
+        return
+    from tests.helpers.immutability import LogWatcher
+
+    watcher = LogWatcher(root=request.getfixturevalue("tmp_path")).start()
+    yield watcher
+    watcher.stop()
+    assert not watcher.violations, f"Delta log files were rewritten: {watcher.violations[:10]} ({watcher.summary()})"

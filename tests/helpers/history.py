@@ -158,6 +158,7 @@ def _reads(t: TxnLog) -> list[Any]:
 def check(logs: list[TxnLog], *, tables: list[str], initial: Mapping[str, Mapping[int, float]], lh: Any,
           gvl: Any = None) -> list[str]:
     """All problems found (an empty list means the history is explained)."""
+    from lv_core.errors import NotFound
     from lv_core.protocol import layout
     from lv_core.protocol.markers import read_version
 
@@ -263,6 +264,15 @@ def check(logs: list[TxnLog], *, tables: list[str], initial: Mapping[str, Mappin
 
     # 3. a clean warehouse
     for tb in tables:
+        v = latest[tb] + 1  # past the log's tail: markers only, and none may still be pending
+        while True:
+            try:
+                st = read_version(lh.store, tb, v)
+            except NotFound:
+                break
+            if st.pending:
+                problems.append(f"{tb}@{v} is still a pending marker")
+            v += 1
         for v in range(latest[tb] + 1):
             if read_version(lh.store, tb, v).pending:
                 problems.append(f"{tb}@{v} is still a pending marker")

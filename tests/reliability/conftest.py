@@ -28,18 +28,8 @@ def ipshell() -> Iterator[Any]:
         del globalipapp.start_ipython.already_called
 
 
-@pytest.fixture(autouse=True)
-def log_immutability(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """Issue 18: every reliability test that works in ``tmp_path`` runs under the log-immutability
-    checker (tests/helpers/immutability.py): no ``_delta_log`` file may change or disappear, whatever
-    the processes, crashes and faults of the test do. A test that plants a broken log file itself
-    (bad input) opts out with ``@pytest.mark.plants_log_files``."""
-    if "tmp_path" not in request.fixturenames or request.node.get_closest_marker("plants_log_files"):
-        yield None
-        return
-    from tests.helpers.immutability import LogWatcher
 
-    watcher = LogWatcher(root=request.getfixturevalue("tmp_path")).start()
-    yield watcher
-    watcher.stop()
-    assert not watcher.violations, f"Delta log files were rewritten: {watcher.violations[:10]} ({watcher.summary()})"
+@pytest.fixture(autouse=True)
+def _every_test_keeps_the_log_immutable(log_immutability: Any) -> Any:
+    """Every reliability test runs under the log-immutability checker (tests/conftest.py)."""
+    return log_immutability

@@ -17,6 +17,9 @@ from tests.helpers.bank import add_kv, committed_kv, make_kv, write_kv
 
 CT = "repeatable_read"  # R + CT
 
+# issue 18: the marker-shift scenarios run under the log-immutability checker (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("log_immutability")
+
 
 # ---------------------------------------------------------------- pure DAG logic
 
