@@ -23,17 +23,19 @@ from lv_core.delta.log import DeltaLog
 from lv_core.errors import NotFound
 from lv_core.protocol.conflicts import OpFootprint, PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
-from lv_core.protocol.markers import read_version, unfinished_part
+from lv_core.protocol.markers import read_log_version, read_version, unfinished_part
 from lv_core.protocol.validation import Change, LogTail, Policy, TableAccess, TableInputs, derive
 from lv_core.storage.base import ObjectStore
 
 
-def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | None = None) -> LogTail:
+def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | None = None,
+               own_marker: int | None = None) -> LogTail:
     """GET and classify every version above ``start`` until one is missing (a part of an unfinished
     multi-table commit outside the global log counts as a pending marker).
 
     Cost: ``d + 1`` GETs where ``d`` is the number of versions above ``start``.
-    A version written by ``own_txn`` is classified "own" (neither hidden nor foreign).
+    A version written by ``own_txn`` is classified "own" (neither hidden nor foreign). At
+    ``own_marker`` (the transaction's own marker) only the log is read: its marker object is ours.
 
     Raises:
         DeltaLogError: a version is not a valid commit file.
@@ -42,6 +44,12 @@ def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | Non
     kinds: list[str] = []
     v = start + 1
     while True:
+        if v == own_marker:
+            logged = read_log_version(store, table, v)
+            if logged is None:
+                kinds.append("own")
+                v += 1
+                continue
         try:
             st = read_version(store, table, v, fill=True)  # a given-up marker's version enters the log
         except NotFound:
@@ -143,7 +151,7 @@ def collect(
         if needs_tail(access, l, policy, txn_writes):
             start = _tail_start(access, l, store)
             assert start is not None
-            tail = probe_tail(store, access.table, start, own_txn=own_txn)
+            tail = probe_tail(store, access.table, start, own_txn=own_txn, own_marker=access.marker)
         elif access.written:  # a written table the log does not know, with a marker: always compatible
             assert access.marker is not None
             tail = LogTail(access.marker)

@@ -217,6 +217,15 @@ def read_version(store: ObjectStore, table: str, version: int, *, fill: bool = F
     return st
 
 
+def read_log_version(store: ObjectStore, table: str, version: int) -> VersionState | None:
+    """The version's Delta file classified, or None when the log does not hold it yet (1 GET)."""
+    try:
+        res = store.get(commit_key(table, version))
+    except NotFound:
+        return None
+    return classify(version, res.data, res.etag)
+
+
 def fill_version(store: ObjectStore, table: str, version: int, st: VersionState,
                  *, below_known: bool = False) -> VersionState | None:
     """Write the empty commit of a given-up version into the log (put-if-absent), once the version
@@ -319,6 +328,7 @@ __all__ = [
     "free_marker",
     "lakevilla_commit_info",
     "place_marker",
+    "read_log_version",
     "read_version",
     "update_marker",
     "write_version",

@@ -19,10 +19,12 @@ from lv_core.protocol.conflicts import PredecessorCommit
 from lv_core.protocol.dag import Edge, closes_cycle, edges_from_json, shift_tables
 from lv_core.protocol.lease import lease_expired
 from lv_core.protocol.markers import (
+    VersionState,
     encode_freed,
     encode_marker,
     fill_version,
     place_marker,
+    read_log_version,
     read_version,
     unfinished_part,
     update_marker,
@@ -184,8 +186,14 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
         delay = s.poll_min_s
         wait_t0 = time.monotonic()
         next_check = wait_t0 + s.cycle_check_s
+        st: VersionState | None = None
+        polls = 0
         while True:
-            st = read_version(core.store, ts.name, v)
+            polls += 1
+            # While a marker is pending, poll the log (1 GET); its object (given up?) every third round.
+            logged = read_log_version(core.store, ts.name, v) if st is not None and st.pending and polls % 3 else None
+            st = logged if logged is not None else (
+                st if st is not None and st.pending and polls % 3 else read_version(core.store, ts.name, v))
             if st.kind == "freed" and not st.filled:
                 st = fill_version(core.store, ts.name, v, st, below_known=True) or st
             on_table, on = ts.name, st  # what we wait for: this version, or an unfinished part of it
@@ -203,6 +211,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
                                                         reason="expired", by=core.id))
                 except PreconditionFailed:
                     pass
+                st = None  # read it whole again
                 continue
             if waited_on is None:
                 waited_on = st.txn
