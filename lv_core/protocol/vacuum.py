@@ -8,6 +8,9 @@ a later commit added (with their deletion-vector files). A reader at any retaine
 finds every file it needs. (Delta Lake keeps the latest version's tombstones removed within the
 window instead: the same set when ``deletionTimestamp`` is the commit time.)
 
+Also removed: the marker objects (``_lakevilla/markers/<table>/``) of versions the log holds, which
+nobody reads any more (pending markers lie past the log's tail and are kept).
+
 Never deleted either: anything under ``_delta_log/``, hidden names (``_*``, ``.*``; partition
 folders such as ``_c=1`` excepted) and so ``<table>/_lv_staging/`` (Spark output of running
 transactions), files a transaction sublog names (running transactions' staged files; those of dead
@@ -30,6 +33,7 @@ from lv_core.delta.dv import dv_of
 from lv_core.delta.errors import VersionNotFound
 from lv_core.delta.log import DeltaLog
 from lv_core.errors import ConfigError, LvError
+from lv_core.protocol import layout
 from lv_core.protocol.scan import transaction_ids
 from lv_core.protocol.sublog import read_sublog
 from lv_core.storage.base import ObjectStore
@@ -52,6 +56,7 @@ class VacuumReport:
     kept_referenced: int = 0  # data files some retained version needs
     kept_young: int = 0  # unreferenced, but younger than the window
     kept_in_use: int = 0  # named by a transaction sublog
+    markers_removed: int = 0  # marker objects of versions the log holds (resolved: bookkeeping only)
     dry_run: bool = False
 
 
@@ -147,7 +152,23 @@ def vacuum(store: ObjectStore, table: str, *, retain_hours: float | None = None,
             rep.kept_young += 1
         else:
             rep.deleted.append(rel)
+    resolved = _resolved_markers(store, table, latest.version)
+    rep.markers_removed = len(resolved)
     if not dry_run:
         for rel in rep.deleted:
             store.delete(prefix + rel)
+        for key in resolved:
+            store.delete(key)
     return rep
+
+
+def _resolved_markers(store: ObjectStore, table: str, latest: int) -> list[str]:
+    """Marker objects (beside the log) of versions at or below ``latest``: the log holds those
+    versions, so the objects are no longer read by anyone (1 LIST)."""
+    out = []
+    for meta in store.list(layout.markers_prefix(table)):
+        name = meta.key.rsplit("/", 1)[-1]
+        stem = name[:-5] if name.endswith(".json") else ""
+        if stem.isdigit() and int(stem) <= latest:
+            out.append(meta.key)
+    return out

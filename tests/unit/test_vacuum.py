@@ -83,9 +83,13 @@ def test_vacuum_keeps_what_retained_versions_need_and_removes_the_rest(history) 
     before = _data_files(root)
     dry = lh.vacuum("kv", dry_run=True)
     assert _data_files(root) == before
+    markers = {m.key for m in lh.store.list("_lakevilla/markers/kv/")}
     rep = lh.vacuum("kv")
     assert rep.deleted == dry.deleted
     assert rep.oldest_retained_version == 5 and rep.latest_version == 6  # marker 7 is not in the log
+    # marker objects of versions the log holds are removed; the running transaction's (7) is kept
+    assert {m.key for m in lh.store.list("_lakevilla/markers/kv/")} == {"_lakevilla/markers/kv/" + f"{7:020d}.json"}
+    assert rep.markers_removed == len(markers) - 1
     only_old = set().union(*(files[v] for v in range(5))) - files[5] - files[6]
     assert set(rep.deleted) == only_old | {"part-orphan-old.parquet"}
     assert len(only_old) == 1  # row 1's first file, replaced at v5
