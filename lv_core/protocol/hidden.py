@@ -29,13 +29,15 @@ from lv_core.storage.base import ObjectStore
 
 
 def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | None = None,
-               own_marker: int | None = None) -> LogTail:
+               own_marker: int | None = None, markers: bool = True) -> LogTail:
     """GET and classify every version above ``start`` until one is missing (a part of an unfinished
     multi-table commit outside the global log counts as a pending marker).
 
     Cost: ``d + 1`` GETs where ``d`` is the number of versions above ``start``.
     A version written by ``own_txn`` is classified "own" (neither hidden nor foreign). At
     ``own_marker`` (the transaction's own marker) only the log is read: its marker object is ours.
+    Without ``markers`` the probe ends at the log's tail (markers reserve versions only past it): a
+    table only read, or written behind its own marker, needs no marker above the tail.
 
     Raises:
         DeltaLogError: a version is not a valid commit file.
@@ -50,10 +52,16 @@ def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | Non
                 kinds.append("own")
                 v += 1
                 continue
-        try:
-            st = read_version(store, table, v, fill=True)  # a given-up marker's version enters the log
-        except NotFound:
-            return LogTail(start, tuple(kinds))
+        if not markers:
+            found = read_log_version(store, table, v)
+            if found is None:
+                return LogTail(start, tuple(kinds))
+            st = found
+        else:
+            try:
+                st = read_version(store, table, v, fill=True)  # a given-up marker's version enters the log
+            except NotFound:
+                return LogTail(start, tuple(kinds))
         if own_txn is not None and st.txn == own_txn:
             kinds.append("own")
         elif st.parts and unfinished_part(store, table, st) is not None:
@@ -151,7 +159,8 @@ def collect(
         if needs_tail(access, l, policy, txn_writes):
             start = _tail_start(access, l, store)
             assert start is not None
-            tail = probe_tail(store, access.table, start, own_txn=own_txn, own_marker=access.marker)
+            tail = probe_tail(store, access.table, start, own_txn=own_txn, own_marker=access.marker,
+                              markers=access.written and access.marker is None)
         elif access.written:  # a written table the log does not know, with a marker: always compatible
             assert access.marker is not None
             tail = LogTail(access.marker)
