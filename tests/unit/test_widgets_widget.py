@@ -41,6 +41,13 @@ def _until(cond, timeout: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+def _descendants(w: Any) -> list[Any]:
+    out = []
+    for c in getattr(w, "children", ()):
+        out += [c, *_descendants(c)]
+    return out
+
+
 def _updates(comms: list[tuple[str, Any]], widget: Any) -> list[dict]:
     return [d["state"] for cid, d in comms if cid == widget.model_id and d.get("method") == "update"]
 
@@ -51,9 +58,10 @@ def test_constructor_renders_replayed_events_with_classes(comms):
     w = TransactionWidget(txn)
     try:
         assert "lv-txn" in w._dom_classes and "lv-state-waiting" in w._dom_classes
-        parts = {c: p for p in w.children for c in p._dom_classes}
-        assert {"lv-style", "lv-header", "lv-markers", "lv-dag", "lv-validation", "lv-timeline",
-                "lv-result"} <= set(parts)
+        parts = {c: p for p in _descendants(w) for c in p._dom_classes}
+        assert {"lv-style", "lv-toggle", "lv-summary", "lv-progress", "lv-cancel", "lv-details", "lv-why",
+                "lv-header", "lv-markers", "lv-dag", "lv-validation", "lv-timeline", "lv-result"} <= set(parts)
+        assert 'data-state="waiting"' in parts["lv-summary"].value and "waiting on " in parts["lv-summary"].value
         assert 'data-state="waiting"' in parts["lv-header"].value
         assert 'data-table="bank_x"' in parts["lv-markers"].value
         assert w.view.state == "waiting" and w.renders == 1
@@ -67,7 +75,7 @@ def test_live_updates_from_a_background_thread_are_throttled(comms):
     txn = FakeTxn()
     txn.emit(began())
     w = TransactionWidget(txn, min_interval_s=0.1, tick_s=0)
-    header = next(p for p in w.children if "lv-header" in p._dom_classes)
+    header = w.part("header")
     before = len(_updates(comms, header))
     n = 400
 
@@ -97,8 +105,8 @@ def test_wait_then_commit_from_another_thread_flips_state(comms):
     events = stream(*waiting_stream(), start=time.time() - 1.0)
     threading.Thread(target=txn.emit, args=tuple(events)).start()
     _until(lambda: "lv-state-waiting" in w._dom_classes)
-    result = next(p for p in w.children if "lv-result" in p._dom_classes)
-    header = next(p for p in w.children if "lv-header" in p._dom_classes)
+    result = w.part("result")
+    header = w.part("header")
     n = len(_updates(comms, header))
     _until(lambda: len(_updates(comms, header)) >= n + 3)  # ticks: the elapsed time keeps moving
     threading.Thread(target=txn.emit, args=tuple(stream(
@@ -167,9 +175,9 @@ def test_real_transactions_widget_follows_a_background_commit(comms, tmp_path):
     v1 = t1.marker_versions()["bank_x"]
     fut = t2.commit_async()
     _until(lambda: "lv-state-waiting" in w2._dom_classes)
-    markers = next(p for p in w2.children if "lv-markers" in p._dom_classes)
+    markers = w2.part("markers")
     assert f"waiting on T1@{v1}" in markers.value
-    dag = next(p for p in w2.children if "lv-dag" in p._dom_classes)
+    dag = w2.part("dag")
     assert "lv-edge-waiting" in dag.value and f"bank_x@{v1}" in dag.value
     t1.commit()
     fut.result(timeout=30)
@@ -187,7 +195,7 @@ def test_cell_hook_resends_background_renders_from_the_cell_thread(comms):
 
     txn = FakeTxn()
     w = TransactionWidget(txn, min_interval_s=0.01, tick_s=0)
-    result = next(p for p in w.children if "lv-result" in p._dom_classes)
+    result = w.part("result")
     threading.Thread(target=txn.emit, args=tuple(stream(
         began(), ev.Committed(A, versions={"kv": 3}, redo_count=0, elapsed_s=0.1)))).start()
     _until(lambda: 'data-outcome="committed"' in result.value)  # rendered by the timer thread
