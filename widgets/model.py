@@ -150,6 +150,11 @@ class ProgressView:
         """Share of tasks done (None while the total is unknown)."""
         return min(1.0, self.done / self.total) if self.total > 0 else None
 
+    @property
+    def finished(self) -> bool:
+        """Every task of the statement is done (the progress line goes away)."""
+        return self.total > 0 and self.done >= self.total
+
 
 @dataclass(frozen=True)
 class ConflictSeen:

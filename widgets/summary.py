@@ -106,7 +106,7 @@ def summary_text(view: TxnView, now: float | None = None) -> str:
 def progress_html(view: TxnView) -> str:
     """The running statement's progress line ('' when no statement runs)."""
     p = view.progress
-    if p is None or view.done:
+    if p is None or view.done or p.finished:
         return ""
     frac = p.fraction
     pct = f"{frac * 100:.0f}%" if frac is not None else "…"
@@ -119,7 +119,7 @@ def progress_html(view: TxnView) -> str:
 
 def progress_text(view: TxnView) -> str:
     p = view.progress
-    if p is None or view.done:
+    if p is None or view.done or p.finished:
         return ""
     return f"statement {p.statement}: {p.stage} {p.done}/{p.total} tasks, {_secs(p.elapsed_s)}"
 

@@ -1,7 +1,7 @@
 """Browser tier: the live widgets in a real JupyterLab, asserted in headless Chromium.
 
-One JupyterLab server and one browser per module. ``two_txns.ipynb`` runs two interleaved
-transactions through the Python API: T2's commit waits behind T1 in the background; the page shows
+One JupyterLab server and one browser for the whole run (fixtures in conftest.py).
+``two_txns.ipynb`` runs two interleaved transactions through the Python API: T2's commit waits behind T1 in the background; the page shows
 T2's marker row waiting on T1, the waiting edge in T2's DAG SVG and both in the inspector; then a
 later cell commits T1 and T2's widget flips from waiting to committed without its cell running
 again. ``validation_display.ipynb`` replays a recorded LV[I] R1 failure (LV[I] is not wired into
@@ -12,59 +12,15 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from tests.integration.browser_utils import (
-    ARTIFACTS,
-    NotebookPage,
-    copy_notebooks,
-    lab_server,
-    launch_chromium,
-    missing_requirements,
-)
+from tests.integration.browser_utils import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
-NOTEBOOKS = Path(__file__).parent / "notebooks"
 WAIT_S = 30.0  # generous: 2 shared cores
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    why = missing_requirements()
-    if why:
-        pytest.skip(why)
-    root = tmp_path_factory.mktemp("lab-root")
-    copy_notebooks(NOTEBOOKS, root)
-    with lab_server(root, tmp_path_factory.mktemp("lab-home"), log_path=ARTIFACTS / "jupyter-lab.log") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def browser(lab: Any) -> Iterator[Any]:
-    with launch_chromium() as context:
-        yield context
-
-
-@pytest.fixture
-def notebook(lab: Any, browser: Any) -> Iterator[Any]:
-    """Opens a notebook page; afterwards keeps its final screenshot and browser console log."""
-    pages: list[NotebookPage] = []
-
-    def open_notebook(name: str) -> NotebookPage:
-        nb = NotebookPage(browser, lab, name, ARTIFACTS)
-        pages.append(nb)
-        return nb.open()
-
-    yield open_notebook
-    for nb in pages:
-        nb.screenshot(f"{Path(nb.notebook).stem}-final")
-        nb.save_console()
-        nb.close()
-    (ARTIFACTS / "blocked-requests.txt").write_text("\n".join(getattr(browser, "blocked", [])))
 
 
 def _widget(page: Any, name: str) -> Any:
