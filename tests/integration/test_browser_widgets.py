@@ -1,11 +1,11 @@
 """Browser tier: the live widgets in a real JupyterLab, asserted in headless Chromium.
 
 One JupyterLab server and one browser for the whole run (fixtures in conftest.py).
-``two_txns.ipynb`` runs two interleaved transactions through the Python API: T2's commit waits behind T1 in the background; the page shows
-T2's marker row waiting on T1, the waiting edge in T2's DAG SVG and both in the inspector; then a
-later cell commits T1 and T2's widget flips from waiting to committed without its cell running
-again. ``validation_display.ipynb`` replays a recorded LV[I] R1 failure (LV[I] is not wired into
-lv_core yet). Screenshots land in ``test-artifacts/browser/``.
+``two_txns.ipynb`` runs two interleaved transactions through the Python API: T2's commit waits
+behind T1 in the background; the page shows T2's marker row waiting on T1, the waiting edge in
+T2's DAG SVG and both in the inspector; then a later cell commits T1 and T2's widget flips from
+waiting to committed without its cell running again. ``validation_display.ipynb`` replays a
+recorded LV[I] R1 failure. Screenshots land in ``test-artifacts/browser/``.
 """
 
 from __future__ import annotations
