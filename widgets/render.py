@@ -12,7 +12,7 @@ from typing import Callable
 
 from widgets.dag_svg import txn_dag_html
 from widgets.model import STATE_COLOURS, MarkerRow, TableValidation, TxnView, short_id
-from widgets.summary import progress_html, progress_text, summary_html, why_html, why_text
+from widgets.summary import named, progress_html, progress_text, summary_html, why_html, why_text
 
 #: Parts of the widget: the status line and the progress line are always shown; the rest (``DETAILS``)
 #: only when the widget is expanded.
@@ -54,7 +54,7 @@ CSS = """<style>
 .lv-bar-fill {display: block; height: 100%; background: var(--jp-brand-color1, #1976d2);}
 .lv-bar-busy {background: var(--jp-brand-color3, #90caf9);}
 .lv-cancel-box .lv-cancel {height: 22px; line-height: 20px; padding: 0 10px; font-size: 12px;}
-.lv-why {margin: 2px 0 4px 0; padding: 2px 8px; border-left: 3px solid var(--jp-error-color1, #c62828);
+.lv-why-panel {margin: 2px 0 4px 0; padding: 2px 8px; border-left: 3px solid var(--jp-error-color1, #c62828);
   background: var(--jp-layout-color2, rgba(198,40,40,.05));}
 .lv-why-item {margin: 2px 0;} .lv-why-head {font-weight: 600;}
 .lv-why-rule {font-family: var(--jp-code-font-family, monospace);}
@@ -123,6 +123,7 @@ def state_text(view: TxnView, row: MarkerRow) -> str:
 
 # ---------------------------------------------------------------------------------- parts
 def header_html(view: TxnView, now: float | None = None) -> str:
+    """The details' first line: what the status line leaves out (features, counts, the full id)."""
     st = view.state
     feats = "+".join(view.features) if view.features else "none"
     stats = [f"{view.steps} step{'s' if view.steps != 1 else ''}"]
@@ -132,16 +133,13 @@ def header_html(view: TxnView, now: float | None = None) -> str:
         stats.append(f"{len(view.redos)} redo{'s' if len(view.redos) != 1 else ''}")
     if view.requests:
         stats.append(f"{view.requests_total} requests")
-    name = view.name or short_id(view.txn)
     return (
         f'<div class="lv-h" data-state="{esc(st)}" data-txn="{esc(view.txn)}" data-name="{esc(view.name or "")}" '
-        f'style="border-left: 5px solid {STATE_COLOURS.get(st, "#777")}; padding: 2px 0 2px 8px;">'
-        f'<b class="lv-name">{esc(name)}</b> '
-        f'<span class="lv-badge lv-state" style="background:{STATE_COLOURS.get(st, "#777")}">{esc(st)}</span> '
-        f'<span class="lv-preset">{esc(view.preset or "?")}</span> '
+        f'style="border-left: 3px solid {STATE_COLOURS.get(st, "#777")};">'
+        f'<span class="lv-preset">{esc(view.preset or "?")}</span> · '
         f'<span class="lv-muted">features {esc(feats)}</span> · '
         f'<span class="lv-elapsed">{esc(fmt_s(view.elapsed(_now(now))))}</span> · '
-        f'<span class="lv-muted">{esc(", ".join(stats))}</span><br>'
+        f'<span class="lv-muted">{esc(", ".join(stats))}</span> · '
         f'<span class="lv-id">{esc(view.txn)}</span></div>'
     )
 
@@ -248,7 +246,7 @@ def timeline_html(view: TxnView, limit: int = TIMELINE_SHOWN) -> str:
     more = f'<li class="lv-muted">… {hidden} earlier event(s)</li>' if hidden else ""
     items = "".join(  # newest first: what just happened is on top, nothing is clipped
         f'<li class="lv-tl-{esc(e.level)}" data-kind="{esc(e.kind)}"><span class="lv-t">'
-        f"+{esc(fmt_s(view.offset(e.ts)))}</span>{esc(e.text)}</li>" for e in reversed(shown))
+        f"+{esc(fmt_s(view.offset(e.ts)))}</span>{esc(named(view, e.text))}</li>" for e in reversed(shown))
     return (f'<div class="lv-sec">Timeline <span class="lv-muted">(newest first; {esc(" · ".join(bits))})'
             f'</span></div><div class="lv-tl-box"><ol class="lv-tl">{items}{more}</ol></div>')
 
@@ -267,7 +265,7 @@ def result_html(view: TxnView) -> str:
                 f"Committed: {esc(what)}{esc(redo)} · {esc(fmt_s(view.elapsed()))}</div>")
     label = "Outcome unknown" if res.outcome == "unknown" else "Aborted"
     return (f'<div class="lv-result-inner lv-result-aborted" data-outcome="{esc(res.outcome)}" '
-            f'data-rule="{esc(res.rule)}">{label} ({esc(res.rule)}): {esc(res.reason)}</div>'
+            f'data-rule="{esc(res.rule)}">{label} ({esc(res.rule)}): {esc(named(view, res.reason))}</div>'
             f'<div class="lv-help">What to do: {esc(res.help)}</div>')
 
 

@@ -178,7 +178,7 @@ def whys(view: TxnView) -> list[Why]:
     for c in view.conflict_log:
         who = view.by_whom(c.table, c.version)
         files = f" ({len(c.files)} file{'s' if len(c.files) != 1 else ''})" if c.files else ""
-        out.append(Why("redo", "conflict", view.label(who) if who else "", f"committed {c.table}@{c.version}",
+        out.append(Why("redo", "conflict", view.label(who) if who else "", f"committed {c.table}@{c.version},",
                        f"which changed what step {c.step} read{files}: redone from step {c.step}"))
     abort = _abort_why(view)
     if abort is not None:
@@ -206,7 +206,7 @@ def why_html(view: TxnView) -> str:
                      f'{changed}{line if w.kind != "redo" else ""}{help_}</div>')
     if not items:
         return ""
-    return '<div class="lv-why"><div class="lv-sec">Why</div>' + "".join(items) + "</div>"
+    return '<div class="lv-why-panel"><div class="lv-sec">Why</div>' + "".join(items) + "</div>"
 
 
 def why_text(view: TxnView) -> list[str]:

@@ -290,6 +290,10 @@ class NotebookPage:
         """Run cells ``0 .. index-1`` (not awaited)."""
         self.page.evaluate(_RUN, [self.notebook, "notebook:run-all-above", index])
 
+    def run_all(self) -> None:
+        """Run every cell (not awaited)."""
+        self.page.evaluate(_RUN, [self.notebook, "notebook:run-all-cells", 0])
+
     def run_cell(self, index: int) -> None:
         """Run cell ``index`` (not awaited, no re-run of any other cell)."""
         self.page.evaluate(_RUN, [self.notebook, "notebook:run-cell", index])
