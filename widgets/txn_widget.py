@@ -139,7 +139,8 @@ class TransactionWidget(ipywidgets.VBox):
         toggle = ipywidgets.HTML(value=_TOGGLE.format(checked=" checked" if expanded else ""))
         toggle.add_class("lv-toggle")
         self._lv_button = ipywidgets.Button(description="Cancel", icon="stop", button_style="warning",
-                                            tooltip="interrupt the running statement (the transaction rolls back)")
+                                            tooltip="interrupt the running statement (the transaction rolls back)",
+                                            layout=ipywidgets.Layout(width="auto", height="24px"))
         self._lv_button.add_class("lv-cancel")
         self._lv_button.on_click(lambda _b: self.cancel())
         self._lv_boxes = {
