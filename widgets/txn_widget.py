@@ -138,6 +138,7 @@ class TransactionWidget(ipywidgets.VBox):
         self._lv_style.add_class("lv-style")
         toggle = ipywidgets.HTML(value=_TOGGLE.format(checked=" checked" if expanded else ""))
         toggle.add_class("lv-toggle")
+        self._lv_toggle = toggle
         self._lv_button = ipywidgets.Button(description="Cancel", icon="stop", button_style="warning",
                                             tooltip="interrupt the running statement (the transaction rolls back)",
                                             layout=ipywidgets.Layout(width="auto", height="24px"))
@@ -231,9 +232,16 @@ class TransactionWidget(ipywidgets.VBox):
         self._lv_closed = True
         _LIVE.discard(self)
         self._detach()
-        for w in [self._lv_style, self._lv_button, *self._lv_parts.values(), *self._lv_boxes.values()]:
+        owned = [self._lv_style, self._lv_toggle, self._lv_button, *self._lv_parts.values(), *self._lv_boxes.values()]
+        for w in owned:
+            for sub in (getattr(w, "layout", None), getattr(w, "style", None)):
+                if isinstance(sub, ipywidgets.Widget):
+                    sub.close()
             w.close()
+        layout = self.layout
         super().close()
+        if isinstance(layout, ipywidgets.Widget):
+            layout.close()
 
     def to_html(self) -> str:
         """The current state as static HTML."""
