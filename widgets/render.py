@@ -12,7 +12,7 @@ from typing import Callable
 
 from widgets.dag_svg import txn_dag_html
 from widgets.model import STATE_COLOURS, MarkerRow, TableValidation, TxnView, short_id
-from widgets.summary import named, progress_html, progress_text, summary_html, why_html, why_text
+from widgets.summary import named, progress_html, progress_text, summary_html, table_versions, why_html, why_text
 
 #: Parts of the widget: the status line and the progress line are always shown; the rest (``DETAILS``)
 #: only when the widget is expanded.
@@ -296,8 +296,10 @@ def render_html(view: TxnView, now: float | None = None) -> str:
 def render_text(view: TxnView, now: float | None = None) -> str:
     """The whole transaction as plain text (terminal IPython, logs)."""
     feats = "+".join(view.features) or "none"
+    extra = "".join(f" · {b}" for b in [" ".join(table_versions(view))] if b)
+    extra += f" · {view.requests_total} requests" if view.requests else ""
     out = [f"Transaction {view.name or short_id(view.txn)} [{view.state}] preset {view.preset or '?'} "
-           f"(features {feats}), {fmt_s(view.elapsed(_now(now)))}  id {view.txn}"]
+           f"(features {feats}), {fmt_s(view.elapsed(_now(now)))}{extra}  id {view.txn}"]
     prog = progress_text(view)
     if prog:
         out.append(f"  running: {prog}")

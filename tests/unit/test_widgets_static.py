@@ -91,6 +91,15 @@ def test_executed_notebook_converts_to_html_with_final_states(tmp_path):
     nb = nbformat.read(tmp_path / src.name, as_version=4)
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
+    # Without the saved widget state (as a frontend that does not save it), the outputs' own fallbacks
+    # are all that is left: the widgets replaced them by their final state (display id), also T2's,
+    # which committed while a later cell ran.
+    bare = nbformat.from_dict(nb)
+    bare.metadata.pop("widgets", None)
+    plain, _ = nbconvert.HTMLExporter().from_notebook_node(bare)
+    tags = re.findall(r'<span class="lv-sum"[^>]*>', plain)
+    assert {re.search(r'data-name="(\w+)"', t).group(1): re.search(r'data-state="(\w+)"', t).group(1)
+            for t in tags} == {"T1": "committed", "T2": "committed"}
     body, _ = nbconvert.HTMLExporter(preprocessors=[StaticWidgetsPreprocessor]).from_notebook_node(nb)
     assert "vnd.jupyter.widget-view+json" not in body and "widget-state+json" not in body  # static only
     tags = re.findall(r'<div class="lv-h"[^>]*>', body)  # (nbconvert may reorder attributes)
