@@ -81,6 +81,7 @@ def _hook_cells() -> None:
 
 
 _UNSET: Any = object()
+SCAN_MAX_S = 30.0  # longest pause between marker scans of a transaction whose neighbourhood does not change
 _TOGGLE = ('<label class="lv-toggle-label" title="details"><input type="checkbox"{checked}>'
            '<span class="lv-closed">▶</span><span class="lv-open">▼</span></label>')
 
@@ -116,6 +117,7 @@ class TransactionWidget(ipywidgets.VBox):
         self._lv_render_lock = threading.RLock()  # one render at a time
         self._lv_pending: list[ev.Event] = []
         self._lv_timer: threading.Timer | None = None
+        self._lv_timer_due = 0.0
         self._lv_last = 0.0
         self._lv_building = True
         self._lv_closed = False
@@ -124,6 +126,7 @@ class TransactionWidget(ipywidgets.VBox):
         self._lv_lakehouse = lakehouse
         self._lv_scan_s = float(scan_s)
         self._lv_scanned = 0.0
+        self._lv_scan_every = self._lv_scan_s  # grows while scans find nothing new (an idle open transaction)
         self._lv_cancel = default_cancel(txn, lakehouse) if cancel is _UNSET else cancel
         self._lv_cancelling = False
         self._lv_display_id: str | None = None
@@ -225,7 +228,7 @@ class TransactionWidget(ipywidgets.VBox):
             elif self._lv_tick > 0 and view.state in ("waiting", "committing", "validating"):
                 self._schedule(self._lv_tick)
             elif self._scans(view):
-                self._schedule(max(0.1, self._lv_scan_s))
+                self._schedule(max(0.1, self._lv_scan_every))
 
     def close(self) -> None:
         """Stop listening and close the widget and its parts."""
@@ -296,20 +299,29 @@ class TransactionWidget(ipywidgets.VBox):
                 and any(r.version is not None and r.state not in ("freed", "committed") for r in view.markers.values()))
 
     def _scan(self, view: TxnView) -> None:
-        if not self._scans(view) or time.monotonic() - self._lv_scanned < self._lv_scan_s * 0.9:
+        if not self._scans(view) or time.monotonic() - self._lv_scanned < self._lv_scan_every * 0.9:
             return
         self._lv_scanned = time.monotonic()
         tables = [t for t, r in view.markers.items() if r.version is not None]
         live = scan_around(self._lv_lakehouse, view.txn, tables, time.time())
+        before = (view.live_nodes, [e.key for e in view.live_edges])
         view.live_nodes, view.live_edges = live.nodes, live.edges
+        same = before == (view.live_nodes, [e.key for e in view.live_edges])
+        self._lv_scan_every = min(SCAN_MAX_S, self._lv_scan_every * 2) if same else self._lv_scan_s
         view.names = {**known_names(), **view.names}
 
     def _on_event(self, event: ev.Event) -> None:
         with self._lv_lock:
             self._lv_pending.append(event)
-            if self._lv_building or self._lv_closed or self._lv_timer is not None:
+            self._lv_scan_every = self._lv_scan_s  # something happened: look around again soon
+            if self._lv_building or self._lv_closed:
                 return
             delay = max(0.0, self._lv_last + self._lv_min_interval - time.monotonic())
+            timer = self._lv_timer
+            if timer is not None:
+                if self._lv_timer_due <= time.monotonic() + delay:
+                    return  # an earlier render is already due
+                timer.cancel()  # a slow tick (scan back-off) must not hold events back
             self._start_timer(delay)
 
     def _schedule(self, delay: float) -> None:
@@ -318,6 +330,7 @@ class TransactionWidget(ipywidgets.VBox):
                 self._start_timer(delay)
 
     def _start_timer(self, delay: float) -> None:  # caller holds _lv_lock
+        self._lv_timer_due = time.monotonic() + delay
         timer = threading.Timer(delay, self._on_timer)
         timer.daemon = True
         timer.name = f"lv-widget-{self._lv_view.txn[-6:]}"
@@ -326,7 +339,8 @@ class TransactionWidget(ipywidgets.VBox):
 
     def _on_timer(self) -> None:
         with self._lv_lock:
-            self._lv_timer = None
+            if self._lv_timer is threading.current_thread():  # not a newer timer that replaced this one
+                self._lv_timer = None
         try:
             self.flush(scan=True)
         except Exception:  # never let a rendering bug kill the timer thread silently

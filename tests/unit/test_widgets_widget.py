@@ -182,7 +182,7 @@ def test_real_transactions_widget_follows_a_background_commit(comms, tmp_path):
     t1.commit()
     fut.result(timeout=30)
     _until(lambda: "lv-state-committed" in w2._dom_classes)
-    assert "lv-state-committed" in w1._dom_classes
+    _until(lambda: "lv-state-committed" in w1._dom_classes)  # its own render timer: not ordered with w2's
     assert w2.view.result.redo_count == 1
     w1.close()
     w2.close()
