@@ -203,3 +203,49 @@ def test_final_state_replaces_the_displayed_fallbacks(comms, monkeypatch):
         assert not w.send_final()  # once
     finally:
         w.close()
+
+
+def test_new_tables_share_one_note_instead_of_a_sentence_per_rule():
+    new = {n: {"applies": False, "passed": True, "detail": "table not in the global log yet: added at version 1 "
+               "(always compatible)"} for n in ("R1", "R2", "R3")}
+    tables = {t: {"r": None, "h": 0, "w": 1, "l": None, "written_logs": 0, "new_table": True, "rules": new}
+              for t in ("t1", "t2", "t3")}
+    html = render_parts(fold(stream(began(), ev.Validated(A, compatible=True, gvl_version=1, tables=tables))))
+    assert html["validation"].count("not in the global log") == 1 and "(t1, t2, t3)" in html["validation"]
+    assert html["validation"].count('colspan="3"') == 3
+
+
+def test_widget_scans_for_other_transactions_and_backs_off(comms):
+    from tests.unit.test_widgets_widget import FakeTxn
+    from widgets.txn_widget import SCAN_MAX_S, TransactionWidget
+
+    class Table:
+        def __init__(self, markers: list[LiveMarker]) -> None:
+            self.markers = markers
+
+    class Lakehouse:
+        scans: list[list[str]] = []
+        markers = [LiveMarker("kv", 3, A), LiveMarker("kv", 4, B)]
+
+        def scan_markers(self, tables: list[str], now: float) -> list[Table]:
+            self.scans.append(list(tables))
+            return [Table(self.markers)]
+
+    lh = Lakehouse()
+    txn = FakeTxn()
+    txn.emit(began(), ev.MarkerPlaced(A, table="kv", version=3))
+    w = TransactionWidget(txn, lakehouse=lh, scan_s=0.05, tick_s=0, cancel=None)
+    try:
+        assert lh.scans == []  # the constructor does no I/O
+        w._lv_scanned = 0.0
+        w.flush(scan=True)
+        assert lh.scans == [["kv"]] and w.view.live_nodes == {B: "live"}
+        assert 'data-others="1"' in w.part("dag").value
+        for _ in range(12):  # nothing changes: the pause doubles up to the bound
+            w._lv_scanned = 0.0
+            w.flush(scan=True)
+        assert w._lv_scan_every == SCAN_MAX_S
+        txn.emit(ev.MarkerPlaced(A, table="kv2", version=1))  # news: look again soon
+        assert w._lv_scan_every == 0.05
+    finally:
+        w.close()
