@@ -36,7 +36,7 @@ def default_cancel(txn: Any, lakehouse: Any | None) -> Callable[[], None] | None
     own = getattr(txn, "interrupt", None)
     if callable(own):
         return own
-    if lakehouse is not None and hasattr(lakehouse, "spark"):
+    if lakehouse is not None and hasattr(type(lakehouse), "spark"):  # on the class: reading it starts Spark
         return lambda: interrupt_spark(lakehouse)
     return None
 

@@ -9,6 +9,7 @@ in ``test-artifacts/browser/ux-*.png``.
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
@@ -113,16 +114,22 @@ def test_dark_theme(notebook: Any) -> None:
 def test_live_dag_shows_two_transactions_waiting(notebook: Any) -> None:
     from playwright.sync_api import expect
 
+    t0 = time.monotonic()
+    marks: dict[str, float] = {}
     nb = notebook("ux_dag.ipynb")
     page = nb.page
+    marks["open"] = time.monotonic() - t0
     _run_all(nb, 3)
+    marks["cells 0-2"] = time.monotonic() - t0
     assert nb.errors() == []
     t1, t2, t3 = (_widget(page, n) for n in ("T1", "T2", "T3"))
     expect(t2.locator(".lv-sum")).to_have_attribute("data-state", "waiting", timeout=WAIT_MS)
     expect(t3.locator(".lv-sum")).to_have_attribute("data-state", "waiting", timeout=WAIT_MS)
     # T1's own events know nothing of T2 and T3: its widget found them by scanning bank_x's markers.
     body = t1.locator(".lv-dag .lv-dag-body")
+    marks["T2, T3 waiting"] = time.monotonic() - t0
     expect(body).to_have_attribute("data-others", "2", timeout=WAIT_MS)
+    marks["T1 sees them"] = time.monotonic() - t0
     svg = t1.locator(".lv-dag svg")
     expect(svg.locator("g.node.lv-node-self")).to_contain_text("T1")
     expect(svg.locator("g.node")).to_have_count(3)
@@ -137,8 +144,11 @@ def test_live_dag_shows_two_transactions_waiting(notebook: Any) -> None:
     nb.run_cell(3)
     for w in (t1, t2, t3):
         expect(w.locator(".lv-sum")).to_have_attribute("data-state", "committed", timeout=WAIT_MS)
+    marks["all committed"] = time.monotonic() - t0
     expect(body).to_have_attribute("data-others", "0")
     nb.wait_cells_done([3], timeout_s=60)
+    marks["cell 3 done"] = time.monotonic() - t0
+    (nb.artifacts / "ux-3-timings.txt").write_text("".join(f"{k}: {v:.2f} s\n" for k, v in marks.items()))
     assert nb.errors() == []
     nb.screenshot("ux-3-live-dag-committed")
 

@@ -135,7 +135,12 @@ def test_default_cancel():
             return []
 
     class Lakehouse:
-        spark = Spark()
+        started = 0
+
+        @property
+        def spark(self) -> Spark:
+            Lakehouse.started += 1  # a real lakehouse starts Spark here
+            return Spark()
 
     class Txn:
         def interrupt(self) -> None:
@@ -143,7 +148,7 @@ def test_default_cancel():
 
     default_cancel(Txn(), Lakehouse())()  # type: ignore[misc]
     cancel = default_cancel(object(), Lakehouse())
-    assert cancel is not None
+    assert cancel is not None and Lakehouse.started == 0  # choosing the default starts nothing
     cancel()
     assert calls == ["txn", "interruptAll"] and default_cancel(object(), None) is None
 
