@@ -283,13 +283,15 @@ def render_parts(view: TxnView, now: float | None = None) -> dict[str, str]:
     return {name: PART_RENDERERS[name](view, now) for name in PARTS}
 
 
-def render_html(view: TxnView, now: float | None = None) -> str:
-    """The whole transaction as static HTML (for nbconvert and other widget-less frontends)."""
+def render_html(view: TxnView, now: float | None = None, *, expanded: bool = False) -> str:
+    """The whole transaction as static HTML (for nbconvert and other widget-less frontends): the status
+    line in a ``<summary>`` that opens the details without any script (``expanded``: open)."""
     parts = render_parts(view, now)
     body = "".join(f'<div class="lv-{name}">{parts[name]}</div>' for name in DETAILS if parts[name])
     prog = f'<div class="lv-progress">{parts["progress"]}</div>' if parts["progress"] else ""
+    opened = " open" if expanded else ""
     return (f'{CSS}<div class="lv-txn lv-static lv-state-{esc(view.state)}" data-state="{esc(view.state)}" '
-            f'data-txn="{esc(view.txn)}"><details><summary class="lv-summary">{parts["summary"]}</summary>'
+            f'data-txn="{esc(view.txn)}"><details{opened}><summary class="lv-summary">{parts["summary"]}</summary>'
             f'<div class="lv-details">{body}</div></details>{prog}</div>')
 
 

@@ -131,6 +131,7 @@ class TransactionWidget(ipywidgets.VBox):
         self._lv_cancelling = False
         self._lv_display_id: str | None = None
         self._lv_final_sent = False
+        self._lv_expanded = bool(expanded)
         self.renders = 0  # how many times parts were re-rendered (for tests and curiosity)
         self._lv_bg_changed: set[str] = set()  # parts changed by a background thread since the last cell
         parts = {name: ipywidgets.HTML(value="") for name in PARTS}
@@ -274,12 +275,13 @@ class TransactionWidget(ipywidgets.VBox):
         self._lv_final_sent = self._lv_view.done
 
     def send_final(self) -> bool:
-        """Replace the displayed output's fallbacks (text/html, text/plain) by the final state, once.
+        """Replace the displayed output by the final state as static HTML and text, once.
 
-        A frontend keeps these in the saved notebook, so a notebook reopened without a kernel (or
-        converted by nbconvert) shows how the transaction ended. Call it from the cell's thread (the
-        update goes to the running cell's request): the widget does, when the end is folded there or by
-        the post-execute hook. Returns whether an update was sent.
+        A finished transaction has nothing left to update, and what an output holds is what a saved
+        notebook keeps: JupyterLab reopened without a kernel, nbconvert, GitHub then show how the
+        transaction ended (a widget view would need the kernel's model, gone by then). Call it from the
+        cell's thread (the update goes to the running cell's request): the widget does, when the end is
+        folded there or by the post-execute hook. Returns whether an update was sent.
         """
         if self._lv_display_id is None or self._lv_final_sent or not self._lv_view.done or self._lv_closed:
             return False
@@ -287,7 +289,11 @@ class TransactionWidget(ipywidgets.VBox):
         try:
             from IPython.display import update_display
 
-            update_display(self._repr_mimebundle_(), raw=True, display_id=self._lv_display_id)
+            self.flush()
+            with self._lv_render_lock:
+                bundle = {"text/plain": render_text(self._lv_view),
+                          "text/html": render_html(self._lv_view, expanded=self._lv_expanded)}
+            update_display(bundle, raw=True, display_id=self._lv_display_id)
         except Exception:  # never break the user's cell
             log.exception("updating the saved transaction output failed")
             return False

@@ -204,7 +204,8 @@ def test_final_state_replaces_the_displayed_fallbacks(comms, monkeypatch):
         assert [k for k, _, _ in shown] == ["display", "update"]
         _, final, final_id = shown[1]
         assert final_id == did and "[committed]" in final["text/plain"]
-        assert 'data-outcome="committed"' in final["text/html"]
+        assert 'data-outcome="committed"' in final["text/html"] and "<details>" in final["text/html"]
+        assert "application/vnd.jupyter.widget-view+json" not in final  # static: needs no kernel
         assert not w.send_final()  # once
     finally:
         w.close()
