@@ -27,7 +27,7 @@ CSS = """<style>
 .lv-txn {border: 1px solid var(--jp-border-color2, #e0e0e0); border-radius: 4px; padding: 2px 6px;
   background: var(--jp-layout-color1, transparent); max-width: 100%;}
 .lv-txn table, .lv-inspector table {border-collapse: collapse; margin: 2px 0 6px 0;}
-.lv-txn th, .lv-txn td, .lv-inspector th, .lv-inspector td {padding: 1px 8px; text-align: left;
+.lv-txn th, .lv-txn td, .lv-inspector th, .lv-inspector td {padding: 1px 8px; text-align: left !important;
   border-bottom: 1px solid var(--jp-border-color2, rgba(128,128,128,.25)); vertical-align: top;
   white-space: nowrap; color: inherit; background: transparent;}
 .lv-txn th, .lv-inspector th {font-weight: 600;}
@@ -61,7 +61,8 @@ CSS = """<style>
 .lv-why-item[data-kind="redo"] .lv-why-head {color: var(--jp-warn-color1, #b05a00);}
 .lv-why-item[data-kind="abort"] .lv-why-head {color: var(--jp-error-color1, #c62828);}
 .lv-tl-box {max-height: 14em; overflow-y: auto;}
-.lv-tl {margin: 2px 0; padding-left: 0; list-style: none; font-family: var(--jp-code-font-family, monospace);
+.lv-txn .lv-tl {margin: 2px 0; padding-left: 0 !important; list-style: none !important;
+  font-family: var(--jp-code-font-family, monospace);
   font-size: 12px;}
 .lv-tl li {white-space: pre-wrap;}
 .lv-tl .lv-t {display: inline-block; min-width: 6.5em; color: var(--jp-ui-font-color2, #616161);}

@@ -56,13 +56,9 @@ def test_collapsed_status_line_expands_to_details(notebook: Any) -> None:
     assert nb.errors() == []
     w = _widget(nb.page, "C1")
     summary = w.locator(".lv-summary .lv-sum")
-    expect(summary).to_have_attribute("data-state", "committed", timeout=WAIT_MS)
-    # The saved output is replaced by the final state once the transaction ended.
-    expect(w.locator(".lv-summary")).to_contain_text("committed")
+    expect(summary).to_have_attribute("data-state", "active", timeout=WAIT_MS)
     expect(summary).to_contain_text("repeatable_read")
     expect(summary).to_contain_text("bank_x@3 bank_y@3")
-    expect(summary).to_contain_text("requests")
-    assert "[committed]" in _final_text(nb, 1, "C1").splitlines()[0]
     # Collapsed: one line, the details hidden.
     expect(w.locator(".lv-details")).to_be_hidden()
     box = w.bounding_box()
@@ -73,13 +69,25 @@ def test_collapsed_status_line_expands_to_details(notebook: Any) -> None:
     expect(w.locator(".lv-details")).to_be_visible()
     expect(w.locator(".lv-markers tr.lv-marker-row")).to_have_count(2)
     expect(w.locator(".lv-dag svg g.node.lv-node-self")).to_contain_text("C1")
+    expect(w.locator(".lv-result .lv-result-inner")).to_have_attribute("data-outcome", "running")
+    nb.screenshot("ux-1-expanded", w)
+    w.locator(".lv-toggle-label").click()
+    expect(w.locator(".lv-details")).to_be_hidden()
+    # A later cell commits: the output becomes the final state, static, still one line until opened.
+    nb.run_cell(2)
+    expect(w).to_have_class(re.compile(r"\blv-static\b"), timeout=WAIT_MS)
+    nb.wait_cells_done([2], timeout_s=30)
+    expect(summary).to_have_attribute("data-state", "committed")
+    expect(summary).to_contain_text("requests")
+    expect(w.locator(".lv-details")).to_be_hidden()
+    nb.screenshot("ux-1-final-collapsed", w)
+    w.locator("summary").click()
+    expect(w.locator(".lv-details")).to_be_visible()
     expect(w.locator(".lv-result .lv-result-inner")).to_have_attribute("data-outcome", "committed")
     first = w.locator(".lv-timeline li").first  # newest first, fully visible
     expect(first).to_contain_text("committed: bank_x@3, bank_y@3")
     expect(first).to_be_in_viewport()
-    nb.screenshot("ux-1-expanded", w)
-    w.locator(".lv-toggle-label").click()
-    expect(w.locator(".lv-details")).to_be_hidden()
+    nb.screenshot("ux-1-final-expanded", w)
 
 
 def test_dark_theme(notebook: Any) -> None:
@@ -89,7 +97,7 @@ def test_dark_theme(notebook: Any) -> None:
     page = nb.page
     _run_all(nb, 2)
     w = _widget(page, "C1")
-    expect(w.locator(".lv-summary .lv-sum")).to_have_attribute("data-state", "committed", timeout=WAIT_MS)
+    expect(w.locator(".lv-summary .lv-sum")).to_have_attribute("data-state", "active", timeout=WAIT_MS)
     light = w.locator(".lv-sum-name").evaluate("e => getComputedStyle(e).color")
     page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
     try:
@@ -101,11 +109,18 @@ def test_dark_theme(notebook: Any) -> None:
             arg=[".jp-OutputArea-output .lv-sum-name", light], timeout=WAIT_MS)
         text = w.locator(".lv-sum-name").evaluate("e => getComputedStyle(e).color")
         body = w.evaluate("e => getComputedStyle(e).backgroundColor")
-        edge_label = w.locator(".lv-timeline li").first.evaluate("e => getComputedStyle(e).color")
+        entry = w.locator(".lv-timeline li").first.evaluate("e => getComputedStyle(e).color")
         assert _luminance(light) < 100 < _luminance(text), (light, text)  # dark text -> light text
         assert _luminance(body) < 100, body  # a dark background, not a white box
-        assert _luminance(edge_label) > 100, edge_label
+        assert _luminance(entry) > 100, entry
         nb.screenshot("ux-4-dark-theme", w)
+        nb.run_cell(2)  # committed: the static final state follows the theme too
+        expect(w).to_have_class(re.compile(r"\blv-static\b"), timeout=WAIT_MS)
+        w.locator("summary").click()
+        expect(w.locator(".lv-details")).to_be_visible()
+        assert _luminance(w.locator(".lv-sum-name").evaluate("e => getComputedStyle(e).color")) > 100
+        assert _luminance(w.evaluate("e => getComputedStyle(e).backgroundColor")) < 100
+        nb.screenshot("ux-4-dark-theme-final", w)
     finally:
         page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
         expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "true", timeout=WAIT_MS)
@@ -210,9 +225,10 @@ def test_progress_and_cancel_interrupt_a_long_spark_statement(notebook: Any) -> 
 
 
 def test_saved_notebook_shows_each_final_outcome(notebook: Any, lab: Any) -> None:
-    """Run in Lab, save, shut the kernel down, convert the file with plain nbconvert: final outcomes."""
+    """Run in Lab, save, shut the kernel down: plain nbconvert and Lab itself show the final outcomes."""
     import nbconvert
     import nbformat
+    from playwright.sync_api import expect
 
     nb = notebook("ux_saved.ipynb")
     _run_all(nb, 4)
@@ -220,10 +236,16 @@ def test_saved_notebook_shows_each_final_outcome(notebook: Any, lab: Any) -> Non
     finals = {name: _final_text(nb, cell, name) for cell, name in ((1, "OK1"), (2, "LATE"), (3, "UNDO"))}
     for name, want in (("OK1", "[committed]"), ("LATE", "[aborted]"), ("UNDO", "[aborted]")):
         assert want in finals[name].splitlines()[0], finals
+    # Ended in their cells: each output is now the static final state, its details one click away.
+    late = _widget(nb.page, "LATE")
+    expect(late).to_have_class(re.compile(r"\blv-static\b"))
+    expect(late.locator(".lv-details")).to_be_hidden()
+    late.locator("summary").click()
+    expect(late.locator(".lv-why .lv-why-item")).to_have_attribute("data-other", "HOLD")
     nb.save()
     nb.close()  # the kernel is gone: only the file is left
     saved = nbformat.read(lab.root / "ux_saved.ipynb", as_version=4)
-    assert "widgets" not in saved.metadata  # no widget state saved: the fallbacks are all there is
+    assert "widgets" not in saved.metadata  # no widget state saved: the outputs are all there is
     body, _ = nbconvert.HTMLExporter().from_notebook_node(saved)
     (nb.artifacts / "ux-6-saved.html").write_text(body)
     tags = re.findall(r'<span class="lv-sum"[^>]*>', body)
@@ -233,3 +255,9 @@ def test_saved_notebook_shows_each_final_outcome(notebook: Any, lab: Any) -> Non
     assert "[active]" not in body and 'data-outcome="running"' not in body
     assert 'data-outcome="aborted" data-rule="timeout"' in body and 'data-rule="rollback"' in body
     assert "Committed: bank_x@3" in body
+    # Reopened in JupyterLab (nothing run): the same outcomes, no "model not found".
+    again = notebook("ux_saved.ipynb")
+    for name, state in states.items():
+        expect(_widget(again.page, name).locator(".lv-sum")).to_have_attribute("data-state", state)
+    expect(again.page.locator(".jp-OutputArea-output", has_text="model not found")).to_have_count(0)
+    again.screenshot("ux-6-reopened")
