@@ -61,8 +61,9 @@ def state_words(view: TxnView) -> str:
     """The outcome or live state as words: ``committed``, ``aborted (R1)``, ``waiting on T1``."""
     st, res = view.state, view.result
     if res is not None and res.outcome != "committed":
-        return f"{'rolled back' if res.rule == 'rollback' else res.outcome} ({res.rule})" \
-            if res.rule != "rollback" else "rolled back"
+        if res.rule == "rollback":
+            return "rolled back"
+        return "outcome unknown" if res.outcome == "unknown" else f"aborted ({res.rule})"
     if st == "waiting":
         others = sorted({view.label(txn) for txn, _ in view.waits.values()})
         return "waiting on " + ", ".join(others) if others else st

@@ -255,6 +255,16 @@ def test_saved_notebook_shows_each_final_outcome(notebook: Any, lab: Any) -> Non
     assert "[active]" not in body and 'data-outcome="running"' not in body
     assert 'data-outcome="aborted" data-rule="timeout"' in body and 'data-rule="rollback"' in body
     assert "Committed: bank_x@3" in body
+    shot = nb.page.context.new_page()  # the converted page itself (its CDN scripts are blocked: not needed)
+    try:
+        shot.set_content(body, wait_until="domcontentloaded")
+        static = shot.locator(".lv-static", has=shot.locator('.lv-sum[data-name="LATE"]'))
+        expect(static.locator(".lv-sum")).to_contain_text("aborted (timeout)")
+        static.locator("summary").click()
+        expect(static.locator(".lv-why .lv-why-item")).to_contain_text("HOLD")
+        shot.screenshot(path=str(nb.artifacts / "ux-6-nbconvert.png"), full_page=True)
+    finally:
+        shot.close()
     # Reopened in JupyterLab (nothing run): the same outcomes, no "model not found".
     again = notebook("ux_saved.ipynb")
     for name, state in states.items():

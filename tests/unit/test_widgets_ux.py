@@ -93,6 +93,8 @@ def test_why_of_a_timeout_and_of_a_redo():
     [redo] = whys(fold(_committed(), names=NAMES))
     assert (redo.kind, redo.other, redo.changed) == ("redo", "T1", "committed bank_x@3,")
     assert not whys(fold(waiting_stream(), names=NAMES)) and render_parts(fold(waiting_stream()))["why"] == ""
+    unknown = fold(waiting_stream() + stream(ev.Aborted(A, reason="commit failed: boom", rule="unknown"), start=1002))
+    assert ">outcome unknown<" in summary_html(unknown) and 'data-state="unknown"' in summary_html(unknown)
 
 
 def test_live_neighbourhood_from_markers():
