@@ -9,7 +9,7 @@ import pytest
 
 from lv_core import events as ev
 from tests.unit.test_widgets_model import A, B, began, stream, waiting_stream
-from tests.unit.test_widgets_widget import FakeTxn, _descendants
+from tests.unit.test_widgets_widget import FakeTxn, descendants
 from widgets.nbstatic import WIDGET_STATE, WIDGET_VIEW, StaticWidgetsPreprocessor, make_static
 
 ipywidgets = pytest.importorskip("ipywidgets")
@@ -50,7 +50,7 @@ def test_saved_widget_state_gives_the_final_state(comms):
     txn.emit(*stream(ev.WaitEnded(A, table="bank_x", version=3, on_txn=B, outcome="committed"),
                      ev.Committed(A, versions={"bank_x": 4, "bank_y": 3}, redo_count=0, elapsed_s=1.0), start=2000))
     w.flush()
-    state = ipywidgets.Widget.get_manager_state(drop_defaults=False, widgets=[w, *_descendants(w)])
+    state = ipywidgets.Widget.get_manager_state(drop_defaults=False, widgets=[w, *descendants(w)])
     nb = _notebook_with(bundle, state)
     assert make_static(nb) == 1
     data = nb.cells[0].outputs[0]["data"]

@@ -41,10 +41,10 @@ def _until(cond, timeout: float = 5.0) -> None:
         time.sleep(0.01)
 
 
-def _descendants(w: Any) -> list[Any]:
+def descendants(w: Any) -> list[Any]:
     out = []
     for c in getattr(w, "children", ()):
-        out += [c, *_descendants(c)]
+        out += [c, *descendants(c)]
     return out
 
 
@@ -58,7 +58,7 @@ def test_constructor_renders_replayed_events_with_classes(comms):
     w = TransactionWidget(txn)
     try:
         assert "lv-txn" in w._dom_classes and "lv-state-waiting" in w._dom_classes
-        parts = {c: p for p in _descendants(w) for c in p._dom_classes}
+        parts = {c: p for p in descendants(w) for c in p._dom_classes}
         assert {"lv-style", "lv-toggle", "lv-summary", "lv-progress", "lv-cancel", "lv-details", "lv-why",
                 "lv-header", "lv-markers", "lv-dag", "lv-validation", "lv-timeline", "lv-result"} <= set(parts)
         assert 'data-state="waiting"' in parts["lv-summary"].value and "waiting on " in parts["lv-summary"].value
