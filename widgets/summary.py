@@ -143,6 +143,10 @@ def _changes(extra: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [c for c in raw if isinstance(c, Mapping)] if isinstance(raw, list) else []
 
 
+def _who(view: TxnView, txn: Any) -> str:
+    return view.label(str(txn)) if txn else "a writer outside LakeVilla"
+
+
 def _abort_why(view: TxnView) -> Why | None:
     res = view.result
     if res is None or res.outcome == "committed":
@@ -158,8 +162,9 @@ def _abort_why(view: TxnView) -> Why | None:
             changes = _changes(tv.extra)
             other = ", ".join(dict.fromkeys(view.label(str(c["txn"])) if c.get("txn") else "a writer outside "
                                             "LakeVilla" for c in changes))
-            changed = "; ".join(f"{t}@{c.get('version')}: {c.get('why', '')}" for c in changes) or \
-                f"{t}: version {tv.h} committed after the read at {tv.r}"
+            changed = "; ".join(f"{_who(view, c.get('txn'))} changed {t}@{c.get('version')}: {c.get('why', '')}"
+                                for c in changes) or \
+                f"{t}: version {tv.h} was committed after the read at version {tv.r}"
             return Why("abort", rule, other, changed, named(view, detail or res.reason), res.help)
     others = list(dict.fromkeys(res.blocked_by))
     mentioned = [m.group(0) for m in _ID.finditer(res.reason)]
@@ -169,7 +174,8 @@ def _abort_why(view: TxnView) -> Why | None:
         c = view.conflict_log[-1]
         who = view.by_whom(c.table, c.version)
         other = other or (view.label(who) if who else "")
-        changed = f"committed {c.table}@{c.version}, which invalidated step {c.step}"
+        changed = (f"{view.label(who)} committed {c.table}@{c.version}, which" if who else
+                   f"the commit at {c.table}@{c.version}") + f" invalidated step {c.step}"
     return Why("abort", rule, other, changed, named(view, res.reason), res.help)
 
 
@@ -195,8 +201,7 @@ def why_html(view: TxnView) -> str:
         if w.kind == "abort" and w.rule.startswith("rollback"):
             head = "Rolled back"
         other = f' by <b class="lv-why-other">{_esc(w.other)}</b>' if w.other else ""
-        changed = f'<div class="lv-why-changed">{_esc(w.other or "it")} {_esc(w.changed)}</div>' \
-            if w.changed and w.kind == "abort" else ""
+        changed = f'<div class="lv-why-changed">{_esc(w.changed)}</div>' if w.changed and w.kind == "abort" else ""
         line = (f'<span class="lv-why-changed">{_esc(w.changed)}</span> <span class="lv-muted">{_esc(w.detail)}'
                 "</span>") if w.kind == "redo" else f'<div class="lv-why-detail">{_esc(w.detail)}</div>'
         help_ = f'<div class="lv-why-help">What to do: {_esc(w.help)}</div>' if w.help else ""

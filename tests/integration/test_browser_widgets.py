@@ -103,6 +103,9 @@ def test_background_commit_waits_then_flips_to_committed(notebook: Any) -> None:
     expect(insp.locator(".lv-live-markers")).to_contain_text("no pending markers", timeout=WAIT_S * 1000)
     expect(insp.locator(".lv-global-dag")).to_contain_text("no transactions hold markers")
     nb.screenshot("two_txns-2-committed")
+    expect(t2).to_have_class(re.compile(r"\blv-static\b"))  # its output is now the final state
+    t2.locator("summary").click()
+    expect(t2.locator(".lv-why .lv-why-item[data-kind='redo']")).to_have_attribute("data-other", "T1")
     nb.screenshot("two_txns-2-T2-widget", t2)
     timings["total"] = time.monotonic() - t0
     (ARTIFACTS / "two_txns-timings.txt").write_text("".join(f"{k}: {v:.2f} s\n" for k, v in timings.items()))
@@ -133,4 +136,7 @@ def test_validation_r1_failure_display(notebook: Any) -> None:
     expect(w.locator(".lv-header .lv-h")).to_have_attribute("data-state", "aborted")
     nb.wait_cells_done([1], timeout_s=WAIT_S)
     assert nb.errors() == [] and nb.execution_counts() == [1, 2]
+    expect(w).to_have_class(re.compile(r"\blv-static\b"))  # ended in its cell: the final state, static
+    w.locator("summary").click()
+    expect(w.locator(".lv-why .lv-why-item")).to_have_attribute("data-rule", "R1 (outdated read)")
     nb.screenshot("validation-r1", w)

@@ -76,7 +76,8 @@ def test_why_of_a_validation_abort_names_the_other_transaction_and_its_change():
                 names=NAMES)
     [why] = whys(view)
     assert (why.kind, why.rule, why.other) == ("abort", "R1 (outdated read)", "T1")
-    assert why.changed == "bank_x@5: deleted rows it read" and why.detail == "version 5 changed what was read"
+    assert why.changed == "T1 changed bank_x@5: deleted rows it read"
+    assert why.detail == "version 5 changed what was read"
     html = render_parts(view)["why"]
     assert 'data-kind="abort" data-rule="R1 (outdated read)" data-other="T1"' in html
     assert "What to do: retry." in html
