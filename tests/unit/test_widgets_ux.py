@@ -258,3 +258,15 @@ def test_widget_scans_for_other_transactions_and_backs_off(comms):
         assert w._lv_scan_every == 0.05
     finally:
         w.close()
+
+
+def test_why_of_a_conflict_abort_names_the_committer():
+    events = waiting_stream() + stream(
+        ev.WaitEnded(A, table="bank_x", version=3, on_txn=B, outcome="committed"),
+        ev.ConflictFound(A, table="bank_x", version=3, step=1),
+        ev.Aborted(A, reason=f"gave up after 0 redo(s): bank_x@3 by {B} keeps invalidating step 1 (rows it "
+                             "updated). Help: retry the transaction.", rule="conflict"), start=1001.0)
+    redo, abort = whys(fold(events, names=NAMES))
+    assert (redo.kind, abort.kind, abort.rule, abort.other) == ("redo", "abort", "conflict (conflicting commit)", "T1")
+    assert abort.changed == "T1 committed bank_x@3, which invalidated step 1"
+    assert abort.detail.startswith("gave up after 0 redo(s): bank_x@3 by T1 keeps invalidating step 1")
