@@ -42,7 +42,8 @@ class ProgressBridge:
 
     def __init__(self, lh: Any) -> None:
         self.txn: Any = None
-        self.ops: dict[Any, tuple[int, float]] = {}
+        self.started: dict[Any, float] = {}  # operation id -> first report
+        self.numbers: dict[Any, int] = {}  # operation id -> statement number (operations that run stages)
         begin = lh.begin
 
         def tracked(*args: Any, **kwargs: Any) -> Any:
@@ -55,13 +56,14 @@ class ProgressBridge:
     def __call__(self, stages: Any = None, inflight_tasks: int = 0, operation_id: Any = None, done: bool = False,
                  **_: Any) -> None:
         txn = self.txn
-        if txn is None or txn.state != "active":
-            return
-        n, t0 = self.ops.setdefault(operation_id, (len(self.ops) + 1, time.time()))
+        t0 = self.started.setdefault(operation_id, time.time())
         st = list(stages or [])
+        if txn is None or txn.state != "active" or not st:
+            return
+        n = self.numbers.setdefault(operation_id, len(self.numbers) + 1)
         total = sum(s.num_tasks for s in st)
         finished = sum(s.num_completed_tasks for s in st)
-        stage = f"stage {max((s.stage_id for s in st), default=0)}"
+        stage = f"stage {max(s.stage_id for s in st)}"
         if inflight_tasks:
             stage += f", {inflight_tasks} running"
         txn.events.emit(ev.Progress(txn.id, statement=n, stage=stage, done=finished, total=total,

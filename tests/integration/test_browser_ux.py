@@ -198,30 +198,37 @@ def test_abort_why_panel_names_the_other_transaction(notebook: Any) -> None:
 def test_progress_and_cancel_interrupt_a_long_spark_statement(notebook: Any) -> None:
     from playwright.sync_api import expect
 
+    t0 = time.monotonic()
+    marks: dict[str, float] = {}
     nb = notebook("ux_cancel.ipynb")
     page = nb.page
+    marks["open"] = time.monotonic() - t0
     _run_all(nb, 2, timeout_s=90)  # Spark starts here
+    marks["Spark up, table made"] = time.monotonic() - t0
     assert nb.errors() == []
     nb.run_cell(2)  # the long statement: the cell stays busy
     w = _widget(page, "LONG")
     prog = w.locator(".lv-progress-box")
     expect(prog).to_be_visible(timeout=WAIT_MS)
-    expect(prog.locator(".lv-prog")).to_contain_text("statement 1")
+    expect(prog.locator(".lv-prog")).to_contain_text(re.compile(r"statement \d+ · stage \d+"))
     expect(prog.locator(".lv-prog")).not_to_have_attribute("data-total", "0", timeout=WAIT_MS)  # a Spark report
     expect(prog.locator(".lv-prog")).to_contain_text(re.compile(r"\d+/[1-9]\d* tasks"))
     cancel = prog.locator("button.lv-cancel")
     expect(cancel).to_be_visible()
     assert nb.execution_counts()[2] is None  # still running
+    marks["progress shown"] = time.monotonic() - t0
     nb.screenshot("ux-2-progress", w)
     cancel.click()
     expect(w.locator(".lv-sum")).to_have_attribute("data-state", "aborted", timeout=WAIT_MS)
     expect(w.locator(".lv-sum")).to_contain_text("rolled back")
+    marks["rolled back"] = time.monotonic() - t0
     expect(prog).to_be_hidden()
     nb.wait_cells_done([2], timeout_s=30)
     errors = nb.errors()
     assert len(errors) == 1 and errors[0].startswith("cell 2:") and "OPERATION_CANCELED" in errors[0], errors
     expect(w.locator(".lv-result .lv-result-inner")).to_have_attribute("data-rule", "rollback")
     nb.screenshot("ux-2-cancelled", w)
+    (nb.artifacts / "ux-2-timings.txt").write_text("".join(f"{k}: {v:.2f} s\n" for k, v in marks.items()))
 
 
 def test_saved_notebook_shows_each_final_outcome(notebook: Any, lab: Any) -> None:
