@@ -13,7 +13,8 @@ from typing import Any, Iterable
 
 from lv_core.errors import LvError
 from lv_core.protocol.dag import DagEdge, cycle_edges
-from lv_core.protocol.scan import LiveMarker
+from lv_core.protocol.scan import LiveMarker, MarkerScan, TableMarkers
+from lv_core.storage.base import ObjectStore
 
 
 @dataclass
@@ -76,6 +77,24 @@ def neighbourhood(txn: str, markers: Iterable[LiveMarker]) -> LiveDag:
     return out
 
 
+class StoreScanner:
+    """``scan_markers`` straight on a warehouse's object store (what a transaction knows of its lakehouse)."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+
+    def scan_markers(self, tables: Iterable[str], *, now: float | None = None) -> list[TableMarkers]:
+        scan = MarkerScan(self.store, now=now)
+        return [scan.table(name) for name in tables]
+
+
+def default_scanner(txn: Any) -> StoreScanner | None:
+    """A scanner for a :class:`lv_core.Transaction`: its store without the per-transaction request
+    counting (a scan is the widget's work, not the transaction's); None for anything else."""
+    inner = getattr(getattr(txn, "store", None), "inner", None)
+    return StoreScanner(inner) if isinstance(inner, ObjectStore) else None
+
+
 def scan_around(lakehouse: Any, txn: str, tables: Iterable[str], now: float) -> LiveDag:
     """Scan ``tables`` of ``lakehouse`` (``scan_markers``) and return the neighbourhood of ``txn``."""
     names = sorted(set(tables))
@@ -90,4 +109,4 @@ def scan_around(lakehouse: Any, txn: str, tables: Iterable[str], now: float) -> 
     return dag
 
 
-__all__ = ["LiveDag", "neighbourhood", "scan_around"]
+__all__ = ["LiveDag", "StoreScanner", "default_scanner", "neighbourhood", "scan_around"]

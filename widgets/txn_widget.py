@@ -19,7 +19,7 @@ import ipywidgets
 
 from lv_core import events as ev
 from widgets.cancel import default_cancel, early_clicks
-from widgets.live_dag import scan_around
+from widgets.live_dag import default_scanner, scan_around
 from widgets.model import TxnView
 from widgets.render import CSS, DETAILS, PARTS, render_html, render_parts, render_text
 
@@ -98,8 +98,9 @@ class TransactionWidget(ipywidgets.VBox):
         expanded: open with the details shown (the toggle works in the browser alone, even while a cell runs).
         cancel: what the Cancel button of a running statement calls; default: the transaction's
             ``interrupt()``, else an interrupt of ``lakehouse``'s Spark session, else no button.
-        lakehouse: scan its markers (every ``scan_s`` while the transaction holds markers) to show the
-            other live transactions that wait for this one, or that it waits for, in the DAG.
+        lakehouse: scan its markers (every ``scan_s`` while the transaction holds markers, backing off
+            while nothing changes) to show the other live transactions that wait for this one, or that it
+            waits for, in the DAG; default: the transaction's own store (``txn.store.inner``).
 
     CSS classes: ``lv-txn`` and ``lv-state-<state>`` on the box; ``lv-bar`` (``lv-toggle``,
     ``lv-summary``), ``lv-progress-box`` (``lv-progress``, ``lv-cancel``), ``lv-details`` (``lv-why``,
@@ -123,7 +124,7 @@ class TransactionWidget(ipywidgets.VBox):
         self._lv_closed = False
         self._lv_unsubscribe: Any = None
         self._lv_state_class = ""
-        self._lv_lakehouse = lakehouse
+        self._lv_scanner = lakehouse if lakehouse is not None else default_scanner(txn)
         self._lv_scan_s = float(scan_s)
         self._lv_scanned = 0.0
         self._lv_scan_every = self._lv_scan_s  # grows while scans find nothing new (an idle open transaction)
@@ -301,7 +302,7 @@ class TransactionWidget(ipywidgets.VBox):
 
     # ------------------------------------------------------------------ internals
     def _scans(self, view: TxnView) -> bool:
-        return (self._lv_lakehouse is not None and self._lv_scan_s > 0 and not view.done
+        return (self._lv_scanner is not None and self._lv_scan_s > 0 and not view.done
                 and any(r.version is not None and r.state not in ("freed", "committed") for r in view.markers.values()))
 
     def _scan(self, view: TxnView) -> None:
@@ -309,7 +310,7 @@ class TransactionWidget(ipywidgets.VBox):
             return
         self._lv_scanned = time.monotonic()
         tables = [t for t, r in view.markers.items() if r.version is not None]
-        live = scan_around(self._lv_lakehouse, view.txn, tables, time.time())
+        live = scan_around(self._lv_scanner, view.txn, tables, time.time())
         before = (view.live_nodes, [e.key for e in view.live_edges])
         view.live_nodes, view.live_edges = live.nodes, live.edges
         same = before == (view.live_nodes, [e.key for e in view.live_edges])

@@ -270,3 +270,31 @@ def test_why_of_a_conflict_abort_names_the_committer():
     assert (redo.kind, abort.kind, abort.rule, abort.other) == ("redo", "abort", "conflict (conflicting commit)", "T1")
     assert abort.changed == "T1 committed bank_x@3, which invalidated step 1"
     assert abort.detail.startswith("gave up after 0 redo(s): bank_x@3 by T1 keeps invalidating step 1")
+
+
+def test_real_widget_finds_who_waits_for_its_transaction(comms, tmp_path):
+    """No lakehouse given: the widget scans the transaction's own store (not counted as its requests)."""
+    import lv_core
+    from tests.helpers.bank import add_kv, make_kv
+    from tests.unit.test_widgets_widget import until
+    from widgets.txn_widget import TransactionWidget
+
+    lh = lv_core.connect(str(tmp_path / "wh"), lease_s=10.0, cycle_check_s=0.05)
+    make_kv(lh, "bank_x", {1: 1000.0})
+    t1 = lh.begin("repeatable_read", name="T1", timeout_s=20)
+    t2 = lh.begin("repeatable_read", name="T2", timeout_s=20)
+    add_kv(t1, "bank_x", 1, -50)
+    add_kv(t2, "bank_x", 1, +70)
+    w1 = TransactionWidget(t1, scan_s=0.05, tick_s=0)
+    try:
+        requests = t1.requests()
+        fut = t2.commit_async()
+        until(lambda: 'data-others="1"' in w1.part("dag").value)
+        v1 = t1.marker_versions()["bank_x"]
+        assert f"bank_x@{v1}" in w1.part("dag").value and "lv-edge-waiting" in w1.part("dag").value
+        assert t1.requests() == requests  # the scans are the widget's, not T1's
+        t1.commit()
+        fut.result(timeout=30)
+        until(lambda: 'data-others="0"' in w1.part("dag").value)
+    finally:
+        w1.close()

@@ -34,7 +34,7 @@ class FakeTxn:
             self.events.emit(e)
 
 
-def _until(cond, timeout: float = 5.0) -> None:
+def until(cond, timeout: float = 5.0) -> None:
     end = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < end, "condition not reached in time"
@@ -89,7 +89,7 @@ def test_live_updates_from_a_background_thread_are_throttled(comms):
     th = threading.Thread(target=busy)
     th.start()
     th.join()
-    _until(lambda: w.view.steps == n)
+    until(lambda: w.view.steps == n)
     took = time.monotonic() - t0
     time.sleep(0.25)  # let a last scheduled flush run
     renders = len(_updates(comms, header)) - before
@@ -104,18 +104,18 @@ def test_wait_then_commit_from_another_thread_flips_state(comms):
     txn.state = "committing"
     events = stream(*waiting_stream(), start=time.time() - 1.0)
     threading.Thread(target=txn.emit, args=tuple(events)).start()
-    _until(lambda: "lv-state-waiting" in w._dom_classes)
+    until(lambda: "lv-state-waiting" in w._dom_classes)
     result = w.part("result")
     header = w.part("header")
     n = len(_updates(comms, header))
-    _until(lambda: len(_updates(comms, header)) >= n + 3)  # ticks: the elapsed time keeps moving
+    until(lambda: len(_updates(comms, header)) >= n + 3)  # ticks: the elapsed time keeps moving
     threading.Thread(target=txn.emit, args=tuple(stream(
         ev.WaitEnded(A, table="bank_x", version=3, on_txn=B, outcome="committed"),
         ev.Committed(A, versions={"bank_x": 4, "bank_y": 3}, redo_count=0, elapsed_s=2.0), start=2000.0))).start()
-    _until(lambda: 'data-outcome="committed"' in result.value)
+    until(lambda: 'data-outcome="committed"' in result.value)
     assert "lv-state-committed" in w._dom_classes and "lv-state-waiting" not in w._dom_classes
     assert "Committed: bank_x@4, bank_y@3" in result.value
-    _until(lambda: txn.events._subscribers == [])  # done: the widget stops listening
+    until(lambda: txn.events._subscribers == [])  # done: the widget stops listening
     assert w._lv_timer is None
     w.close()
 
@@ -158,7 +158,7 @@ def test_a_broken_render_does_not_break_the_transaction(comms, monkeypatch):
 
     monkeypatch.setattr(tw, "render_parts", boom)
     txn.emit(began())  # the stream swallows subscriber errors; the timer thread logs them
-    _until(lambda: calls)
+    until(lambda: calls)
     assert txn.events.history[-1].kind == "Began"
     w.close()
 
@@ -174,15 +174,15 @@ def test_real_transactions_widget_follows_a_background_commit(comms, tmp_path):
     w1, w2 = TransactionWidget(t1), TransactionWidget(t2)
     v1 = t1.marker_versions()["bank_x"]
     fut = t2.commit_async()
-    _until(lambda: "lv-state-waiting" in w2._dom_classes)
+    until(lambda: "lv-state-waiting" in w2._dom_classes)
     markers = w2.part("markers")
     assert f"waiting on T1@{v1}" in markers.value
     dag = w2.part("dag")
     assert "lv-edge-waiting" in dag.value and f"bank_x@{v1}" in dag.value
     t1.commit()
     fut.result(timeout=30)
-    _until(lambda: "lv-state-committed" in w2._dom_classes)
-    _until(lambda: "lv-state-committed" in w1._dom_classes)  # its own render timer: not ordered with w2's
+    until(lambda: "lv-state-committed" in w2._dom_classes)
+    until(lambda: "lv-state-committed" in w1._dom_classes)  # its own render timer: not ordered with w2's
     assert w2.view.result.redo_count == 1
     w1.close()
     w2.close()
@@ -198,7 +198,7 @@ def test_cell_hook_resends_background_renders_from_the_cell_thread(comms):
     result = w.part("result")
     threading.Thread(target=txn.emit, args=tuple(stream(
         began(), ev.Committed(A, versions={"kv": 3}, redo_count=0, elapsed_s=0.1)))).start()
-    _until(lambda: 'data-outcome="committed"' in result.value)  # rendered by the timer thread
+    until(lambda: 'data-outcome="committed"' in result.value)  # rendered by the timer thread
     assert w in _LIVE
     n = len(comms)
     flush_live_widgets()  # what IPython runs after each cell, in the kernel's main thread
