@@ -17,7 +17,10 @@ def html_table(rows: list[list[Any]], header: list[str], cls: str) -> HTML:
 
 
 def txn_widget(ctx: MagicContext, txn: Any, quiet: bool) -> Any:
-    """Show the live widget of ``txn`` under the cell (unless quiet or disabled); returns it or None."""
+    """Show the live widget of ``txn`` under the cell (unless quiet or disabled); returns it or None.
+
+    When the transaction ends, the widget replaces its saved fallbacks by the final state (display id).
+    """
     try:
         from widgets import TransactionWidget
         from widgets.txn_widget import remember
@@ -26,6 +29,8 @@ def txn_widget(ctx: MagicContext, txn: Any, quiet: bool) -> Any:
     remember(txn)  # other widgets show its name instead of its id
     if quiet or not ctx.widgets:
         return None
-    w = TransactionWidget(txn)
+    # The lakehouse lets the widget show the other live transactions in its DAG and gives its Cancel
+    # button a default (interrupt the Spark session's running statements).
+    w = TransactionWidget(txn, lakehouse=ctx.require())
     display(w)
     return w

@@ -142,23 +142,29 @@ def graph_html(nodes: Sequence[GNode], edges: Sequence[GEdge], *, note: str = ""
 
 
 def txn_graph(view: TxnView) -> tuple[list[GNode], list[GEdge], str]:
-    """Nodes, edges and the shift note of one transaction's DAG view."""
+    """Nodes, edges and the shift note of one transaction's DAG view, with the other live
+    transactions a marker scan found around it (waiting for it, or it for them)."""
     dag = view.dag
-    order = [view.txn] + sorted(n for n in dag.nodes if n != view.txn)
-    nodes = [GNode(n, view.label(n), view.state if n == view.txn else dag.nodes.get(n, "pending"),
+    states = {**view.live_nodes, **dag.nodes}
+    order = [view.txn] + sorted(n for n in states if n != view.txn)
+    nodes = [GNode(n, view.label(n), view.state if n == view.txn else states.get(n, "pending"),
                    focus=n == view.txn, tooltip=n) for n in order]
     edges = [GEdge(e.src, e.dst, e.label, e.status, e.in_cycle, e.inverted) for e in dag.edges]
+    own = {(e.src, e.dst, e.label) for e in dag.edges}
+    if not view.done:  # a scan is a snapshot of live markers: only while this transaction runs
+        edges += [GEdge(e.src, e.dst, e.label, "waiting" if e.dst == view.txn else "pending", e.in_cycle)
+                  for e in view.live_edges if (e.src, e.dst, e.label) not in own]
     note = "; ".join(f"marker shift ({s.reason}): " + ", ".join(f"{t} @{a} → @{b}" for t, a, b in s.moves)
                      for s in dag.shifts)
     return nodes, edges, note
 
 
 def txn_dag_html(view: TxnView) -> str:
-    """The DAG around one transaction as HTML (SVG or text); a sentence when it has no edges."""
+    """The DAG around one transaction as HTML (SVG, or text without Graphviz); alone when it has no edges."""
     nodes, edges, note = txn_graph(view)
     if not edges:
-        return ('<div class="lv-dag-empty">No dependencies: no pending marker of another transaction '
-                "precedes this transaction's markers.</div>")
+        note = note or "no dependencies: no other transaction's pending marker comes before or after its own"
+        return f'<div class="lv-dag-empty">{graph_html(nodes[:1], [], note=note)}</div>'
     return graph_html(nodes, edges, note=note)
 
 

@@ -131,6 +131,40 @@ class ResultView:
     reason: str = ""
     rule: str = ""
     help: str = ""
+    blocked_by: tuple[str, ...] = ()  # transactions it still waited for when it aborted
+
+
+@dataclass
+class ProgressView:
+    """The running statement's progress (the last :class:`~lv_core.events.Progress` event)."""
+
+    statement: int
+    stage: str
+    done: int
+    total: int
+    elapsed_s: float
+    ts: float
+
+    @property
+    def fraction(self) -> float | None:
+        """Share of tasks done (None while the total is unknown)."""
+        return min(1.0, self.done / self.total) if self.total > 0 else None
+
+    @property
+    def finished(self) -> bool:
+        """Every task of the statement is done (the progress line goes away)."""
+        return self.total > 0 and self.done >= self.total
+
+
+@dataclass(frozen=True)
+class ConflictSeen:
+    """A conflict that forced a redo: the commit at ``table@version`` invalidated ``step``."""
+
+    table: str
+    version: int
+    step: int
+    files: tuple[str, ...]
+    ts: float
 
 
 def _rule(name: str, raw: Any) -> RuleResult:
@@ -172,6 +206,11 @@ class TxnView:
     engine_state: str | None = None  # Transaction.state when known (set by the widget before rendering)
     names: dict[str, str] = field(default_factory=dict)  # txn id -> display name (others, when known)
     events_seen: int = 0
+    progress: ProgressView | None = None  # the running statement (None when none runs)
+    conflict_log: list[ConflictSeen] = field(default_factory=list)
+    #: other live transactions around this one from a marker scan (the widget sets these; cleared at the end)
+    live_nodes: dict[str, str] = field(default_factory=dict)
+    live_edges: list[DagEdge] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.dag = DagView(self.txn)
@@ -368,7 +407,16 @@ class TxnView:
         self._note(e, f"{self.label(e.on_txn)}'s marker {e.table}@{e.version} {e.outcome}; "
                       f"waited {e.ts - since:.2f} s", "ok")
 
+    def _on_Progress(self, e: ev.Progress) -> None:  # frequent: no timeline entry
+        self.progress = ProgressView(e.statement, e.stage, e.done, e.total, e.elapsed_s, e.ts)
+
+    def by_whom(self, table: str, version: int) -> str | None:
+        """The transaction whose marker at ``table@version`` this one waited behind, if known."""
+        return next((d.dst for d in self.dag.edges if d.src == self.txn and d.table == table
+                     and d.version == version), None)
+
     def _on_ConflictFound(self, e: ev.ConflictFound) -> None:
+        self.conflict_log.append(ConflictSeen(e.table, e.version, e.step, tuple(e.files), e.ts))
         self.conflicts += 1
         n = len(e.files)
         files = f" ({n} file{'s' if n != 1 else ''})" if n else ""
@@ -416,7 +464,8 @@ class TxnView:
         what, help_ = split_help(e.reason)
         unknown = e.rule == "unknown"  # decided (or possibly landed): markers are not freed
         self.result = ResultView("unknown" if unknown else "aborted", e.ts, reason=what or e.reason, rule=e.rule,
-                                 help=help_ or DEFAULT_HELP.get(e.rule, "retry the transaction."))
+                                 help=help_ or DEFAULT_HELP.get(e.rule, "retry the transaction."),
+                                 blocked_by=tuple(txn for txn, _ in self.waits.values()))
         self.waits.clear()
         for row in self.markers.values():
             if row.state not in ("freed", "committed"):
@@ -430,6 +479,8 @@ class TxnView:
         self._note(e, f"{'outcome unknown' if unknown else 'aborted'} ({e.rule}): {what or e.reason}", "error")
 
     def _close_edges(self) -> None:
+        self.progress = None
+        self.live_nodes, self.live_edges = {}, []
         for edge in self.dag.edges:
             if edge.src == self.txn and edge.status != "resolved":
                 edge.status = "resolved"
@@ -466,7 +517,9 @@ __all__ = [
     "DagData",
     "DagEdge",
     "DagView",
+    "ConflictSeen",
     "MarkerRow",
+    "ProgressView",
     "ResultView",
     "RuleResult",
     "Shift",

@@ -248,6 +248,14 @@ _ERRORS = "(path) => {" + _PANEL + """
   }
   return out;
 }"""
+_OUTPUTS = "([path, index]) => {" + _PANEL + """
+  const outs = panel(path).content.model.cells.get(index).outputs, out = [];
+  for (let j = 0; j < outs.length; j++) out.push(outs.get(j).toJSON());
+  return out;
+}"""
+_SAVE = "(path) => {" + _PANEL + """
+  return panel(path).context.save().then(() => true);
+}"""
 _SHUTDOWN = "(path) => {" + _PANEL + """
   const w = panel(path);
   return w && w.sessionContext ? w.sessionContext.shutdown().then(() => true) : false;
@@ -282,6 +290,10 @@ class NotebookPage:
         """Run cells ``0 .. index-1`` (not awaited)."""
         self.page.evaluate(_RUN, [self.notebook, "notebook:run-all-above", index])
 
+    def run_all(self) -> None:
+        """Run every cell (not awaited)."""
+        self.page.evaluate(_RUN, [self.notebook, "notebook:run-all-cells", 0])
+
     def run_cell(self, index: int) -> None:
         """Run cell ``index`` (not awaited, no re-run of any other cell)."""
         self.page.evaluate(_RUN, [self.notebook, "notebook:run-cell", index])
@@ -295,6 +307,14 @@ class NotebookPage:
 
     def errors(self) -> list[str]:
         return self.page.evaluate(_ERRORS, self.notebook)
+
+    def outputs(self, index: int) -> list[dict[str, Any]]:
+        """Cell ``index``'s outputs as the frontend holds them (what saving writes to the file)."""
+        return self.page.evaluate(_OUTPUTS, [self.notebook, index])
+
+    def save(self) -> None:
+        """Save the notebook to disk (as Ctrl+S; awaited)."""
+        self.page.evaluate(_SAVE, self.notebook)
 
     def screenshot(self, name: str, locator: Any = None) -> Path:
         """Keep a screenshot under test-artifacts/browser/ (of ``locator``, else the page)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -64,3 +65,49 @@ def engine_lh(request: pytest.FixtureRequest, spark: SparkSession, tmp_path: Any
     lh.kind = request.param  # type: ignore[attr-defined]
     yield lh
     lh.close()
+
+
+# -- the browser tier: one JupyterLab server and one browser for the whole run -----------------------
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One JupyterLab server for every browser test, serving copies of tests/integration/notebooks."""
+    from tests.integration.browser_utils import ARTIFACTS, copy_notebooks, lab_server, missing_requirements
+
+    why = missing_requirements()
+    if why:
+        pytest.skip(why)
+    root = tmp_path_factory.mktemp("lab-root")
+    copy_notebooks(Path(__file__).parent / "notebooks", root)
+    with lab_server(root, tmp_path_factory.mktemp("lab-home"), log_path=ARTIFACTS / "jupyter-lab.log") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def browser(lab: Any) -> Iterator[Any]:
+    """One headless Chromium context for every browser test."""
+    from tests.integration.browser_utils import launch_chromium
+
+    with launch_chromium() as context:
+        yield context
+
+
+@pytest.fixture
+def notebook(lab: Any, browser: Any) -> Iterator[Any]:
+    """Opens a notebook page; afterwards keeps its final screenshot and browser console log."""
+    from tests.integration.browser_utils import ARTIFACTS, NotebookPage
+
+    pages: list[NotebookPage] = []
+
+    def open_notebook(name: str) -> NotebookPage:
+        nb = NotebookPage(browser, lab, name, ARTIFACTS)
+        pages.append(nb)
+        return nb.open()
+
+    yield open_notebook
+    for nb in pages:
+        nb.screenshot(f"{Path(nb.notebook).stem}-final")
+        nb.save_console()
+        nb.close()
+    (ARTIFACTS / "blocked-requests.txt").write_text("\n".join(getattr(browser, "blocked", [])))

@@ -1,70 +1,26 @@
 """Browser tier: the live widgets in a real JupyterLab, asserted in headless Chromium.
 
-One JupyterLab server and one browser per module. ``two_txns.ipynb`` runs two interleaved
-transactions through the Python API: T2's commit waits behind T1 in the background; the page shows
-T2's marker row waiting on T1, the waiting edge in T2's DAG SVG and both in the inspector; then a
-later cell commits T1 and T2's widget flips from waiting to committed without its cell running
-again. ``validation_display.ipynb`` replays a recorded LV[I] R1 failure (LV[I] is not wired into
-lv_core yet). Screenshots land in ``test-artifacts/browser/``.
+One JupyterLab server and one browser for the whole run (fixtures in conftest.py).
+``two_txns.ipynb`` runs two interleaved transactions through the Python API: T2's commit waits
+behind T1 in the background; the page shows T2's marker row waiting on T1, the waiting edge in
+T2's DAG SVG and both in the inspector; then a later cell commits T1 and T2's widget flips from
+waiting to committed without its cell running again. ``validation_display.ipynb`` replays a
+recorded LV[I] R1 failure. Screenshots land in ``test-artifacts/browser/``.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from tests.integration.browser_utils import (
-    ARTIFACTS,
-    NotebookPage,
-    copy_notebooks,
-    lab_server,
-    launch_chromium,
-    missing_requirements,
-)
+from tests.integration.browser_utils import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
-NOTEBOOKS = Path(__file__).parent / "notebooks"
 WAIT_S = 30.0  # generous: 2 shared cores
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    why = missing_requirements()
-    if why:
-        pytest.skip(why)
-    root = tmp_path_factory.mktemp("lab-root")
-    copy_notebooks(NOTEBOOKS, root)
-    with lab_server(root, tmp_path_factory.mktemp("lab-home"), log_path=ARTIFACTS / "jupyter-lab.log") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def browser(lab: Any) -> Iterator[Any]:
-    with launch_chromium() as context:
-        yield context
-
-
-@pytest.fixture
-def notebook(lab: Any, browser: Any) -> Iterator[Any]:
-    """Opens a notebook page; afterwards keeps its final screenshot and browser console log."""
-    pages: list[NotebookPage] = []
-
-    def open_notebook(name: str) -> NotebookPage:
-        nb = NotebookPage(browser, lab, name, ARTIFACTS)
-        pages.append(nb)
-        return nb.open()
-
-    yield open_notebook
-    for nb in pages:
-        nb.screenshot(f"{Path(nb.notebook).stem}-final")
-        nb.save_console()
-        nb.close()
-    (ARTIFACTS / "blocked-requests.txt").write_text("\n".join(getattr(browser, "blocked", [])))
 
 
 def _widget(page: Any, name: str) -> Any:
@@ -147,6 +103,9 @@ def test_background_commit_waits_then_flips_to_committed(notebook: Any) -> None:
     expect(insp.locator(".lv-live-markers")).to_contain_text("no pending markers", timeout=WAIT_S * 1000)
     expect(insp.locator(".lv-global-dag")).to_contain_text("no transactions hold markers")
     nb.screenshot("two_txns-2-committed")
+    expect(t2).to_have_class(re.compile(r"\blv-static\b"))  # its output is now the final state
+    t2.locator("summary").click()
+    expect(t2.locator(".lv-why .lv-why-item[data-kind='redo']")).to_have_attribute("data-other", "T1")
     nb.screenshot("two_txns-2-T2-widget", t2)
     timings["total"] = time.monotonic() - t0
     (ARTIFACTS / "two_txns-timings.txt").write_text("".join(f"{k}: {v:.2f} s\n" for k, v in timings.items()))
@@ -177,4 +136,7 @@ def test_validation_r1_failure_display(notebook: Any) -> None:
     expect(w.locator(".lv-header .lv-h")).to_have_attribute("data-state", "aborted")
     nb.wait_cells_done([1], timeout_s=WAIT_S)
     assert nb.errors() == [] and nb.execution_counts() == [1, 2]
+    expect(w).to_have_class(re.compile(r"\blv-static\b"))  # ended in its cell: the final state, static
+    w.locator("summary").click()
+    expect(w.locator(".lv-why .lv-why-item")).to_have_attribute("data-rule", "R1 (outdated read)")
     nb.screenshot("validation-r1", w)

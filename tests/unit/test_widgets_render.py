@@ -34,7 +34,10 @@ def _r1_view():
 
 def test_parts_carry_state_as_data_attributes():
     parts = render_parts(fold(waiting_stream(), names=NAMES), now=1003.0)
-    assert set(parts) == {"header", "markers", "dag", "validation", "timeline", "result"}
+    assert set(parts) == {"summary", "progress", "why", "header", "markers", "dag", "validation", "timeline",
+                          "result"}
+    assert 'data-state="waiting"' in parts["summary"] and "waiting on T1" in parts["summary"]
+    assert "bank_x@4 bank_y@3" in parts["summary"] and parts["progress"] == "" and parts["why"] == ""
     assert 'data-state="waiting"' in parts["header"] and 'data-name="T2"' in parts["header"]
     assert f'data-txn="{A}"' in parts["header"] and "serializable" in parts["header"]
     assert "features CT+I+R" in parts["header"] and "3.00 s" in parts["header"]  # elapsed at now
@@ -119,9 +122,11 @@ def test_dag_without_graphviz_falls_back_to_text(monkeypatch):
     assert "T2 → T1 <code>bank_x@3</code> (waiting)" in html
 
 
-def test_no_edges_is_a_sentence():
+@needs_dot
+def test_no_edges_is_the_transaction_alone():
     html = render_parts(fold(stream(began(), ev.MarkerPlaced(A, table="kv", version=1))))["dag"]
-    assert "No dependencies" in html and 'data-edges="0"' in html
+    assert 'data-edges="0"' in html and "<svg" in html and "no dependencies" in html
+    assert re.search(r'class="node lv-node lv-node-active lv-node-self">.*?>T2<', html, re.S)
 
 
 def test_text_rendering_of_a_committed_transaction():

@@ -9,7 +9,7 @@ import pytest
 
 from lv_core import events as ev
 from tests.unit.test_widgets_model import A, B, began, stream, waiting_stream
-from tests.unit.test_widgets_widget import FakeTxn
+from tests.unit.test_widgets_widget import FakeTxn, descendants
 from widgets.nbstatic import WIDGET_STATE, WIDGET_VIEW, StaticWidgetsPreprocessor, make_static
 
 ipywidgets = pytest.importorskip("ipywidgets")
@@ -50,7 +50,7 @@ def test_saved_widget_state_gives_the_final_state(comms):
     txn.emit(*stream(ev.WaitEnded(A, table="bank_x", version=3, on_txn=B, outcome="committed"),
                      ev.Committed(A, versions={"bank_x": 4, "bank_y": 3}, redo_count=0, elapsed_s=1.0), start=2000))
     w.flush()
-    state = ipywidgets.Widget.get_manager_state(drop_defaults=False, widgets=[w, *w.children])
+    state = ipywidgets.Widget.get_manager_state(drop_defaults=False, widgets=[w, *descendants(w)])
     nb = _notebook_with(bundle, state)
     assert make_static(nb) == 1
     data = nb.cells[0].outputs[0]["data"]
@@ -91,6 +91,15 @@ def test_executed_notebook_converts_to_html_with_final_states(tmp_path):
     nb = nbformat.read(tmp_path / src.name, as_version=4)
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
+    # Without the saved widget state (as a frontend that does not save it), the outputs' own fallbacks
+    # are all that is left: the widgets replaced them by their final state (display id), also T2's,
+    # which committed while a later cell ran.
+    bare = nbformat.from_dict(nb)
+    bare.metadata.pop("widgets", None)
+    plain, _ = nbconvert.HTMLExporter().from_notebook_node(bare)
+    tags = re.findall(r'<span class="lv-sum"[^>]*>', plain)
+    assert {re.search(r'data-name="(\w+)"', t).group(1): re.search(r'data-state="(\w+)"', t).group(1)
+            for t in tags} == {"T1": "committed", "T2": "committed"}
     body, _ = nbconvert.HTMLExporter(preprocessors=[StaticWidgetsPreprocessor]).from_notebook_node(nb)
     assert "vnd.jupyter.widget-view+json" not in body and "widget-state+json" not in body  # static only
     tags = re.findall(r'<div class="lv-h"[^>]*>', body)  # (nbconvert may reorder attributes)

@@ -34,11 +34,18 @@ class FakeTxn:
             self.events.emit(e)
 
 
-def _until(cond, timeout: float = 5.0) -> None:
+def until(cond, timeout: float = 5.0) -> None:
     end = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < end, "condition not reached in time"
         time.sleep(0.01)
+
+
+def descendants(w: Any) -> list[Any]:
+    out = []
+    for c in getattr(w, "children", ()):
+        out += [c, *descendants(c)]
+    return out
 
 
 def _updates(comms: list[tuple[str, Any]], widget: Any) -> list[dict]:
@@ -51,9 +58,10 @@ def test_constructor_renders_replayed_events_with_classes(comms):
     w = TransactionWidget(txn)
     try:
         assert "lv-txn" in w._dom_classes and "lv-state-waiting" in w._dom_classes
-        parts = {c: p for p in w.children for c in p._dom_classes}
-        assert {"lv-style", "lv-header", "lv-markers", "lv-dag", "lv-validation", "lv-timeline",
-                "lv-result"} <= set(parts)
+        parts = {c: p for p in descendants(w) for c in p._dom_classes}
+        assert {"lv-style", "lv-toggle", "lv-summary", "lv-progress", "lv-cancel", "lv-details", "lv-why",
+                "lv-header", "lv-markers", "lv-dag", "lv-validation", "lv-timeline", "lv-result"} <= set(parts)
+        assert 'data-state="waiting"' in parts["lv-summary"].value and "waiting on " in parts["lv-summary"].value
         assert 'data-state="waiting"' in parts["lv-header"].value
         assert 'data-table="bank_x"' in parts["lv-markers"].value
         assert w.view.state == "waiting" and w.renders == 1
@@ -67,7 +75,7 @@ def test_live_updates_from_a_background_thread_are_throttled(comms):
     txn = FakeTxn()
     txn.emit(began())
     w = TransactionWidget(txn, min_interval_s=0.1, tick_s=0)
-    header = next(p for p in w.children if "lv-header" in p._dom_classes)
+    header = w.part("header")
     before = len(_updates(comms, header))
     n = 400
 
@@ -81,7 +89,7 @@ def test_live_updates_from_a_background_thread_are_throttled(comms):
     th = threading.Thread(target=busy)
     th.start()
     th.join()
-    _until(lambda: w.view.steps == n)
+    until(lambda: w.view.steps == n)
     took = time.monotonic() - t0
     time.sleep(0.25)  # let a last scheduled flush run
     renders = len(_updates(comms, header)) - before
@@ -96,18 +104,18 @@ def test_wait_then_commit_from_another_thread_flips_state(comms):
     txn.state = "committing"
     events = stream(*waiting_stream(), start=time.time() - 1.0)
     threading.Thread(target=txn.emit, args=tuple(events)).start()
-    _until(lambda: "lv-state-waiting" in w._dom_classes)
-    result = next(p for p in w.children if "lv-result" in p._dom_classes)
-    header = next(p for p in w.children if "lv-header" in p._dom_classes)
+    until(lambda: "lv-state-waiting" in w._dom_classes)
+    result = w.part("result")
+    header = w.part("header")
     n = len(_updates(comms, header))
-    _until(lambda: len(_updates(comms, header)) >= n + 3)  # ticks: the elapsed time keeps moving
+    until(lambda: len(_updates(comms, header)) >= n + 3)  # ticks: the elapsed time keeps moving
     threading.Thread(target=txn.emit, args=tuple(stream(
         ev.WaitEnded(A, table="bank_x", version=3, on_txn=B, outcome="committed"),
         ev.Committed(A, versions={"bank_x": 4, "bank_y": 3}, redo_count=0, elapsed_s=2.0), start=2000.0))).start()
-    _until(lambda: 'data-outcome="committed"' in result.value)
+    until(lambda: 'data-outcome="committed"' in result.value)
     assert "lv-state-committed" in w._dom_classes and "lv-state-waiting" not in w._dom_classes
     assert "Committed: bank_x@4, bank_y@3" in result.value
-    _until(lambda: txn.events._subscribers == [])  # done: the widget stops listening
+    until(lambda: txn.events._subscribers == [])  # done: the widget stops listening
     assert w._lv_timer is None
     w.close()
 
@@ -150,7 +158,7 @@ def test_a_broken_render_does_not_break_the_transaction(comms, monkeypatch):
 
     monkeypatch.setattr(tw, "render_parts", boom)
     txn.emit(began())  # the stream swallows subscriber errors; the timer thread logs them
-    _until(lambda: calls)
+    until(lambda: calls)
     assert txn.events.history[-1].kind == "Began"
     w.close()
 
@@ -166,15 +174,15 @@ def test_real_transactions_widget_follows_a_background_commit(comms, tmp_path):
     w1, w2 = TransactionWidget(t1), TransactionWidget(t2)
     v1 = t1.marker_versions()["bank_x"]
     fut = t2.commit_async()
-    _until(lambda: "lv-state-waiting" in w2._dom_classes)
-    markers = next(p for p in w2.children if "lv-markers" in p._dom_classes)
+    until(lambda: "lv-state-waiting" in w2._dom_classes)
+    markers = w2.part("markers")
     assert f"waiting on T1@{v1}" in markers.value
-    dag = next(p for p in w2.children if "lv-dag" in p._dom_classes)
+    dag = w2.part("dag")
     assert "lv-edge-waiting" in dag.value and f"bank_x@{v1}" in dag.value
     t1.commit()
     fut.result(timeout=30)
-    _until(lambda: "lv-state-committed" in w2._dom_classes)
-    assert "lv-state-committed" in w1._dom_classes
+    until(lambda: "lv-state-committed" in w2._dom_classes)
+    until(lambda: "lv-state-committed" in w1._dom_classes)  # its own render timer: not ordered with w2's
     assert w2.view.result.redo_count == 1
     w1.close()
     w2.close()
@@ -187,10 +195,10 @@ def test_cell_hook_resends_background_renders_from_the_cell_thread(comms):
 
     txn = FakeTxn()
     w = TransactionWidget(txn, min_interval_s=0.01, tick_s=0)
-    result = next(p for p in w.children if "lv-result" in p._dom_classes)
+    result = w.part("result")
     threading.Thread(target=txn.emit, args=tuple(stream(
         began(), ev.Committed(A, versions={"kv": 3}, redo_count=0, elapsed_s=0.1)))).start()
-    _until(lambda: 'data-outcome="committed"' in result.value)  # rendered by the timer thread
+    until(lambda: 'data-outcome="committed"' in result.value)  # rendered by the timer thread
     assert w in _LIVE
     n = len(comms)
     flush_live_widgets()  # what IPython runs after each cell, in the kernel's main thread
