@@ -23,6 +23,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from lv_core.delta.actions import AddFile, CommitInfo, decode_commit
 from lv_core.delta.log import DeltaLog
@@ -242,9 +243,10 @@ def _begun_at(txn: str) -> float:
 class _Dead:
     """Whether a transaction is dead for good (cached per recovery pass)."""
 
-    def __init__(self, store: ObjectStore, live: set[str], lease_grace_s: float, now: float) -> None:
+    def __init__(self, store: ObjectStore, live: set[str], lease_grace_s: float, now: float,
+                 dead: Iterable[str] = ()) -> None:
         self.store, self.live, self.grace, self.now = store, live, lease_grace_s, now
-        self._known: dict[str, bool] = {}
+        self._known: dict[str, bool] = dict.fromkeys(dead, True)  # found dead (and cleaned) in this pass
 
     def __call__(self, txn: str) -> bool:
         if txn in self.live:
@@ -356,7 +358,7 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
             store.delete(meta.key)
         rep.cleaned_txns.append(txn)
     live = set(rep.kept_txns) | pending_of
-    _clean_staged(store, refs, _Dead(store, live, lease_grace_s, now), rep)
+    _clean_staged(store, refs, _Dead(store, live, lease_grace_s, now, dead=rep.cleaned_txns), rep)
     return rep
 
 

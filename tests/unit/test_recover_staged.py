@@ -4,6 +4,7 @@ files of live transactions nor files a version references."""
 
 from __future__ import annotations
 
+import calendar
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,7 @@ import pyarrow as pa
 import lv_core
 from lv_core.engine import arrow_ops as ops
 from lv_core.protocol.layout import new_txn_id
-from lv_core.protocol.lease import write_lease
+from lv_core.protocol.lease import read_lease, write_lease
 from tests.helpers.bank import committed_kv, make_kv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +39,18 @@ _KILLED = textwrap.dedent("""
         os.kill(os.getpid(), signal.SIGKILL)
     txn.execute(Operation("insert", ("kv",), run, blind=True))
 """)
+
+
+def _wait_until(cond, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)
+
+
+def _id_time(txn: str) -> float:
+    """The begin time a transaction id starts with (second resolution: the end of that second)."""
+    return calendar.timegm(time.strptime(txn.split("-", 1)[0], "%Y%m%dT%H%M%S")) + 1.0
 
 
 def _files(root: Path) -> set[str]:
@@ -70,7 +83,8 @@ def test_recover_removes_files_staged_by_a_killed_kernel_only(tmp_path: Path) ->
     write_lease(lh.store, gone, -100.0)
     (root / "_lv_staging" / f"part-{gone}-0001-0-s2" / "x").mkdir(parents=True)
     (root / "_lv_staging" / f"part-{gone}-0001-0-s2" / "x" / "p.parquet").write_bytes(b"x")
-    time.sleep(1.2)  # the killed transaction's lease (0.5 s) and the grace run out
+    # wait (on the stored lease, not a fixed time) until the killed transaction's lease and the grace ran out
+    _wait_until(lambda: (read_lease(lh.store, dead) or {"expires": 0.0})["expires"] + 0.5 < time.time())
     fresh = new_txn_id()
     (root / f"part-{fresh}-0001-0-001.parquet").write_bytes(b"x")
     before = _files(root)
@@ -87,7 +101,8 @@ def test_recover_removes_files_staged_by_a_killed_kernel_only(tmp_path: Path) ->
     assert sum(live.id in f for f in left) == 2
     live.commit()
     assert committed_kv(lh, "kv") == {1: 1.0, 2: 2.0, 7: 7.0}
-    time.sleep(1.6)  # finished (no lease) and older than the grace: its staging debris goes, its commit stays
+    # finished (no lease) and, by the begin time in their ids, older than the grace: the debris goes
+    _wait_until(lambda: all(_id_time(x) + 0.5 < time.time() for x in (live.id, fresh)))
     again = lh.recover(lease_grace_s=0.5).deleted_files
     assert set(again) == {f"kv/_lv_staging/part-{live.id}-0009-0-s1/part-0.parquet",
                           f"kv/part-{fresh}-0001-0-001.parquet"}  # now old enough and still without lease
