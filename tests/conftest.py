@@ -220,16 +220,19 @@ def store(request: pytest.FixtureRequest) -> ObjectStore:
 
 @pytest.fixture
 def log_immutability(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """Issue 18: run a test that works in ``tmp_path`` under the log-immutability
+    """Issue 18: run a test that works in ``tmp_path`` (or the anomaly matrix's ``tmp_root``) under the log-immutability
     checker (tests/helpers/immutability.py): no ``_delta_log`` file may change or disappear, whatever
     the processes, crashes and faults of the test do. A test that plants a broken log file itself
     (bad input) opts out with ``@pytest.mark.plants_log_files``."""
-    if "tmp_path" not in request.fixturenames or request.node.get_closest_marker("plants_log_files"):
+    names = [n for n in ("tmp_path", "tmp_root") if n in request.fixturenames]  # tmp_root: the Hermitage matrix
+    if not names or request.node.get_closest_marker("plants_log_files"):
         yield None
         return
+    from pathlib import Path
+
     from tests.helpers.immutability import LogWatcher
 
-    watcher = LogWatcher(root=request.getfixturevalue("tmp_path")).start()
+    watcher = LogWatcher(root=Path(request.getfixturevalue(names[0]))).start()
     yield watcher
     watcher.stop()
     assert not watcher.violations, f"Delta log files were rewritten: {watcher.violations[:10]} ({watcher.summary()})"

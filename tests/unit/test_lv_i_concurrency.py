@@ -17,6 +17,9 @@ from lv_core.storage.instrumented import InstrumentedStore
 from tests.helpers.bank import add_kv, committed_kv, make_kv, read_kv
 from tests.unit.test_lv_r_processes import _worker
 
+# issue 18: the SIGKILL crash points run under the log-immutability checker (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("log_immutability")
+
 
 def _observe(tmp_path, reader_preset: str, reader_features=None, n_readers: int = 300) -> tuple[set[float], dict]:
     """Writers move money between x and y (serializable); readers sum x + y in read-only transactions."""

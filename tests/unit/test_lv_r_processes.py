@@ -20,6 +20,9 @@ from lv_core.protocol.lease import lease_expired
 from lv_core.protocol.markers import read_version
 from tests.helpers.bank import add_kv, committed_kv, make_kv
 
+# issue 18: the SIGKILL crash points run under the log-immutability checker (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("log_immutability")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
