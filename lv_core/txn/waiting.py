@@ -173,6 +173,21 @@ def _check_while_waiting(core: TxnCore, ts: TableState, v: int, on_txn: str, wai
         core.shift_lock.release()
 
 
+def _poll(core: TxnCore, ts: TableState, v: int, last: VersionState | None, polls: int) -> VersionState:
+    """What version ``v`` is now. While it is a pending marker (known from the last poll, or from the
+    snapshot read at first access), only the log is read (1 GET); the marker object (edges, given up?)
+    every fourth round."""
+    owner = last.txn if last is not None and last.pending else (ts.pending.get(v) if last is None else None)
+    if owner and polls % 4:
+        logged = read_log_version(core.store, ts.name, v)
+        if logged is not None:
+            return logged
+        if last is not None:
+            return last
+        return VersionState(v, "marker", "", txn=owner, filled=False)  # known pending at access
+    return read_version(core.store, ts.name, v)
+
+
 def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> list[PredecessorCommit]:
     """Wait until every version between the base and the marker is in the Delta log; return them.
 
@@ -190,10 +205,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
         polls = 0
         while True:
             polls += 1
-            # While a marker is pending, poll the log (1 GET); its object (given up?) every third round.
-            logged = read_log_version(core.store, ts.name, v) if st is not None and st.pending and polls % 3 else None
-            st = logged if logged is not None else (
-                st if st is not None and st.pending and polls % 3 else read_version(core.store, ts.name, v))
+            st = _poll(core, ts, v, st, polls)
             if st.kind == "freed" and not st.filled:
                 st = fill_version(core.store, ts.name, v, st, below_known=True) or st
             on_table, on = ts.name, st  # what we wait for: this version, or an unfinished part of it
