@@ -88,11 +88,11 @@ def _fit(arr: pa.Array, target: pa.DataType) -> pa.Array:
 
 
 @dataclass
-class _Files(InputPartition):  # type: ignore[misc]
+class _Files(InputPartition):
     files: list[list[Any]]  # [bucket key, raw name, {partition column: text}]
 
 
-class _Reader(DataSourceReader):  # type: ignore[misc]
+class _Reader(DataSourceReader):
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         self.options = dict(options)
         self.schema = schema
@@ -113,7 +113,8 @@ class _Reader(DataSourceReader):  # type: ignore[misc]
             out.append(_Files(group))
         return out or [_Files([])]
 
-    def read(self, partition: _Files) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, _Files)
         from pyspark.sql.pandas.types import to_arrow_schema
 
         try:
@@ -192,11 +193,11 @@ def merge_stats(a: Optional[dict[str, Any]], b: dict[str, Any]) -> dict[str, Any
 
 
 @dataclass
-class _Written(WriterCommitMessage):  # type: ignore[misc]
+class _Written(WriterCommitMessage):
     files: list[dict[str, Any]] = field(default_factory=list)
 
 
-class _Writer(DataSourceArrowWriter):  # type: ignore[misc]
+class _Writer(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = dict(options)
 
@@ -242,16 +243,16 @@ class _Writer(DataSourceArrowWriter):  # type: ignore[misc]
             raise
         return _Written(done)
 
-    def commit(self, messages: list[_Written]) -> None:
-        files = [f for m in messages if m is not None for f in m.files]
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        files = [f for m in messages if isinstance(m, _Written) for f in m.files]
         fs = filesystem(self.options)
         with fs.open_output_stream(f"{self.options['bucket']}/{self.options['manifest']}") as out:
             out.write(json.dumps({"files": files}).encode())
 
-    def abort(self, messages: list[_Written]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         fs = filesystem(self.options)
         for m in messages:
-            for f in (m.files if m is not None else ()):
+            for f in (m.files if isinstance(m, _Written) else ()):
                 fs.delete_file(f"{self.options['bucket']}/{self.options['stage']}/{f['file']}")
 
 
@@ -270,7 +271,7 @@ def _split(t: pa.Table, parts: list[str], text: Any) -> Iterator[tuple[dict[str,
         yield values, t.filter(mask).drop_columns(parts)
 
 
-class LvFiles(DataSource):  # type: ignore[misc]
+class LvFiles(DataSource):
     """``lv_files``: the reader and writer above (the schema is always given by the client)."""
 
     @classmethod

@@ -371,12 +371,12 @@ class SparkEngine:
                 with spark_errors(f"writing to {table!r}"):
                     written = self._streams().write(df, stage_key, cm.physical_arrow, parts)
                 adds: list[AddFile] = []
-                for w in written:
-                    values = dict(w["values"])
+                for entry in written:
+                    values = dict(entry["values"])
                     rel = new_path(values) if new_path is not None else ctx.new_path(table, values)
-                    self._move(f"{stage_key}/{w['file']}", f"{table}/{rel}")
+                    self._move(f"{stage_key}/{entry['file']}", f"{table}/{rel}")
                     moved.append(f"{table}/{rel}")
-                    adds.append(AddFile(rel, values, int(w["size"]), now_ms(), True, w["stats"]))
+                    adds.append(AddFile(rel, values, int(entry["size"]), now_ms(), True, entry["stats"]))
                 return adds
             with spark_errors(f"writing to {table!r}"):
                 w = df.repartition(*[col(p) for p in parts]) if parts else df

@@ -12,7 +12,6 @@ from decimal import Decimal
 from typing import Any
 
 import deltalake
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -60,7 +59,8 @@ def test_stream_path_moves_no_data_through_the_client(lh: Any) -> None:
     lh.sql("CREATE TABLE t (id BIGINT, p STRING, amount DECIMAL(10,2), at TIMESTAMP, d DATE, "
            "s STRUCT<x: INT, y: STRING>) PARTITIONED BY (p)")
     lh.sql("INSERT INTO t SELECT id, CAST(id % 3 AS STRING), CAST(id AS DECIMAL(10,2)) / 4, "
-           "TIMESTAMP '2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id), DATE '2024-01-01' + CAST(id AS INT), "
+           "TIMESTAMP '2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id), "
+           "DATE '2024-01-01' + CAST(id AS INT), "
            "named_struct('x', CAST(id AS INT), 'y', CASE WHEN id % 5 = 0 THEN NULL ELSE 'v' || id END) FROM range(300)")
     eng = api.engine(lh)
     assert eng.data_path == "stream" and "Python workers" in eng.data_path_reason
