@@ -77,9 +77,8 @@ def _fit(arr: pa.Array, target: pa.DataType) -> pa.Array:
         return arr
     if pa.types.is_struct(target) and pa.types.is_struct(arr.type):
         names = [arr.type.field(i).name.lower() for i in range(arr.type.num_fields)]
-        children = arr.flatten()
-        out = [pa.nulls(len(arr), f.type) if f.name.lower() not in names
-               else _fit(children[names.index(f.name.lower())], f.type) for f in target]
+        out = [pa.nulls(len(arr), f.type) if f.name.lower() not in names  # field(): no parent nulls mixed in
+               else _fit(arr.field(names.index(f.name.lower())), f.type) for f in target]
         return pa.StructArray.from_arrays(out, fields=list(target), mask=arr.is_null() if arr.null_count else None)
     return arr.cast(target)
 
@@ -203,6 +202,7 @@ class _Writer(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _Written:
         from lv_core.delta.stats import compute_stats, serialize_partition_value
+        from lv_core.engine.spark_stats import unmask
 
         schema = _schema_of(self.options["arrow_schema"])
         parts = json.loads(self.options.get("partition_columns", "[]"))
@@ -224,8 +224,8 @@ class _Writer(DataSourceArrowWriter):
                 if not batch.num_rows:
                     continue
                 by_name = {n.lower(): i for i, n in enumerate(batch.schema.names)}
-                t = pa.Table.from_arrays([_fit(batch.column(by_name[f.name.lower()]), f.type) for f in schema],
-                                         schema=schema)
+                t = pa.Table.from_arrays([_fit(unmask(batch.column(by_name[f.name.lower()]), f.type), f.type)
+                                          for f in schema], schema=schema)
                 for values, rows in _split(t, parts, serialize_partition_value):
                     if current is None or current["values"] != values:
                         close(current)

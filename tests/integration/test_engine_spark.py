@@ -195,7 +195,7 @@ def test_one_row_update_and_delete_in_200_files(engine_lh: lv_core.Lakehouse, ca
         scanned = {p for _t, paths in list(eng.scans)[scans_before:] for p in paths}
         assert scanned == {holder[target]}
         data_gets = [k for k in lh.store.gets if k.endswith(".parquet")]
-        assert data_gets == ([] if lh.kind == "local" else [f"big/{holder[target]}"])
+        assert data_gets == []  # Spark (local) or its Python workers (S3, stream path) read the file
         report[what] = {"seconds": round(elapsed, 2), **{k: v for k, v in lh.store.counts().items() if v}}
     final = rows(delta_rs(lh, "big"))
     assert len(final) == n - 1 and final[115]["v"] == 1150.0 and 246 not in {r["id"] for r in final}

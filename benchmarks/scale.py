@@ -1,0 +1,179 @@
+"""Large-table operations through the Spark data plane (issue 20 items 4 and 6), as ratios in one run.
+
+    python -m benchmarks.scale --rows 1000000 --files 16 [--stores local,s3] [--out benchmarks/results]
+
+Each store runs in its own process (its own embedded Spark server; the process's peak RSS is the
+notebook kernel's, ``ru_maxrss``): ``local`` is a local folder (the ``direct`` path: Spark reads and
+writes the files), ``s3`` the moto S3 test server (the embedded server has no S3 connector: the
+``stream`` path, Spark's Python workers move the files). Operations on ``t (id BIGINT, k INT, v DOUBLE,
+s STRING)``, ``--rows`` rows in ``--files`` files, ids contiguous per file:
+
+- ``insert_select``: ``INSERT INTO t SELECT ... FROM range(rows)``;
+- ``count``: ``SELECT count(*), sum(v) FROM t``;
+- ``update_scattered``: ``UPDATE ... WHERE id % 100 = 0`` (1% of the rows, in every file);
+- ``update_contiguous`` / ``delete_contiguous``: 1% of the rows, in one file (data skipping);
+- ``merge``: ``MERGE`` of 1% of the rows (half matched, half new).
+
+Local baselines in the same process: ``plain_parquet_write`` (Spark writes the same rows as plain
+Parquet, no Delta, no transaction) and ``full_rewrite`` (Spark reads all of it and writes it all
+back with one column changed: what an UPDATE without file-level skipping would cost).
+Ratios: ``insert_select / plain_parquet_write``, ``update_scattered / full_rewrite``,
+``update_contiguous / update_scattered``, and per operation ``s3 / local``.
+Writes ``results/scale.json`` and ``results/scale.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parents[1]
+OPS = ("insert_select", "count", "update_scattered", "update_contiguous", "delete_contiguous", "merge")
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_store(kind: str, rows: int, files: int, location: str, s3: dict[str, str] | None) -> dict[str, Any]:
+    """Every operation on one store, in this process (its peak RSS is reported)."""
+    import lv_core
+    from lv_core.engine import api
+
+    lh = lv_core.connect(location, storage_options=s3) if s3 else lv_core.connect(location)
+    out: dict[str, Any] = {"kind": kind, "rss_mb_start": round(_rss_mb(), 1), "seconds": {}}
+
+    def timed(name: str, sql: str) -> Any:
+        t0 = time.perf_counter()
+        res = lh.sql(sql).collect()
+        out["seconds"][name] = round(time.perf_counter() - t0, 3)
+        return res
+
+    lh.sql("CREATE TABLE t (id BIGINT, k INT, v DOUBLE, s STRING)")
+    one = rows // 100
+    timed("insert_select", f"INSERT INTO t SELECT id, CAST(id % 1000 AS INT), id * 0.5, concat('row-', id) "
+                           f"FROM range(0, {rows}, 1, {files})")
+    out["data_path"] = api.engine(lh).data_path
+    got = timed("count", "SELECT count(*), sum(v) FROM t")
+    assert got[0][0] == rows, got
+    timed("update_scattered", "UPDATE t SET v = v + 1 WHERE id % 100 = 0")
+    timed("update_contiguous", f"UPDATE t SET v = v + 1 WHERE id < {one}")
+    timed("delete_contiguous", f"DELETE FROM t WHERE id >= {rows - one}")
+    timed("merge", f"MERGE INTO t USING (SELECT id, 1.0 AS v FROM range({rows - 2 * one}, {rows})) s "
+                   "ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v "
+                   "WHEN NOT MATCHED THEN INSERT (id, k, v, s) VALUES (s.id, 0, s.v, 'new')")
+    got = lh.sql("SELECT count(*) FROM t").collect()
+    assert got[0][0] == rows, got
+    if kind == "local":
+        spark = lh.spark
+        base = os.path.join(location, "_plain")
+        frame = spark.range(0, rows, 1, files).selectExpr("id", "CAST(id % 1000 AS INT) AS k", "id * 0.5 AS v",
+                                                          "concat('row-', id) AS s")
+        t0 = time.perf_counter()
+        frame.write.parquet("file:" + base + "/a")
+        out["seconds"]["plain_parquet_write"] = round(time.perf_counter() - t0, 3)
+        t0 = time.perf_counter()
+        changed = "CASE WHEN id % 100 = 0 THEN v + 1 ELSE v END AS v"
+        src = spark.read.parquet("file:" + base + "/a")
+        src.selectExpr("id", "k", changed, "s").write.parquet("file:" + base + "/b")
+        out["seconds"]["full_rewrite"] = round(time.perf_counter() - t0, 3)
+    out["rss_mb_peak"] = round(_rss_mb(), 1)
+    lh.close()
+    return out
+
+
+def _child(kind: str, rows: int, files: int, location: str, s3: dict[str, str] | None) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "benchmarks.scale", "--child", kind, "--rows", str(rows), "--files", str(files),
+           "--location", location]
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    if s3:
+        env["LV_BENCH_S3"] = json.dumps(s3)  # the child's options: never on a command line
+    res = subprocess.run(cmd, cwd=HERE, env=env, capture_output=True, text=True)
+    if res.returncode:
+        raise RuntimeError(f"{kind}: {res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def ratios(res: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    loc = res["stores"].get("local", {}).get("seconds", {})
+    if loc:
+        for a, b in (("insert_select", "plain_parquet_write"), ("update_scattered", "full_rewrite"),
+                     ("update_contiguous", "update_scattered"), ("delete_contiguous", "update_scattered")):
+            out[f"{a} / {b} (local)"] = round(loc[a] / loc[b], 2)
+    s3 = res["stores"].get("s3", {}).get("seconds", {})
+    if loc and s3:
+        out["s3 stream / local direct"] = {op: round(s3[op] / loc[op], 2) for op in OPS}
+    return out
+
+
+def plot(res: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    kinds = list(res["stores"])
+    names = list(OPS) + ["plain_parquet_write", "full_rewrite"]
+    width = 0.8 / max(1, len(kinds))
+    for i, kind in enumerate(kinds):
+        st = res["stores"][kind]
+        ax.bar([x + i * width for x in range(len(names))], [st["seconds"].get(n, 0.0) for n in names], width=width,
+               label=f"{kind} ({st['data_path']}, kernel peak RSS {st['rss_mb_peak']:.0f} MB)")
+    ax.set_xticks([x + width * (len(kinds) - 1) / 2 for x in range(len(names))])
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("seconds")
+    ax.set_title(f"{res['rows']:,} rows in {res['files']} files")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--files", type=int, default=16)
+    ap.add_argument("--stores", default="local,s3")
+    ap.add_argument("--out", default=str(HERE / "benchmarks" / "results"))
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--location", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        s3 = json.loads(os.environ["LV_BENCH_S3"]) if "LV_BENCH_S3" in os.environ else None
+        print(json.dumps(run_store(args.child, args.rows, args.files, args.location, s3)))
+        return
+    from benchmarks.common import S3Server, environment, s3_options
+
+    res: dict[str, Any] = {"rows": args.rows, "files": args.files, "machine": environment(), "stores": {}}
+    for kind in args.stores.split(","):
+        with tempfile.TemporaryDirectory(prefix="lv-bench-scale-") as tmp:
+            if kind == "local":
+                res["stores"]["local"] = _child("local", args.rows, args.files, os.path.join(tmp, "wh"), None)
+            else:
+                server = S3Server()
+                try:
+                    res["stores"]["s3"] = _child("s3", args.rows, args.files, f"s3://{server.bucket}/wh",
+                                                 s3_options(server.endpoint))
+                finally:
+                    server.stop()
+        print(kind, json.dumps(res["stores"][kind]), flush=True)
+    res["ratios"] = ratios(res)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scale.json").write_text(json.dumps(res, indent=1))
+    plot(res, out / "scale.png")
+    print(json.dumps(res["ratios"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
