@@ -3,14 +3,15 @@ and the Spark server's Python workers, so that table data never passes through t
 
 Used by the ``stream`` data path (:mod:`lv_core.engine.stream_io`) when the Spark server cannot reach
 the store itself (the embedded server has no S3 connector). This module runs in the Spark server's
-Python workers: it imports only pyarrow, pyspark and :mod:`lv_core.delta.stats` (so the workers
-need ``lv_core`` importable, as the embedded server's workers have).
+Python workers: it imports pyarrow, pyspark, and (in the writer) :mod:`lv_core.delta.stats` and
+:func:`lv_core.engine.spark_stats.unmask`, so the workers need ``lv_core`` importable, as the
+embedded server's workers have (on a cluster: install it on the workers, or use s3a).
 
 Reading (``spark.read.format("lv_files").schema(...).option("files", ...)``): one input partition
-per group of files (about ``target_bytes`` each); each file is read with ``pyarrow`` from the store
-row group by row group (``iter_batches``), its columns fitted to the requested schema by name
-(missing ones null, struct fields by name), the partition values added as strings, and, when
-asked, the file's key and each row's index (for deletion vectors). Writing
+per file (at most ``max_partitions``, default 256, groups of similar size); each file is read
+with ``pyarrow`` from the store row group by row group (``iter_batches``), its columns fitted to
+the requested schema by name (missing ones null, struct fields by name), the partition values added
+as strings, and, when asked, the file's key and each row's index (for deletion vectors). Writing
 (``df.write.format("lv_files")``): each task streams its rows, sorted by the partition columns, into
 one Parquet file per partition value under the staging prefix, computing the file's Delta stats
 batch by batch; the job's commit writes a manifest (file, partition values, exact size, stats) that
@@ -97,20 +98,18 @@ class _Reader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> list[_Files]:
+        """One partition per file, or ``max_partitions`` groups of about equal size (largest first)."""
         files = json.loads(self.options["files"])  # [key, raw, values, size]
-        target = int(self.options.get("target_bytes", 64 << 20))
-        out: list[_Files] = []
-        group: list[list[Any]] = []
-        size = 0
-        for key, raw, values, n in files:
-            if group and size + n > target:
-                out.append(_Files(group))
-                group, size = [], 0
-            group.append([key, raw, values])
-            size += n
-        if group:
-            out.append(_Files(group))
-        return out or [_Files([])]
+        n = min(len(files), int(self.options.get("max_partitions", 256)))
+        if n == 0:
+            return [_Files([])]
+        groups: list[list[list[Any]]] = [[] for _ in range(n)]
+        sizes = [0] * n
+        for key, raw, values, size in sorted(files, key=lambda f: -int(f[3])):
+            i = sizes.index(min(sizes))
+            groups[i].append([key, raw, values])
+            sizes[i] += int(size)
+        return [_Files(g) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Files)
