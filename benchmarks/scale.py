@@ -2,11 +2,13 @@
 
     python -m benchmarks.scale --rows 1000000 --files 16 [--stores local,s3] [--out benchmarks/results]
 
-Each store runs in its own process (its own embedded Spark server; the process's peak RSS is the
-notebook kernel's, ``ru_maxrss``): ``local`` is a local folder (the ``direct`` path: Spark reads and
-writes the files), ``s3`` the moto S3 test server (the embedded server has no S3 connector: the
-``stream`` path, Spark's Python workers move the files). Operations on ``t (id BIGINT, k INT, v DOUBLE,
-s STRING)``, ``--rows`` rows in ``--files`` files, ids contiguous per file:
+Both stores run in one process standing for the notebook kernel (one embedded Spark server; its
+peak RSS, ``ru_maxrss``, covers both), each operation on one store right after the other (load from
+elsewhere on a shared machine hits both alike): ``local`` is a local folder (the ``direct`` path:
+Spark reads and writes the files), ``s3`` the moto S3 test server in its own process (the embedded
+server has no S3 connector: the ``stream`` path, Spark's Python workers move the files).
+Operations on ``t (id BIGINT, k INT, v DOUBLE, s STRING)``, ``--rows`` rows in ``--files`` files, ids
+contiguous per file:
 
 - ``insert_select``: ``INSERT INTO t SELECT ... FROM range(rows)``;
 - ``count``: ``SELECT count(*), sum(v) FROM t``;
@@ -43,68 +45,75 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def run_store(kind: str, rows: int, files: int, location: str, s3: dict[str, str] | None) -> dict[str, Any]:
-    """Every operation on one store, in this process (its peak RSS is reported)."""
+def run_stores(kinds: list[str], rows: int, files: int, locations: dict[str, str],
+               s3: dict[str, str] | None) -> dict[str, Any]:
+    """Every operation on each store, interleaved (op 1 on every store, then op 2, ...) so that load
+    from elsewhere on the machine hits both sides alike; one process, one embedded Spark server."""
     import lv_core
     from lv_core.engine import api
 
-    lh = lv_core.connect(location, storage_options=s3) if s3 else lv_core.connect(location)
-    out: dict[str, Any] = {"kind": kind, "rss_mb_start": round(_rss_mb(), 1), "seconds": {}}
-
-    def timed(name: str, sql: str) -> Any:
-        t0 = time.perf_counter()
-        res = lh.sql(sql).collect()
-        out["seconds"][name] = round(time.perf_counter() - t0, 3)
-        return res
-
-    # Warm-up, untimed: the Spark server starts, the data path is chosen, Python workers spawn.
-    lh.sql("CREATE TABLE w (id BIGINT, k INT, v DOUBLE, s STRING)")
-    lh.sql("INSERT INTO w SELECT id, 0, 0.0, 'w' FROM range(0, 1000, 1, 2)")
-    lh.sql("UPDATE w SET v = 1.0 WHERE id < 10")
-    lh.sql("SELECT count(*), sum(v) FROM w").collect()
-    lh.sql("CREATE TABLE t (id BIGINT, k INT, v DOUBLE, s STRING)")
+    lhs = {k: lv_core.connect(locations[k], storage_options=s3) if k == "s3" else lv_core.connect(locations[k])
+           for k in kinds}
+    out: dict[str, Any] = {"rss_mb_start": round(_rss_mb(), 1), "stores": {k: {"seconds": {}} for k in kinds}}
     one = rows // 100
-    timed("insert_select", f"INSERT INTO t SELECT id, CAST(id % 1000 AS INT), id * 0.5, concat('row-', id) "
-                           f"FROM range(0, {rows}, 1, {files})")
-    out["data_path"] = api.engine(lh).data_path
-    got = timed("count", "SELECT count(*), sum(v) FROM t")
-    assert got[0][0] == rows, got
-    timed("update_scattered", "UPDATE t SET v = v + 1 WHERE id % 100 = 0")
-    timed("update_contiguous", f"UPDATE t SET v = v + 1 WHERE id < {one}")
-    timed("delete_contiguous", f"DELETE FROM t WHERE id >= {rows - one}")
-    timed("merge", f"MERGE INTO t USING (SELECT id, 1.0 AS v FROM range({rows - 2 * one}, {rows})) s "
-                   "ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v "
-                   "WHEN NOT MATCHED THEN INSERT (id, k, v, s) VALUES (s.id, 0, s.v, 'new')")
-    got = lh.sql("SELECT count(*) FROM t").collect()
-    assert got[0][0] == rows, got
-    if kind == "local":
-        spark = lh.spark
-        base = os.path.join(location, "_plain")
+    steps = [
+        ("insert_select", f"INSERT INTO t SELECT id, CAST(id % 1000 AS INT), id * 0.5, concat('row-', id) "
+                          f"FROM range(0, {rows}, 1, {files})"),
+        ("count", "SELECT count(*), sum(v) FROM t"),
+        ("update_scattered", "UPDATE t SET v = v + 1 WHERE id % 100 = 0"),
+        ("update_contiguous", f"UPDATE t SET v = v + 1 WHERE id < {one}"),
+        ("delete_contiguous", f"DELETE FROM t WHERE id >= {rows - one}"),
+        ("merge", f"MERGE INTO t USING (SELECT id, 1.0 AS v FROM range({rows - 2 * one}, {rows})) s "
+                  "ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v "
+                  "WHEN NOT MATCHED THEN INSERT (id, k, v, s) VALUES (s.id, 0, s.v, 'new')"),
+    ]
+    for k, lh in lhs.items():
+        # Warm-up, untimed: the Spark server starts, the data path is chosen, Python workers spawn.
+        lh.sql("CREATE TABLE w (id BIGINT, k INT, v DOUBLE, s STRING)")
+        lh.sql("INSERT INTO w SELECT id, 0, 0.0, 'w' FROM range(0, 1000, 1, 2)")
+        lh.sql("UPDATE w SET v = 1.0 WHERE id < 10")
+        lh.sql("SELECT count(*), sum(v) FROM w").collect()
+        lh.sql("CREATE TABLE t (id BIGINT, k INT, v DOUBLE, s STRING)")
+        out["stores"][k]["data_path"] = api.engine(lh).data_path
+    for name, sql in steps:
+        for k, lh in lhs.items():
+            t0 = time.perf_counter()
+            lh.sql(sql).collect()
+            out["stores"][k]["seconds"][name] = round(time.perf_counter() - t0, 3)
+    for k, lh in lhs.items():
+        got = lh.sql("SELECT count(*) FROM t").collect()
+        assert got[0][0] == rows, (k, got)
+    if "local" in lhs:
+        spark = lhs["local"].spark
+        base = os.path.join(locations["local"], "_plain")
         spark.range(10).write.parquet("file:" + base + "/warm")
+        secs = out["stores"]["local"]["seconds"]
         frame = spark.range(0, rows, 1, files).selectExpr("id", "CAST(id % 1000 AS INT) AS k", "id * 0.5 AS v",
                                                           "concat('row-', id) AS s")
         t0 = time.perf_counter()
         frame.write.parquet("file:" + base + "/a")
-        out["seconds"]["plain_parquet_write"] = round(time.perf_counter() - t0, 3)
+        secs["plain_parquet_write"] = round(time.perf_counter() - t0, 3)
         t0 = time.perf_counter()
         changed = "CASE WHEN id % 100 = 0 THEN v + 1 ELSE v END AS v"
         src = spark.read.parquet("file:" + base + "/a")
         src.selectExpr("id", "k", changed, "s").write.parquet("file:" + base + "/b")
-        out["seconds"]["full_rewrite"] = round(time.perf_counter() - t0, 3)
+        secs["full_rewrite"] = round(time.perf_counter() - t0, 3)
     out["rss_mb_peak"] = round(_rss_mb(), 1)
-    lh.close()
+    for lh in lhs.values():
+        lh.close()
     return out
 
 
-def _child(kind: str, rows: int, files: int, location: str, s3: dict[str, str] | None) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.scale", "--child", kind, "--rows", str(rows), "--files", str(files),
-           "--location", location]
+def _child(kinds: list[str], rows: int, files: int, locations: dict[str, str],
+           s3: dict[str, str] | None) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "benchmarks.scale", "--child", ",".join(kinds), "--rows", str(rows),
+           "--files", str(files), "--location", json.dumps(locations)]
     env = {**os.environ, "PYTHONPATH": str(HERE)}
     if s3:
         env["LV_BENCH_S3"] = json.dumps(s3)  # the child's options: never on a command line
     res = subprocess.run(cmd, cwd=HERE, env=env, capture_output=True, text=True)
     if res.returncode:
-        raise RuntimeError(f"{kind}: {res.stderr[-3000:]}")
+        raise RuntimeError(res.stderr[-3000:])
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -134,11 +143,12 @@ def plot(res: dict[str, Any], path: Path) -> None:
     for i, kind in enumerate(kinds):
         st = res["stores"][kind]
         ax.bar([x + i * width for x in range(len(names))], [st["seconds"].get(n, 0.0) for n in names], width=width,
-               label=f"{kind} ({st['data_path']}, kernel peak RSS {st['rss_mb_peak']:.0f} MB)")
+               label=f"{kind} ({st['data_path']})")
     ax.set_xticks([x + width * (len(kinds) - 1) / 2 for x in range(len(names))])
     ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("seconds")
-    ax.set_title(f"{res['rows']:,} rows in {res['files']} files")
+    ax.set_title(f"{res['rows']:,} rows in {res['files']} files; kernel peak RSS {res['rss_mb_peak']:.0f} MB "
+                 "(both stores, one process)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -156,23 +166,26 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.child:
         s3 = json.loads(os.environ["LV_BENCH_S3"]) if "LV_BENCH_S3" in os.environ else None
-        print(json.dumps(run_store(args.child, args.rows, args.files, args.location, s3)))
+        print(json.dumps(run_stores(args.child.split(","), args.rows, args.files, json.loads(args.location), s3)))
         return
     from benchmarks.common import S3Server, environment, s3_options
 
-    res: dict[str, Any] = {"rows": args.rows, "files": args.files, "machine": environment(), "stores": {}}
-    for kind in args.stores.split(","):
+    kinds = args.stores.split(",")
+    res: dict[str, Any] = {"rows": args.rows, "files": args.files, "machine": environment(),
+                           "load_average_before": os.getloadavg()}
+    server = S3Server() if "s3" in kinds else None
+    try:
         with tempfile.TemporaryDirectory(prefix="lv-bench-scale-") as tmp:
-            if kind == "local":
-                res["stores"]["local"] = _child("local", args.rows, args.files, os.path.join(tmp, "wh"), None)
-            else:
-                server = S3Server()
-                try:
-                    res["stores"]["s3"] = _child("s3", args.rows, args.files, f"s3://{server.bucket}/wh",
-                                                 s3_options(server.endpoint))
-                finally:
-                    server.stop()
-        print(kind, json.dumps(res["stores"][kind]), flush=True)
+            locations = {"local": os.path.join(tmp, "wh")}
+            if server is not None:
+                locations["s3"] = f"s3://{server.bucket}/wh"
+            got = _child(kinds, args.rows, args.files, locations, s3_options(server.endpoint) if server else None)
+    finally:
+        if server is not None:
+            server.stop()
+    res.update(got)
+    res["load_average_after"] = os.getloadavg()
+    print(json.dumps(res["stores"]), flush=True)
     res["ratios"] = ratios(res)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
