@@ -83,7 +83,7 @@ def _wait(what: str, check: Any, timeout_s: float, procs: list[subprocess.Popen[
             got = check()
             if got:
                 return got
-        except OSError:
+        except (OSError, ValueError):  # not listening yet, or answering with a page still starting
             pass
         time.sleep(0.5)
     raise AssertionError(f"timed out waiting for {what}")
@@ -133,7 +133,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             f"http://{host}:{aui}/api/v1/applications"), 120, procs)
         _wait("the Connect server's port", lambda: socket.create_connection((host, cport), timeout=2).close() or True,
               60, procs)
-        yield {"url": f"sc://{host}:{cport}/;token={token}", "app_api": f"http://{host}:{aui}/api/v1/applications/"
+        yield {"url": f"sc://localhost:{cport}/;token={token}"  # a token without TLS: localhost only
+               , "app_api": f"http://{host}:{aui}/api/v1/applications/"
                f"{apps[0]['id']}", "master_api": f"http://{host}:{mui}/json/", "work": work}
     finally:
         for p in reversed(procs):
