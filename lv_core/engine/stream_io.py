@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import pyarrow as pa
 
-from lv_core.engine.pyds import NAME, LvFiles, schema_option
 from lv_core.errors import EngineError, NotFound
 from lv_core.storage.base import ObjectStore
 
@@ -40,6 +39,8 @@ class StreamFiles:
     def __init__(self, spark: Any, store: ObjectStore) -> None:
         if store.scheme != "s3":
             raise EngineError(f"the stream data path serves S3 stores, not {store.url()}")
+        from lv_core.engine.pyds import LvFiles  # pyspark.sql.datasource: loaded when first used
+
         self.spark = spark
         self.store = store
         if spark not in _registered:
@@ -65,6 +66,8 @@ class StreamFiles:
         """One read of the files ``keys`` (store keys) with Spark schema ``schema``: data columns by name,
         ``parts`` (string columns in ``schema``) from ``values``, ``key_column`` holding each file's
         entry of ``raws`` and ``row_column`` each row's index in its file (when named)."""
+        from lv_core.engine.pyds import NAME
+
         files = [[self.root + k, r, dict(v), int(n)] for k, r, v, n in zip(keys, raws, values, sizes, strict=True)]
         reader = (self.spark.read.format(NAME).schema(schema).options(**self._options)
                   .option("files", json.dumps(files)).option("partition_columns", json.dumps(list(parts))))
@@ -79,6 +82,8 @@ class StreamFiles:
         ``stage_key``, one per partition value per task; return the manifest entries: ``file``
         (relative to ``stage_key``), ``values`` (partition values), ``size``, ``stats`` (JSON)."""
         from pyspark.sql import functions as F
+
+        from lv_core.engine.pyds import NAME, schema_option
 
         manifest = f"{stage_key}/_lv_manifest-{uuid.uuid4().hex}.json"
         w = df.repartition(*[F.col(p) for p in parts]).sortWithinPartitions(*parts) if parts else df
