@@ -21,7 +21,7 @@ Parquet, no Delta, no transaction) and ``full_rewrite`` (Spark reads all of it a
 back with one column changed: what an UPDATE without file-level skipping would cost).
 Ratios: ``insert_select / plain_parquet_write``, ``update_scattered / full_rewrite``,
 ``update_contiguous / update_scattered``, and per operation ``s3 / local``.
-Writes ``results/scale.json`` and ``results/scale.png``.
+Writes ``results/scale.json`` and ``results/scale.png`` (``--name`` changes the file names).
 """
 
 from __future__ import annotations
@@ -161,6 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--files", type=int, default=16)
     ap.add_argument("--stores", default="local,s3")
     ap.add_argument("--out", default=str(HERE / "benchmarks" / "results"))
+    ap.add_argument("--name", default="scale", help="result file names: NAME.json, NAME.png")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--location", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -189,8 +190,8 @@ def main(argv: list[str] | None = None) -> None:
     res["ratios"] = ratios(res)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "scale.json").write_text(json.dumps(res, indent=1))
-    plot(res, out / "scale.png")
+    (out / f"{args.name}.json").write_text(json.dumps(res, indent=1))
+    plot(res, out / f"{args.name}.png")
     print(json.dumps(res["ratios"], indent=1))
 
 
