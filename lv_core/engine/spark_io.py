@@ -164,17 +164,22 @@ class SparkEngine:
                         self.spark.read.text(probe).limit(1).collect()
                     path, reason = "direct", f"the Spark server can read {probe}"
                 except LvError as e:
-                    if self.store.scheme == "s3" and stream_supported(self.spark):
-                        path = "stream"
-                        reason = (f"the Spark server cannot read {probe} ({str(e)[:200]}); its Python workers "
-                                  "stream the files from and to the store (lv_files data source)")
-                    else:
-                        path = "arrow"
-                        reason = (f"the Spark server cannot read {probe} ({str(e)[:200]}); "
-                                  "data moves through this client as Arrow")
+                    path, reason = self._without_direct(f"the Spark server cannot read {probe} ({str(e)[:200]})")
             self.data_path, self.data_path_reason = path, reason
             log.info("LakeVilla data path for %s: %s (%s)", self.store.url(), path, reason)
             return path
+
+    def _without_direct(self, why: str) -> tuple[str, str]:
+        """``stream`` when the server's Python workers can run the ``lv_files`` data source, else ``arrow``."""
+        if self.store.scheme == "s3" and stream_supported(self.spark):
+            try:
+                with spark_errors("probing the lv_files data source"):
+                    self._streams().probe()
+                return "stream", (f"{why}; its Python workers stream the files from and to the store "
+                                  "(lv_files data source)")
+            except LvError as e:
+                why = f"{why}; its Python workers cannot run the lv_files data source ({str(e)[:200]})"
+        return "arrow", f"{why}; data moves through this client as Arrow"
 
     # -- reads -------------------------------------------------------------------------------
     def scan(self, table: str, snapshot: Snapshot, files: Sequence[AddFile], *, file_col: bool = False,

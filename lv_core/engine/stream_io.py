@@ -60,6 +60,16 @@ class StreamFiles:
     def __repr__(self) -> str:  # never the options: they hold credentials
         return f"StreamFiles(s3://{self.bucket}/{self.root})"
 
+    def probe(self) -> None:
+        """Run the data source once on the server (no file): its Python workers must import ``lv_core``.
+
+        Raises:
+            Exception: whatever Spark raises when they cannot.
+        """
+        from lv_core.engine.pyds import NAME
+
+        self.spark.read.format(NAME).schema("x INT").option("files", "[]").options(**self._options).load().collect()
+
     def scan(self, keys: Sequence[str], raws: Sequence[str], values: Sequence[Mapping[str, Optional[str]]],
              sizes: Sequence[int], schema: Any, parts: Sequence[str], key_column: Optional[str] = None,
              row_column: Optional[str] = None) -> "DataFrame":

@@ -106,3 +106,20 @@ def test_stream_path_unpartitioned_transaction_and_no_credentials_in_plans(lh: A
     assert server is not None
     with open(server.log_path, encoding="utf-8", errors="replace") as f:
         assert secret not in f.read()
+
+
+def test_without_lv_files_on_the_workers_the_data_moves_as_arrow(lh: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server whose Python workers cannot import lv_core (a cluster without it): the probe fails,
+    auto picks the arrow path, and says why."""
+    from lv_core.engine.stream_io import StreamFiles
+    from lv_core.errors import EngineError
+
+    def no_lv_core(self: StreamFiles) -> None:  # what Spark reports, as the engine's error
+        raise EngineError("Spark failed: PythonException: ModuleNotFoundError: No module named 'lv_core'")
+
+    monkeypatch.setattr(StreamFiles, "probe", no_lv_core)
+    lh.sql("CREATE TABLE t (id BIGINT)")
+    lh.sql("INSERT INTO t VALUES (1), (2)")
+    eng = api.engine(lh)
+    assert eng.data_path == "arrow" and "cannot run the lv_files data source" in eng.data_path_reason
+    assert _rows(lh, "t") == [(1,), (2,)]
