@@ -96,6 +96,19 @@ class OperationDone(Event):
 
 
 @dataclass(frozen=True)
+class Progress(Event):
+    """A running statement's progress, from Spark Connect's progress reports: ``done`` of ``total``
+    tasks (``stage`` "running"), then once more with ``stage`` "done" when the statement ends.
+    ``statement`` is its 1-based number in the cell or script."""
+
+    statement: int
+    stage: str
+    done: int
+    total: int
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
 class Waiting(Event):
     table: str
     version: int

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 import pyarrow as pa
 
+from lv_core.engine import progress
 from lv_core.engine import spark_ops as ops
 from lv_core.engine.session import get_spark, local_server
 from lv_core.engine.spark_conf import apply_runtime, normalize
@@ -136,6 +137,11 @@ class SparkDataPlane:
 
     def autocommit_sql(self, statement: str) -> Any:
         return autocommit_sql(self.lh, self.engine, statement)
+
+    def interrupt(self, txn: TransactionPort) -> None:
+        """Interrupt ``txn``'s running Spark operation (see :mod:`lv_core.engine.progress`)."""
+        eng = self._engine
+        progress.interrupt(eng.spark if eng is not None else None, txn.id)
 
 
 def _insertable(data: Any) -> ops.Insertable:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
+from lv_core.engine import progress
 from lv_core.engine.spark_io import SparkEngine
 from lv_core.engine.spark_schema import spark_schema
 from lv_core.engine.sql_ast import SUPPORTED, SqlError, Statement, UnsupportedStatement
@@ -72,8 +73,8 @@ def txn_sql(lh: LakehousePort, engine: EngineFn, txn: TransactionPort, statement
     txn.ensure_active()
     statements = parse_script(statement)
     result = None
-    for st in statements:
-        result = _run(lh, engine, txn, st)
+    for number, st in enumerate(statements, 1):
+        result = _run(lh, engine, txn, st, number)
     return result
 
 
@@ -83,14 +84,14 @@ def autocommit_sql(lh: LakehousePort, engine: EngineFn, statement: str, *,
     before the next runs; DDL, SHOW and DESCRIBE need none. Returns the last statement's result."""
     statements = parse_script(statement)
     result = None
-    for st in statements:
+    for number, st in enumerate(statements, 1):
         if st.kind in _NO_TXN or (st.kind == "select" and not st.sources):
-            result = _run(lh, engine, None, st)
+            result = _run(lh, engine, None, st, number)
             continue
         for attempt in range(retries + 1):
             txn = lh.begin()
             try:
-                result = _run(lh, engine, txn, st)
+                result = _run(lh, engine, txn, st, number)
                 txn.commit()
                 break
             except TransactionAborted:
@@ -126,8 +127,8 @@ def resolve_tables(lh: LakehousePort, written: tuple[str, ...]) -> dict[str, str
     return out
 
 
-def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort],
-         st: Statement) -> Optional["DataFrame"]:
+def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort], st: Statement,
+         number: int = 1) -> Optional["DataFrame"]:
     if st.kind == "create":
         s = st.spec
         lh.create_table(s.name, s.ddl, s.partition_by or None, if_not_exists=s.if_not_exists, description=s.description)
@@ -148,6 +149,11 @@ def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort],
         with sql_errors("SELECT"):
             return engine.spark.sql(text)
     assert txn is not None
+    with progress.statement(engine.spark, txn, number):
+        return _run_in(lh, engine, txn, st)
+
+
+def _run_in(lh: LakehousePort, engine: SparkEngine, txn: TransactionPort, st: Statement) -> Optional["DataFrame"]:
     names = resolve_tables(lh, st.tables)
     if st.kind == "select":
         return txn.execute(select_op(engine, st, names)).df
