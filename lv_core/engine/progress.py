@@ -20,7 +20,7 @@ from typing import Any, Optional
 from lv_core import events as ev
 from lv_core.errors import Interrupted
 
-__all__ = ["forget", "interrupt", "statement", "tag_of"]
+__all__ = ["forget", "interrupt", "numbering", "statement", "tag_of"]
 
 _local = threading.local()
 _lock = threading.Lock()
@@ -76,6 +76,9 @@ def statement(spark: Any, txn: Any, number: int) -> Iterator[None]:
     if outer is not None and outer.txn == txn.id:
         yield
         return
+    given = getattr(_local, "number", None)
+    if given is not None and given[0] == txn.id:
+        number = given[1]
     _check(txn.id)
     _install(spark)
     run = _Run(txn.events, txn.id, number, time.monotonic())
@@ -99,6 +102,18 @@ def statement(spark: Any, txn: Any, number: int) -> Iterator[None]:
                 spark.removeTag(tag)
         run.events.emit(ev.Progress(txn.id, statement=number, stage=stage, done=0, total=0,
                                     elapsed_s=time.monotonic() - run.t0))
+
+
+@contextlib.contextmanager
+def numbering(txn_id: str, number: int) -> Iterator[None]:
+    """Statements of ``txn_id`` run in this thread meanwhile count as statement ``number`` (a cell
+    runs its statements one ``txn.sql`` call at a time and numbers them itself)."""
+    outer = getattr(_local, "number", None)
+    _local.number = (txn_id, number)
+    try:
+        yield
+    finally:
+        _local.number = outer
 
 
 def _check(txn_id: str) -> None:

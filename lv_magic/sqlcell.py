@@ -1,0 +1,167 @@
+"""SQL cells: prepare a cell before anything runs (variables, parse, bind), run its statements one by
+one (numbered progress, interrupts), and say what each did in one short line.
+
+:func:`prepare` substitutes ``{name}``/``:name`` notebook variables as typed literals, parses every
+statement and binds its tables and columns to the lakehouse (:mod:`lv_core.engine.sql_check`): a
+cell with an error raises before any transaction begins, so it runs nothing and shows no widget.
+:func:`run_statements` collects each statement's output in a :class:`Transcript` that the caller
+shows once the outcome is known: statements of a rolled-back transaction show no counts.
+"""
+
+from __future__ import annotations
+
+import html
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from IPython.display import display
+
+from lv_core import events as ev
+from lv_core.engine import progress
+from lv_core.engine.sql_ast import Statement
+from lv_core.engine.sql_check import check_script
+from lv_core.engine.sql_params import bind_params
+from lv_core.engine.sql_parse import parse_script
+from lv_core.errors import LvError
+from lv_magic.context import MagicContext
+
+__all__ = ["ResultTable", "Transcript", "columns_of", "prepare", "progress_printer", "run_statements"]
+
+_VERBS = {"update": "UPDATE", "delete": "DELETE FROM", "insert": "INSERT INTO", "merge": "MERGE INTO"}
+
+
+def columns_of(lh: Any, table: str) -> dict[str, str]:
+    """The latest schema of ``table`` as {column: Delta type} ("" for nested types)."""
+    return {f.name: f.type if isinstance(f.type, str) else "" for f in lh.snapshot(table).schema}
+
+
+def prepare(ctx: MagicContext, lh: Any, cell: str) -> list[Statement]:
+    """Variables, parse and bind: the cell's statements, or an LvError before anything ran.
+
+    Raises:
+        SqlError, TableNotFound, SchemaError: naming the line, the cause and close names.
+    """
+    if not cell.strip():
+        raise LvError("the cell has no SQL statement (use --python for Python)")
+    text = bind_params(cell, ctx.user_ns if ctx.user_ns is not None else {})
+    statements = parse_script(text)
+    check_script(statements, lh.list_tables(), lambda t: columns_of(lh, t))
+    return statements
+
+
+class ResultTable:
+    """A statement's result rows: the first ``len(frame)`` rows, without the pandas index, and the
+    total row count."""
+
+    def __init__(self, title: str, frame: Any, total: int) -> None:
+        self.title, self.frame, self.total = title, frame, total
+
+    def _count(self) -> str:
+        shown = len(self.frame)
+        rows = f"{self.total} row{'s' if self.total != 1 else ''}"
+        return f"{self.title}: {rows}" + (f" (showing the first {shown}; --out VAR keeps all)"
+                                          if shown < self.total else "")
+
+    def _repr_html_(self) -> str:
+        table = self.frame.to_html(index=False, border=0, classes="lv-result") if len(self.frame.columns) else ""
+        return f"<div class='lv-result'><div class='lv-note'>{html.escape(self._count())}</div>{table}</div>"
+
+    def __repr__(self) -> str:
+        body = self.frame.to_string(index=False) if len(self.frame) and len(self.frame.columns) else ""
+        return f"{self._count()}\n{body}".rstrip()
+
+
+@dataclass
+class Transcript:
+    """What the statements of a cell said, shown once the transaction's outcome is known."""
+
+    items: list[Any] = field(default_factory=list)
+    last: Any = None  # the last statement result (a DataFrame) for --out
+    ran: int = 0  # statements that completed
+
+    def say(self, line: str) -> None:
+        self.items.append(line)
+
+    def show(self) -> None:
+        for item in self.items:
+            if isinstance(item, str):
+                print(item)
+            else:
+                display(item)
+
+
+def _rows(n: int) -> str:
+    return f"{n} row{'s' if n != 1 else ''}"
+
+
+def describe_result(ctx: MagicContext, st: Statement, result: Any, out: Transcript) -> None:
+    """One short line (DML, DDL) or a result table (queries) for statement ``st``."""
+    if st.kind in _VERBS:
+        row = result.first().asDict() if result is not None else {}
+        line = f"{_VERBS[st.kind]} {st.target}: {_rows(int(row.get('num_affected_rows', 0)))}"
+        if st.kind == "merge":
+            parts = [f"{row.get(f'num_{k}_rows', 0)} {k}" for k in ("updated", "deleted", "inserted")]
+            line += f" ({', '.join(parts)})"
+        out.say(line)
+        return
+    if st.kind == "create":
+        out.say(f"CREATE TABLE {st.spec.name}: created")
+        return
+    if st.kind == "optimize":
+        row = result.first().asDict()
+        out.say(f"OPTIMIZE {st.spec.name}: {row['numFilesRemoved']} files compacted into {row['numFilesAdded']}")
+        return
+    if result is None:
+        return
+    limit = ctx.row_limit
+    pdf = result.limit(limit + 1).toPandas()
+    total = len(pdf) if len(pdf) <= limit else int(result.count())
+    title = {"show": "SHOW TABLES", "describe": f"DESCRIBE {st.spec.name if st.spec else ''}",
+             "vacuum": f"VACUUM {st.target}"}.get(st.kind) or (f"SELECT ({', '.join(st.sources)})" if st.sources
+                                                              else "SELECT")
+    out.items.append(ResultTable(title, pdf.head(limit), total))
+
+
+def run_statements(ctx: MagicContext, lh: Any, txn: Any, statements: list[Statement], out: Transcript,
+                   numbers: Optional[list[int]] = None) -> None:
+    """Run ``statements`` in ``txn`` in order, numbered 1.. (or ``numbers``) for Progress events,
+    recording each one's output in ``out`` (``out.ran`` counts the completed ones). Reading a
+    query's rows for display belongs to its statement: it carries the transaction's tag, so a
+    cancel or an interrupt stops it too."""
+    for i, st in enumerate(statements):
+        number = numbers[i] if numbers else i + 1
+        if st.kind == "create":  # no Spark needed
+            result = txn.sql(st.text)
+        else:
+            with progress.statement(lh.spark, txn, number):
+                result = txn.sql(st.text)
+                describe_result(ctx, st, result, out)
+        if st.kind == "create":
+            describe_result(ctx, st, result, out)
+        if result is not None and st.kind == "select":
+            out.last = result
+        out.ran += 1
+
+
+def progress_printer(txn: Any, stream: Any = None) -> Callable[[], None]:
+    """The text fallback when no widget is shown: one self-overwriting line per running statement
+    (``statement 2: 40/200 tasks, 3.1 s``), erased when it ends. Returns the unsubscribe."""
+    stream = stream if stream is not None else sys.stdout
+    width = [0]
+
+    def on(e: ev.Event) -> None:
+        if not isinstance(e, ev.Progress):
+            return
+        if e.stage == "running" and e.total:
+            text = f"  statement {e.statement}: {e.done}/{e.total} tasks, {e.elapsed_s:.1f} s"
+            width[0] = max(width[0], len(text))
+            stream.write("\r" + text.ljust(width[0]))
+            stream.flush()
+        elif e.stage != "running" and width[0]:
+            stream.write("\r" + " " * width[0] + "\r")
+            stream.flush()
+            width[0] = 0
+
+    return txn.events.subscribe(on, replay=False)
