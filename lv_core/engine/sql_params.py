@@ -66,6 +66,10 @@ def _decimal(value: decimal.Decimal, name: str) -> str:
     return f"CAST('{value:f}' AS DECIMAL({precision}, {scale}))"
 
 
+def _bindable(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, numbers.Number, str, bytes, bytearray, dt.date))
+
+
 def bind_params(text: str, values: Mapping[str, Any]) -> str:
     """``text`` with every ``{name}``/``:name`` in code replaced by the literal of ``values[name]``.
 
@@ -87,7 +91,7 @@ def bind_params(text: str, values: Mapping[str, Any]) -> str:
             name = m.group(1) or m.group(2)
             if name not in values:
                 line = text.count("\n", 0, start + m.start()) + 1
-                public = [k for k in values if not k.startswith("_")]
+                public = [k for k, v in values.items() if not k.startswith("_") and _bindable(v)]
                 raise SqlError(f"line {line}: variable {name!r} is not defined{did_you_mean(name, public)}",
                                line=line, text=m.group(0))
             return literal(values[name], name)
