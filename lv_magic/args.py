@@ -121,8 +121,9 @@ def parse_lvsql(line: str) -> LvsqlArgs:
 
 
 COMMANDS = {
-    "connect": "connect [WAREHOUSE] [--spark URL] [--endpoint URL] [--region R] [--profile P] [--conf KEY=VALUE ...]: "
-               "open a warehouse (default: embedded local Spark Connect + ./lakehouse); --conf (repeatable) is a "
+    "connect": "connect [WAREHOUSE] [--spark URL] [--endpoint URL] [--region R] [--profile P] [--conf KEY=VALUE ...] "
+               "[--lazy]: open a warehouse (default: embedded local Spark Connect + ./lakehouse) and start the "
+               "engine, saying how long it took (--lazy: on first data access); --conf (repeatable) is a "
                "Spark setting, e.g. --conf spark.driver.memory=4g (the embedded server gets it at start, a remote "
                "session at runtime)",
     "tables": "tables: the tables with their latest versions",
@@ -148,6 +149,7 @@ def connect_parser() -> _Parser:
     p.add_argument("--region", default=None)
     p.add_argument("--profile", default=None)
     p.add_argument("--conf", action="append", default=None, metavar="KEY=VALUE")
+    p.add_argument("--lazy", action="store_true")
     return p
 
 

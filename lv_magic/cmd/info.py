@@ -11,7 +11,7 @@ from IPython.display import display
 from lv_core.errors import LvError
 from lv_magic.context import MagicContext
 from lv_magic.display import html_table
-from lv_magic.state import OpenTxn
+from lv_magic.state import KernelState, OpenTxn
 
 LOG_KINDS = {"marker": "MARKER (pending)", "freed": "freed marker (empty)"}
 
@@ -48,25 +48,29 @@ def log(ctx: MagicContext, rest: list[str]) -> None:
 
 def dag(ctx: MagicContext, rest: list[str]) -> None:
     ctx.require()
-    rows = [[name, e.dst, e.label] for name, ot in ctx.state.txns.items() for e in ot.txn.out_edges()]
+    label = ctx.state.label
+    rows = [[name, label(e.dst), e.label] for name, ot in ctx.state.txns.items() for e in ot.txn.out_edges()]
     if not rows:
         print("no dependencies between open transactions")
         return
     display(html_table(rows, ["transaction", "waits behind", "at"], "lv-dag"))
 
 
-def status_of(ot: OpenTxn) -> str:
-    """An open transaction's state, with what a background commit waits for."""
+def status_of(ot: OpenTxn, state: KernelState) -> str:
+    """An open transaction's state, with what a background commit waits for (by name)."""
     if ot.future is not None and not ot.future.done():
         waits = [e for e in ot.txn.events.history if e.kind == "Waiting"]
-        return f"waiting for {waits[-1].on_txn} at {waits[-1].table}@{waits[-1].version}" if waits else "committing"
+        if waits:
+            return f"waiting for {state.label(waits[-1].on_txn)} at {waits[-1].table}@{waits[-1].version}"
+        return "committing"
     return ot.txn.state
 
 
 def status(ctx: MagicContext, rest: list[str]) -> None:
     ctx.require()
     rows: list[list[Any]] = [
-        [name, ot.txn.preset, status_of(ot), ", ".join(f"{t}@{v}" for t, v in ot.txn.marker_versions().items())]
+        [name, ot.txn.preset, status_of(ot, ctx.state),
+         ", ".join(f"{t}@{v}" for t, v in ot.txn.marker_versions().items())]
         for name, ot in ctx.state.txns.items()]
     if not rows:
         print("no open transactions")

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import pytest
+from IPython import get_ipython
 from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def ip() -> Any:
-    shell = start_ipython()
+    shell = start_ipython() or get_ipython()  # the process's one test shell (handed out once)
     shell.run_line_magic("load_ext", "lv_magic")
     shell.run_line_magic("config", "LvMagics.widgets = False")
     return shell

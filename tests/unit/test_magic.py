@@ -25,7 +25,7 @@ def wh(ip, tmp_path):
     path = str(tmp_path / "wh")
     lh = lv_core.connect(path)
     make_kv(lh, "kv", {1: 10.0, 2: 20.0})
-    ip.run_line_magic("lv", f"connect {path}")
+    ip.run_line_magic("lv", f"connect {path} --lazy")
     ip.user_ns["lv_core"] = lv_core
     ip.run_cell("from tests.helpers.bank import add_kv, read_kv, write_kv")
     yield lh
@@ -142,7 +142,8 @@ def test_every_command_is_routed_and_runs_without_a_shell(capsys):
 
 def test_connect_conf_option(ip, tmp_path, capsys):
     path = str(tmp_path / "wh2")
-    ip.run_line_magic("lv", f"connect {path} --conf spark.driver.memory=3g --conf spark.sql.shuffle.partitions=6")
+    ip.run_line_magic("lv", f"connect {path} --lazy --conf spark.driver.memory=3g "
+                      "--conf spark.sql.shuffle.partitions=6")
     lh = STATE.lh
     assert lh is not None and lh.data_plane.spark_conf == {
         "spark.driver.memory": "3g", "spark.sql.shuffle.partitions": "6"}
