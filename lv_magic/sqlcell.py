@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import html
 import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -64,11 +66,24 @@ class ResultTable:
         return f"{self.title}: {rows}" + (f" (showing the first {shown}; --out VAR keeps all)"
                                           if shown < self.total else "")
 
+    def _one_line(self) -> Optional[str]:
+        """A single row of a few columns reads as one line: ``SELECT (x): 1 row: v = 10.0``."""
+        if self.total != 1 or len(self.frame) != 1 or not 0 < len(self.frame.columns) <= 4:
+            return None
+        row = self.frame.iloc[0]
+        return f"{self._count()}: " + ", ".join(f"{c} = {row[c]}" for c in self.frame.columns)
+
     def _repr_html_(self) -> str:
+        one = self._one_line()
+        if one is not None:
+            return f"<div class='lv-result'>{html.escape(one)}</div>"
         table = self.frame.to_html(index=False, border=0, classes="lv-result") if len(self.frame.columns) else ""
         return f"<div class='lv-result'><div class='lv-note'>{html.escape(self._count())}</div>{table}</div>"
 
     def __repr__(self) -> str:
+        one = self._one_line()
+        if one is not None:
+            return one
         body = self.frame.to_string(index=False) if len(self.frame) and len(self.frame.columns) else ""
         return f"{self._count()}\n{body}".rstrip()
 
@@ -132,17 +147,58 @@ def run_statements(ctx: MagicContext, lh: Any, txn: Any, statements: list[Statem
     cancel or an interrupt stops it too."""
     for i, st in enumerate(statements):
         number = numbers[i] if numbers else i + 1
-        if st.kind == "create":  # no Spark needed
-            result = txn.sql(st.text)
-        else:
-            with progress.statement(lh.spark, txn, number):
-                result = txn.sql(st.text)
-                describe_result(ctx, st, result, out)
-        if st.kind == "create":
-            describe_result(ctx, st, result, out)
+        result = in_worker(txn, lambda st=st, number=number: _one(ctx, lh, txn, st, number, out))  # type: ignore[misc]
         if result is not None and st.kind == "select":
             out.last = result
         out.ran += 1
+
+
+def _one(ctx: MagicContext, lh: Any, txn: Any, st: Statement, number: int, out: Transcript) -> Any:
+    if st.kind == "create":  # no Spark needed
+        result = txn.sql(st.text)
+    else:
+        with progress.statement(lh.spark, txn, number):
+            result = txn.sql(st.text)
+            describe_result(ctx, st, result, out)
+            return result
+    describe_result(ctx, st, result, out)
+    return result
+
+
+def in_worker(txn: Any, fn: Callable[[], Any], *, grace_s: float = 60.0) -> Any:
+    """``fn()`` in a worker thread while this (the kernel's main) thread waits for it.
+
+    A kernel interrupt then lands here, never inside the Spark client's gRPC calls (an interrupt
+    there can leave the client's channel locked): it cancels ``txn``'s running operation, waits up
+    to ``grace_s`` for the worker to end, and raises KeyboardInterrupt.
+    """
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # handed to the waiting thread
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name=f"lv-statement-{txn.id}", daemon=True).start()
+    try:
+        while not done.wait(0.25):  # short waits: an interrupt reaches this thread between them
+            pass
+    except KeyboardInterrupt:
+        txn.cancel()
+        deadline = time.monotonic() + grace_s
+        while not done.is_set() and time.monotonic() < deadline:
+            try:
+                done.wait(0.25)
+            except KeyboardInterrupt:  # a second interrupt: still let the worker end first
+                pass
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 def progress_printer(txn: Any, stream: Any = None) -> Callable[[], None]:

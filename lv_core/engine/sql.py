@@ -18,6 +18,8 @@ OPTIMIZE t                  one row: ``numFilesRemoved``, ``numFilesAdded`` (com
                             ``dataChange: false`` commit; see :mod:`lv_core.engine.sql_maint`)
 VACUUM t [RETAIN n HOURS]   one ``path`` row per deleted data file (``DRY RUN``: would delete);
   [DRY RUN]                 not transactional, like CREATE TABLE
+BEGIN / COMMIT / ROLLBACK   ``lh.sql`` only: a transaction over the statements between them (also
+BEGIN ATOMIC ... END        across calls); see :mod:`lv_core.engine.sql_txn`. None
 ==========================  =========================================================================
 
 Inside a transaction, SELECT/INSERT/UPDATE/DELETE/MERGE are operations of the transaction
