@@ -17,7 +17,7 @@ from lv_magic.args import LvsqlArgs, parse_lvsql
 from lv_magic.cell import stop
 from lv_magic.context import MagicContext
 from lv_magic.display import txn_widget
-from lv_magic.sqlcell import Transcript, describe_result, prepare, run_statements
+from lv_magic.sqlcell import Transcript, describe_result, prepare, progress_printer, run_statements
 from lv_magic.state import OpenTxn, commit_in_background
 
 _NO_TXN = ("create", "show", "describe", "vacuum")
@@ -102,6 +102,7 @@ def _statement(ctx: MagicContext, lh: Any, st: Statement, number: int, out: Tran
 def _in_open(ctx: MagicContext, lh: Any, ot: OpenTxn, st: Statement, number: int, out: Transcript,
              atomic_mark: Optional[int]) -> None:
     label = ctx.state.label(ot.txn)
+    unsubscribe = progress_printer(ot.txn) if ot.widget is None else (lambda: None)
     try:
         run_statements(ctx, lh, ot.txn, [st], out, [number])
     except (KeyboardInterrupt, Interrupted) as e:
@@ -118,6 +119,8 @@ def _in_open(ctx: MagicContext, lh: Any, ot: OpenTxn, st: Statement, number: int
         ot.txn.rollback(f"statement {number} failed: {str(e).splitlines()[0]}", "error")
         del out.items[atomic_mark:]
         raise type(e)(f"{e}\n{label} (BEGIN ATOMIC) rolled back: nothing of the block changed") from None
+    finally:
+        unsubscribe()
 
 
 def _autocommit(ctx: MagicContext, lh: Any, st: Statement, number: int, out: Transcript) -> None:
@@ -126,6 +129,7 @@ def _autocommit(ctx: MagicContext, lh: Any, st: Statement, number: int, out: Tra
     for attempt in range(_AUTOCOMMIT_RETRIES + 1):
         txn = lh.begin(ctx.default_preset)
         label = ctx.state.label(txn)
+        unsubscribe = progress_printer(txn)
         try:
             run_statements(ctx, lh, txn, [st], out, [number])
             txn.commit()
@@ -143,3 +147,5 @@ def _autocommit(ctx: MagicContext, lh: Any, st: Statement, number: int, out: Tra
             txn.rollback(f"statement {number} failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
                          "error")
             raise
+        finally:
+            unsubscribe()

@@ -54,10 +54,16 @@ def _handler(stages: Any = None, inflight_tasks: int = 0, operation_id: Optional
 
 
 def _install(spark: Any) -> None:
+    """Register the handler once per session (marked on the session: ids of dead objects recur)."""
     with _lock:
-        if id(spark) in _installed:
+        if getattr(spark, "_lv_progress_handler", False):
             return
-        _installed.add(id(spark))
+        try:
+            spark._lv_progress_handler = True
+        except AttributeError:  # a session that takes no attributes: register once per id
+            if id(spark) in _installed:
+                return
+            _installed.add(id(spark))
     with contextlib.suppress(AttributeError):  # a classic (non-Connect) session reports no progress
         spark.registerProgressHandler(_handler)
 
