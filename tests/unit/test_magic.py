@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from IPython import get_ipython
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
@@ -14,7 +15,7 @@ from tests.helpers.bank import committed_kv, make_kv
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
+    shell = start_ipython() or get_ipython()  # the process's one test shell (handed out once)
     shell.run_line_magic("load_ext", "lv_magic")
     shell.run_line_magic("config", "LvMagics.widgets = False")
     return shell
