@@ -185,7 +185,7 @@ def parse_statement(text: str, *, script: Optional[str] = None, start: int = 0) 
     if word not in _FIRST_WORDS:
         near = closest(word, STATEMENT_WORDS, n=1, cutoff=0.7) if word.isidentifier() else []
         if near and word not in _TXN_WORDS:
-            raise UnsupportedStatement(f"line {line}: {word!r} is not a SQL statement; did you mean {near[0]}?",
+            raise UnsupportedStatement(f"{word!r} statements are not supported (line {line}); did you mean {near[0]}?",
                                        line=line, text=word)
         hint = (" Transaction control: BEGIN [TRANSACTION] [ISOLATION LEVEL level], COMMIT, ROLLBACK, "
                 "BEGIN ATOMIC ... END (or %%lvtxn, txn.commit()/txn.rollback())."

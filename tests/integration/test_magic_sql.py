@@ -84,7 +84,8 @@ def recording(lh: Any) -> list[Any]:
     ("UPDATE acct SET balance = 0 WHERE id = 1;\nUPDATE acct_b SET balnce = 1", "line 2: table 'acct_b' has no column "
      "'balnce'; did you mean 'balance'?"),
     ("UPDATE acct SET balance = 0 WHERE id = 1;\nSELECT id FROM acct WHERE ownr = 'ann'", "did you mean 'owner'?"),
-    ("UPDTE acct SET balance = 0 WHERE id = 1", "line 1: 'UPDTE' is not a SQL statement; did you mean UPDATE?"),
+    ("UPDTE acct SET balance = 0 WHERE id = 1",
+     r"'UPDTE' statements are not supported \(line 1\); did you mean UPDATE\?"),
     ("UPDATE acct SET balance = 0\nWHRE id = 1", "line 2, column 1 near 'WHRE'.*did you mean WHERE?"),
     ("UPDATE acct SET balance = 'lots' WHERE id = 1", "column 'balance' is double; the value 'lots' is a string"),
     ("UPDATE acct SET balance = :amount WHERE id = 1", "line 1: variable 'amount' is not defined; did you mean 'amt'"),
@@ -129,6 +130,9 @@ def test_runtime_failure_rolls_back_and_says_why(ip: Any, lh: Any, capsys: Any) 
     aborted = [e for e in began[0].events.history if isinstance(e, ev.Aborted)]
     assert aborted[0].rule == "error" and aborted[0].reason.startswith("statement 2 failed: ")
     assert "by the user" not in aborted[0].reason
+    ends = [(e.statement, e.stage) for e in began[0].events.history if isinstance(e, ev.Progress)
+            and e.stage != "running"]
+    assert ends == [(1, "done"), (2, "failed")]
     assert unchanged(lh, before)
 
 

@@ -74,7 +74,8 @@ def test_transaction_control_statements() -> None:
     ("UPDATE acct SET balance = 'lots'", SchemaError, "column 'balance' is double; the value 'lots' is a string"),
     ("MERGE INTO acct t USING acct_b s ON t.id = s.id WHEN MATCHED THEN UPDATE SET balnce = s.bonus", SchemaError,
      "has no column 'balnce'"),
-    ("UPDTE acct SET balance = 0", UnsupportedStatement, r"'UPDTE' is not a SQL statement; did you mean UPDATE\?"),
+    ("UPDTE acct SET balance = 0", UnsupportedStatement,
+     r"'UPDTE' statements are not supported \(line 1\); did you mean UPDATE\?"),
     ("SELECT * FORM acct", SqlError, r"did you mean FROM\?"),
     ("UPDATE acct SET balance = 0 WHRE id = 1", SqlError, r"near 'WHRE'.*did you mean WHERE\?"),
 ])
