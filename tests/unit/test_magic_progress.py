@@ -75,3 +75,21 @@ def test_text_fallback_line_overwrites_itself_and_is_erased() -> None:
     unsubscribe()
     text = out.getvalue()
     assert text.startswith("\r  statement 2: 40/200 tasks, 3.1 s") and text.endswith("\r")
+
+
+def test_connect_says_the_engine_is_starting_and_how_long_it_took(capsys: Any) -> None:
+    from lv_magic.cmd.admin import start_engine
+
+    class Lakehouse:
+        touched = 0
+
+        @property
+        def spark(self) -> object:
+            Lakehouse.touched += 1
+            return object()
+
+    start_engine(Lakehouse(), "sc://spark.example:15002")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "connecting to Spark at sc://spark.example:15002 ..."
+    assert lines[1].startswith("Spark engine ready in ") and lines[1].endswith(" s")
+    assert Lakehouse.touched == 1
