@@ -105,7 +105,7 @@ def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optio
         if not keep:
             txn.rollback(f"statement {out.ran + 1} failed: {_first_line(e)}", "error")
             if isinstance(e, LvError) and not isinstance(e, TransactionAborted):
-                raise type(e)(f"{e}\n{label} rolled back: nothing changed") from None
+                raise type(e)(f"{e}\ntransaction {label} rolled back: nothing changed") from None
         raise
     finally:
         unsubscribe()
@@ -143,7 +143,7 @@ def stop(txn: Any, label: str, how: str, number: int) -> LvError:
         pass
     txn.rollback(f"{how} during statement {number}", "interrupt")
     progress.forget(txn.id)
-    return Interrupted(f"{how}: statement {number} stopped, {label} rolled back; nothing changed")
+    return Interrupted(f"{how}: statement {number} stopped, transaction {label} rolled back; nothing changed")
 
 
 def run_body(ctx: MagicContext, lh: Any, txn: Any, args: LvtxnArgs, cell: str, plan: Optional[CellPlan],

@@ -113,12 +113,12 @@ def _in_open(ctx: MagicContext, lh: Any, ot: OpenTxn, st: Statement, number: int
         raise stop(ot.txn, label, how, number) from None
     except LvError as e:
         if atomic_mark is None:
-            raise type(e)(f"{e}\n{label} stays open (this statement changed nothing): go on, COMMIT or ROLLBACK") \
-                from None
+            kept = f"transaction {label} stays open (this statement changed nothing): go on, COMMIT or ROLLBACK"
+            raise type(e)(f"{e}\n{kept}") from None
         ctx.state.sql_txn = None
         ot.txn.rollback(f"statement {number} failed: {str(e).splitlines()[0]}", "error")
         del out.items[atomic_mark:]
-        raise type(e)(f"{e}\n{label} (BEGIN ATOMIC) rolled back: nothing of the block changed") from None
+        raise type(e)(f"{e}\ntransaction {label} (BEGIN ATOMIC) rolled back: nothing of the block changed") from None
     finally:
         unsubscribe()
 
