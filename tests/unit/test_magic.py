@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from IPython import get_ipython
 from IPython.core.error import UsageError
@@ -91,7 +93,13 @@ def test_interleaved_lost_update_is_prevented(ip, wh, capsys):
     ip.run_line_magic("lv", "status")
     ip.run_line_magic("lv", "commit t2")  # t2 waits behind t1: returns at once
     out = capsys.readouterr().out
-    assert "waiting for" in out and "background" in out
+    assert "t2: waiting for t1 at kv@" in out and "background" in out  # names, not transaction ids
+    ip.run_line_magic("lv", "dag")
+    ip.run_line_magic("lv", "status")
+    out = capsys.readouterr().out
+    assert re.search(r"^t2 +t1 +kv@\d+$", out, re.M), out
+    assert re.search(r"^t2 +repeatable_read +waiting for t1 at kv@\d+", out, re.M), out
+    assert STATE.get("t1").txn.id not in out
     ip.run_line_magic("lv", "commit t1")
     with pytest.raises(lv_core.TransactionAborted) as ei:
         STATE.get("t2").future.result(timeout=30)
