@@ -221,6 +221,11 @@ def test_sql_transaction_control_in_cells(ip: Any, lh: Any, capsys: Any) -> None
     err, out = run(ip, "lvtxn", "BEGIN ISOLATION LEVEL SNAPSHOT;\nUPDATE acct SET balance = 5 WHERE id = 2;\nCOMMIT",
                    capsys)
     assert err is None and "UPDATE acct: 1 row" in out
+    err, out = run(ip, "lvsql", "BEGIN;\nUPDATE acct SET balance = 7 WHERE id = 2", capsys)
+    err, out = run(ip, "lvsql", "UPDATE acct SET balance = balance / (id - 2) WHERE id = 2", capsys)
+    assert "DIVIDE_BY_ZERO" in str(err) and "transaction sql stays open" in str(err)
+    err, out = run(ip, "lvsql", "COMMIT", capsys)
+    assert err is None and rows(lh, "acct")[1][1] == 7.0
 
 
 def test_lh_sql_begin_commit(lh: Any) -> None:
