@@ -132,7 +132,7 @@ def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optio
     out.show()
     if widget is None and plan is not None:
         versions = ", ".join(f"{t}@{v}" for t, v in res.versions.items()) or "nothing written"
-        print(f"{label} committed: {versions}")
+        print(f"transaction {label} committed: {versions}")
 
 
 def stop(txn: Any, label: str, how: str, number: int) -> LvError:

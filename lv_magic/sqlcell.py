@@ -202,22 +202,46 @@ def in_worker(txn: Any, fn: Callable[[], Any], *, grace_s: float = 60.0) -> Any:
 
 
 def progress_printer(txn: Any, stream: Any = None) -> Callable[[], None]:
-    """The text fallback when no widget is shown: one self-overwriting line per running statement
-    (``statement 2: 40/200 tasks, 3.1 s``), erased when it ends. Returns the unsubscribe."""
+    """The text fallback when no widget is shown: one line per running statement
+    (``statement 2: 40/200 tasks, 3.1 s``) that updates itself and is erased when the statement
+    ends. In a Jupyter kernel it is one display updated in place (a saved notebook keeps nothing of
+    it); elsewhere (a terminal, ``stream``) a line rewritten with ``\\r``. Returns the unsubscribe."""
+    in_kernel = stream is None and "ipykernel" in sys.modules
     stream = stream if stream is not None else sys.stdout
-    width = [0]
+    state: dict[str, Any] = {"width": 0, "handle": None}
+
+    def show(text: str) -> None:
+        if in_kernel:
+            if state["handle"] is None:
+                state["handle"] = display(_Line(text), display_id=True)
+            else:
+                state["handle"].update(_Line(text))
+            return
+        state["width"] = max(state["width"], len(text))
+        stream.write("\r" + text.ljust(state["width"]) + ("\r" if not text else ""))
+        stream.flush()
 
     def on(e: ev.Event) -> None:
         if not isinstance(e, ev.Progress):
             return
         if e.stage == "running" and e.total:
-            text = f"  statement {e.statement}: {e.done}/{e.total} tasks, {e.elapsed_s:.1f} s"
-            width[0] = max(width[0], len(text))
-            stream.write("\r" + text.ljust(width[0]))
-            stream.flush()
-        elif e.stage != "running" and width[0]:
-            stream.write("\r" + " " * width[0] + "\r")
-            stream.flush()
-            width[0] = 0
+            show(f"  statement {e.statement}: {e.done}/{e.total} tasks, {e.elapsed_s:.1f} s")
+            state["shown"] = True
+        elif e.stage != "running" and state.get("shown"):
+            show("")
+            state["shown"] = False
 
     return txn.events.subscribe(on, replay=False)
+
+
+class _Line:
+    """One line of text for a display (empty: shows nothing)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        return f"<div class='lv-progress'>{html.escape(self.text)}</div>" if self.text else ""

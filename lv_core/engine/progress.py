@@ -34,6 +34,7 @@ class _Run:
     txn: str
     number: int
     t0: float
+    last: tuple[int, int] = (-1, -1)  # (done, total) of the last event: repeated reports are dropped
 
 
 def tag_of(txn_id: str) -> str:
@@ -49,6 +50,9 @@ def _handler(stages: Any = None, inflight_tasks: int = 0, operation_id: Optional
     stages = list(stages or ())
     total = sum(int(s.num_tasks) for s in stages)
     finished = sum(int(s.num_completed_tasks) for s in stages)
+    if (finished, total) == run.last:
+        return
+    run.last = (finished, total)
     run.events.emit(ev.Progress(run.txn, statement=run.number, stage="running", done=finished, total=total,
                                 elapsed_s=time.monotonic() - run.t0))
 

@@ -31,7 +31,8 @@ def markers(ctx: MagicContext, rest: list[str]) -> None:
         for m in tm.markers:
             left = m.expires_in(now) or 0.0
             preds = ", ".join(f"{txn}@{table}@{version}" for txn, table, version in m.predecessors)
-            rows.append([m.table, m.version, m.txn, f"{left:.0f}s" if left > 0 else "expired", preds or "-"])
+            rows.append([m.table, m.version, ctx.state.label(m.txn), f"{left:.0f}s" if left > 0 else "expired",
+                         ctx.state.names_in(preds) or "-"])
     if not rows:
         print("no live markers")
         return
@@ -42,7 +43,9 @@ def log(ctx: MagicContext, rest: list[str]) -> None:
     lh = ctx.require()
     if len(rest) != 1:
         raise LvError("usage: %lv log TABLE")
-    rows = [[e.version, LOG_KINDS.get(e.kind, "commit"), e.txn or "-", e.adds, e.removes] for e in lh.log(rest[0])]
+    label = ctx.state.label
+    rows = [[e.version, LOG_KINDS.get(e.kind, "commit"), label(e.txn) if e.txn else "-", e.adds, e.removes]
+            for e in lh.log(rest[0])]
     display(html_table(rows, ["version", "kind", "transaction", "adds", "removes"], "lv-log"))
 
 

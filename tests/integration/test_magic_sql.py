@@ -115,7 +115,7 @@ def test_statements_say_one_line_each_and_results_show_counts(ip: Any, lh: Any, 
     assert "UPDATE acct: 1 row" in lines and "INSERT INTO acct_b: 2 rows" in lines
     assert "SELECT (acct): 2 rows" in lines
     assert "num_affected_rows" not in out and not any(line.startswith("0 ") for line in lines)  # no pandas index
-    assert any(line.startswith("t1 committed: ") for line in lines)
+    assert any(line.startswith("transaction t1 committed: ") for line in lines)
     assert rows(lh, "acct")[0][1] == 90.0
 
 
