@@ -145,6 +145,10 @@ def run_statements(ctx: MagicContext, lh: Any, txn: Any, statements: list[Statem
     recording each one's output in ``out`` (``out.ran`` counts the completed ones). Reading a
     query's rows for display belongs to its statement: it carries the transaction's tag, so a
     cancel or an interrupt stops it too."""
+    if any(st.kind != "create" for st in statements):
+        # Start (or reach) Spark in this thread: the embedded server dies with the thread that
+        # started it (PR_SET_PDEATHSIG), and the worker threads below end after each statement.
+        lh.spark  # noqa: B018
     for i, st in enumerate(statements):
         number = numbers[i] if numbers else i + 1
         result = in_worker(txn, lambda st=st, number=number: _one(ctx, lh, txn, st, number, out))  # type: ignore[misc]
