@@ -102,10 +102,15 @@ def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optio
         how = "interrupted (kernel interrupt)" if isinstance(e, KeyboardInterrupt) else "cancelled"
         raise stop(txn, label, how, out.ran + 1) from None
     except BaseException as e:
-        if not keep:
-            txn.rollback(f"statement {out.ran + 1} failed: {_first_line(e)}", "error")
-            if isinstance(e, LvError) and not isinstance(e, TransactionAborted):
-                raise type(e)(f"{e}\ntransaction {label} rolled back: nothing changed") from None
+        what = "the cell" if plan is None else f"statement {out.ran + 1}"
+        ours = isinstance(e, LvError) and not isinstance(e, TransactionAborted)
+        if keep:
+            if ours:
+                raise type(e)(f"{e}\ntransaction {label} stays open ({what} changed nothing)") from None
+            raise
+        txn.rollback(f"{what} failed: {_first_line(e)}", "error")
+        if ours:
+            raise type(e)(f"{e}\ntransaction {label} rolled back: nothing changed") from None
         raise
     finally:
         unsubscribe()
