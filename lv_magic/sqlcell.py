@@ -206,8 +206,8 @@ def in_worker(txn: Any, fn: Callable[[], Any], *, grace_s: float = 60.0) -> Any:
 
 
 def progress_printer(txn: Any, stream: Any = None) -> Callable[[], None]:
-    """The text fallback when no widget is shown: one line per running statement
-    (``statement 2: 40/200 tasks, 3.1 s``) that updates itself and is erased when the statement
+    """The text fallback when no widget is shown: one line per statement running for more than a
+    second (``statement 2: 40/200 tasks, 3.1 s``) that updates itself and is erased when the statement
     ends. In a Jupyter kernel it is one display updated in place (a saved notebook keeps nothing of
     it); elsewhere (a terminal, ``stream``) a line rewritten with ``\\r``. Returns the unsubscribe."""
     in_kernel = stream is None and "ipykernel" in sys.modules
@@ -228,7 +228,7 @@ def progress_printer(txn: Any, stream: Any = None) -> Callable[[], None]:
     def on(e: ev.Event) -> None:
         if not isinstance(e, ev.Progress):
             return
-        if e.stage == "running" and e.total:
+        if e.stage == "running" and e.total and e.elapsed_s >= 1.0:  # quick statements show none
             show(f"  statement {e.statement}: {e.done}/{e.total} tasks, {e.elapsed_s:.1f} s")
             state["shown"] = True
         elif e.stage != "running" and state.get("shown"):
