@@ -98,3 +98,20 @@ def test_binding_errors(sql: str, error: type, pattern: str) -> None:
 ])
 def test_valid_statements_pass(sql: str) -> None:
     check(sql)
+
+
+def test_lh_sql_transaction_control_without_spark(tmp_path: object) -> None:
+    import lv_core
+
+    lh = lv_core.connect(str(tmp_path))
+    with pytest.raises(SqlError, match="line 1: COMMIT without a transaction"):
+        lh.sql("COMMIT")
+    with pytest.raises(SqlError, match="BEGIN ATOMIC without END"):
+        lh.sql("BEGIN ATOMIC CREATE TABLE t (id INT)")
+    with pytest.raises(SqlError, match="line 2: END without BEGIN ATOMIC"):
+        lh.sql("CREATE TABLE t (id INT);\nEND")
+    lh.sql("BEGIN ISOLATION LEVEL SNAPSHOT")  # opens the lakehouse's SQL transaction (across calls)
+    with pytest.raises(SqlError, match="BEGIN while a transaction is open"):
+        lh.sql("BEGIN")
+    lh.sql("ROLLBACK")
+    assert lh.list_tables() == []
