@@ -124,7 +124,12 @@ def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optio
     if keep and end != "commit":
         out.show()
         return
-    fut, note = commit_in_background(txn, ctx.commit_wait_s)
+    try:
+        fut, note = commit_in_background(txn, ctx.commit_wait_s)
+    except KeyboardInterrupt:  # the commit thread goes on (it may have decided already): say where to look
+        state.txns[args.name or txn.id] = OpenTxn(txn, future=txn_future(txn), widget=widget)
+        raise Interrupted(f"interrupted while transaction {label} commits: the commit goes on in the background "
+                          "(%lv status shows how it ends)") from None
     if note is not None:
         out.show()
         name = args.name or txn.id
@@ -138,6 +143,22 @@ def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optio
     if widget is None and plan is not None:
         versions = ", ".join(f"{t}@{v}" for t, v in res.versions.items()) or "nothing written"
         print(f"transaction {label} committed: {versions}")
+
+
+def txn_future(txn: Any) -> Any:
+    """A future that resolves when ``txn`` ends (for %lv status after an interrupted commit wait)."""
+    from concurrent.futures import Future
+
+    from lv_core import events as ev
+
+    fut: Future = Future()
+
+    def on(e: ev.Event) -> None:
+        if isinstance(e, (ev.Committed, ev.Aborted)) and not fut.done():
+            fut.set_result(None)
+
+    txn.events.subscribe(on)
+    return fut
 
 
 def stop(txn: Any, label: str, how: str, number: int) -> LvError:
