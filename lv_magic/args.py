@@ -190,8 +190,8 @@ def help_text() -> str:
     lines += ["", "%%lvtxn [PRESET] [options]  "
               "(the cell body: SQL statements separated by ';', or Python with --python)"]
     for a in lvtxn_parser()._actions:
-        if a.option_strings:
-            lines.append(f"  {', '.join(a.option_strings):<12} {a.help}")
+        if a.option_strings:  # argparse help strings escape % as %%
+            lines.append(f"  {', '.join(a.option_strings):<12} {(a.help or '').replace('%%', '%')}")
     lines += ["", "%%lvsql [options]  (SQL in autocommit: each statement commits alone; BEGIN [ISOLATION LEVEL p] "
               "... COMMIT | ROLLBACK, or BEGIN ATOMIC ... END, for one transaction, also across cells)"]
     for a in lvsql_parser()._actions:

@@ -198,6 +198,24 @@ def test_cancel_from_another_thread(ip: Any, lh: Any, capsys: Any) -> None:
     assert unchanged(lh, before)
 
 
+def test_cancel_in_an_autocommit_cell(ip: Any, lh: Any, capsys: Any) -> None:
+    before = versions(lh)
+    original = lh.begin
+
+    def begin(*args: Any, **kwargs: Any) -> Any:
+        txn = original(*args, **kwargs)
+        txn.events.subscribe(lambda e: threading.Thread(target=txn.cancel).start()
+                             if isinstance(e, ev.Progress) and e.stage == "running" else None, replay=False)
+        return txn
+
+    lh.begin = begin
+    err, out = run(ip, "lvsql", "UPDATE acct SET balance = 3 WHERE id = 1;\n"
+                   "SELECT count(*) FROM acct CROSS JOIN range(1000000) a CROSS JOIN range(1000000000) b", capsys)
+    assert type(err).__name__ == "UsageError" and str(err).startswith("cancelled: statement 2 stopped"), out
+    assert "UPDATE acct: 1 row" in out  # statement 1 committed on its own (autocommit) and says so
+    assert rows(lh, "acct")[0][1] == 3.0 and unchanged(lh, {"acct_b": before["acct_b"]})
+
+
 def test_sql_transaction_control_in_cells(ip: Any, lh: Any, capsys: Any) -> None:
     before = versions(lh)
     err, out = run(ip, "lvsql", "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ;\n"
