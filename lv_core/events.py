@@ -163,6 +163,10 @@ class Committed(Event):
 
 @dataclass(frozen=True)
 class Aborted(Event):
+    """The transaction ended without committing. ``rule``: an abort rule (``TransactionAborted.rule``),
+    or for a rollback ``"rollback"`` (asked for), ``"error"`` (a statement failed) or ``"interrupt"``
+    (interrupted or cancelled); ``reason`` says what happened in words."""
+
     reason: str
     rule: str
 
