@@ -171,17 +171,6 @@ class Aborted(Event):
     rule: str
 
 
-@dataclass(frozen=True)
-class Progress(Event):
-    """Progress of a running statement (from Spark Connect progress reports): ``done`` of ``total`` tasks."""
-
-    statement: int
-    stage: str
-    done: int
-    total: int
-    elapsed_s: float
-
-
 Subscriber = Callable[[Event], None]
 
 
