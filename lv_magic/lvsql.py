@@ -92,7 +92,7 @@ def _statement(ctx: MagicContext, lh: Any, st: Statement, number: int, out: Tran
     ot = _open(ctx)
     if ot is not None:
         _in_open(ctx, lh, ot, st, number, out, atomic_mark)
-    elif st.kind in _NO_TXN or (st.kind == "select" and not st.sources):
+    elif st.kind in _NO_TXN:
         describe_result(ctx, st, lh.sql(st.text), out)
         out.ran += 1
     else:

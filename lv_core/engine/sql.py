@@ -204,16 +204,21 @@ def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort],
     if txn is not None:
         txn.ensure_active()
     engine = engine_fn()
-    if st.kind == "select" and not st.sources:
-        text = Renderer().expr(st.tree).replace("{{", "{").replace("}}", "}")
-        with sql_errors("SELECT"):
-            return engine.spark.sql(text)
-    assert txn is not None
+    if txn is None:  # a SELECT that reads no table, in autocommit
+        return _no_tables(engine, st)
     with progress.statement(engine.spark, txn, number):
         return _run_in(lh, engine, txn, st)
 
 
+def _no_tables(engine: SparkEngine, st: Statement) -> "DataFrame":
+    text = Renderer().expr(st.tree).replace("{{", "{").replace("}}", "}")
+    with sql_errors("SELECT"):
+        return engine.spark.sql(text)
+
+
 def _run_in(lh: LakehousePort, engine: SparkEngine, txn: TransactionPort, st: Statement) -> Optional["DataFrame"]:
+    if st.kind == "select" and not st.sources:
+        return _no_tables(engine, st)
     names = resolve_tables(lh, st.tables)
     if st.kind == "select":
         return txn.execute(select_op(engine, st, names)).df
