@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,29 +246,43 @@ def fill_version(store: ObjectStore, table: str, version: int, st: VersionState,
     return classify(version, res.data, res.etag)
 
 
+_PLACING = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-place")
+
+
+def _log_holds(store: ObjectStore, table: str, version: int) -> bool:
+    try:
+        store.head(commit_key(table, version))
+        return True
+    except NotFound:
+        return False
+
+
 def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo) -> tuple[int, str, int]:
     """Put-if-absent a marker object at the first free version >= ``start`` that the log does not hold.
 
-    Returns (version, etag, attempts). Each candidate version is checked against the log first
-    (1 HEAD: a writer that ignores markers may have taken it), then claimed; losing the race for the
-    marker object means: try the next version. A writer that ignores markers may still take the
-    version after the check: the commit then finds it taken and the transaction moves its marker.
+    Returns (version, etag, attempts). Each candidate version is claimed (PUT-create of the marker
+    object) while the log is checked for it (1 HEAD, at the same time: one round trip): a writer that
+    ignores markers may have taken the version, and then the claim is withdrawn (its object deleted)
+    and the next version tried; losing the race for the marker object means: try the next version.
+    A writer that ignores markers may still take the version after the check: the commit then finds
+    it taken and the transaction moves its marker.
     """
     data = encode_marker(info)
     v = start
     attempts = 0
     while True:
+        attempts += 1
+        held = _PLACING.submit(_log_holds, store, table, v)
         try:
-            store.head(commit_key(table, v))
+            etag = store.put(marker_key(table, v), data, mode=CREATE)
+        except AlreadyExists:
+            held.result()
             v += 1
             continue
-        except NotFound:
-            pass
-        attempts += 1
-        try:
-            return v, store.put(marker_key(table, v), data, mode=CREATE), attempts
-        except AlreadyExists:
-            v += 1
+        if not held.result():
+            return v, etag, attempts
+        store.delete(marker_key(table, v))  # the log holds it: our claim there means nothing
+        v += 1
 
 
 def update_marker(store: ObjectStore, table: str, version: int, etag: str, data: bytes) -> str:
