@@ -83,5 +83,10 @@ class TransactionAborted(TransactionError):
         self.details = details or {}
 
 
+class Interrupted(LvError):
+    """A running statement was stopped (``Transaction.cancel()`` or a kernel interrupt); its Spark
+    operation was interrupted and it wrote nothing."""
+
+
 class EngineError(LvError):
     """The Spark engine could not be started or reached (Java, Spark Connect server, connection)."""

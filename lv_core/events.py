@@ -96,6 +96,19 @@ class OperationDone(Event):
 
 
 @dataclass(frozen=True)
+class Progress(Event):
+    """A running statement's progress, from Spark Connect's progress reports: ``done`` of ``total``
+    tasks (``stage`` "running"), then once more with ``stage`` "done" when the statement ends.
+    ``statement`` is its 1-based number in the cell or script."""
+
+    statement: int
+    stage: str
+    done: int
+    total: int
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
 class Waiting(Event):
     table: str
     version: int
@@ -150,19 +163,12 @@ class Committed(Event):
 
 @dataclass(frozen=True)
 class Aborted(Event):
+    """The transaction ended without committing. ``rule``: an abort rule (``TransactionAborted.rule``),
+    or for a rollback ``"rollback"`` (asked for), ``"error"`` (a statement failed) or ``"interrupt"``
+    (interrupted or cancelled); ``reason`` says what happened in words."""
+
     reason: str
     rule: str
-
-
-@dataclass(frozen=True)
-class Progress(Event):
-    """Progress of a running statement (from Spark Connect progress reports): ``done`` of ``total`` tasks."""
-
-    statement: int
-    stage: str
-    done: int
-    total: int
-    elapsed_s: float
 
 
 Subscriber = Callable[[Event], None]

@@ -277,17 +277,28 @@ class Lakehouse:
             txn.commit()
 
     def after_commit(self, table: str, version: int, base: Snapshot, actions: list[Action]) -> None:
-        """Cache the new snapshot; write a checkpoint when due and everything below is resolved."""
-        if base.version != version - 1:
+        """A commit of ``actions`` landed at ``version`` over the resolved snapshot ``base``: cache the
+        new snapshot (when ``base`` is the version before it) and write a checkpoint when ``version``
+        is due (``delta.checkpointInterval``, default 10) and every version up to it is resolved.
+
+        When other commits landed between ``base`` and ``version``, a due checkpoint reads them first
+        (the cached snapshot advanced, or the log); pending markers below ``version`` skip it.
+        """
+        snap: Snapshot | None = None
+        if base.version == version - 1:
+            try:
+                snap = replay(base, [(version, actions)])
+            except LvError:
+                return
+            self.logs.note_committed(table, snap)
+        if not should_checkpoint(version, checkpoint_interval((snap or base).metadata)):
             return
-        try:
-            snap = replay(base, [(version, actions)])
-        except LvError:
-            return
-        self.logs.note_committed(table, snap)
-        if should_checkpoint(version, checkpoint_interval(snap.metadata)):
-            with contextlib.suppress(LvError):
-                write_checkpoint(self.store, table, snap)
+        with contextlib.suppress(LvError):
+            if snap is None:
+                snap, pending = self.logs.resolved_view(table, version)
+                if pending or not should_checkpoint(version, checkpoint_interval(snap.metadata)):
+                    return
+            write_checkpoint(self.store, table, snap)
 
     # ------------------------------------------------------------------ operations
     def recover(self, *, lease_grace_s: float | None = None) -> RecoveryReport:

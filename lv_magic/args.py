@@ -91,9 +91,39 @@ def parse_lvtxn(line: str) -> LvtxnArgs:
     return LvtxnArgs(**vars(ns))
 
 
+@dataclass
+class LvsqlArgs:
+    name: str
+    out: str | None
+    quiet: bool
+
+
+def lvsql_parser() -> _Parser:
+    p = _Parser(prog="%%lvsql", add_help=False, description="Run SQL in autocommit; BEGIN ... COMMIT for more.")
+    p.add_argument("--name", default="sql", help="the name a BEGIN gives its transaction (default: sql)")
+    p.add_argument("--out", help="store the last SELECT result (full) in this variable")
+    p.add_argument("--quiet", action="store_true", help="no widget")
+    return p
+
+
+def parse_lvsql(line: str) -> LvsqlArgs:
+    """Parse the %%lvsql line; raise ArgError with a clear message on bad input."""
+    try:
+        tokens = shlex.split(line)
+    except ValueError as e:
+        raise ArgError(f"%%lvsql: cannot parse the options: {e}") from None
+    ns = lvsql_parser().parse_args(tokens)
+    if ns.out is not None and not ns.out.isidentifier():
+        raise ArgError(f"%%lvsql: --out needs a Python variable name, not {ns.out!r}")
+    if not ns.name.replace("-", "_").isidentifier():
+        raise ArgError(f"%%lvsql: --name must be a simple name (letters, digits, _ or -), not {ns.name!r}")
+    return LvsqlArgs(**vars(ns))
+
+
 COMMANDS = {
-    "connect": "connect [WAREHOUSE] [--spark URL] [--endpoint URL] [--region R] [--profile P] [--conf KEY=VALUE ...]: "
-               "open a warehouse (default: embedded local Spark Connect + ./lakehouse); --conf (repeatable) is a "
+    "connect": "connect [WAREHOUSE] [--spark URL] [--endpoint URL] [--region R] [--profile P] [--conf KEY=VALUE ...] "
+               "[--lazy]: open a warehouse (default: embedded local Spark Connect + ./lakehouse) and start the "
+               "engine, saying how long it took (--lazy: on first data access); --conf (repeatable) is a "
                "Spark setting, e.g. --conf spark.driver.memory=4g (the embedded server gets it at start, a remote "
                "session at runtime)",
     "tables": "tables: the tables with their latest versions",
@@ -119,6 +149,7 @@ def connect_parser() -> _Parser:
     p.add_argument("--region", default=None)
     p.add_argument("--profile", default=None)
     p.add_argument("--conf", action="append", default=None, metavar="KEY=VALUE")
+    p.add_argument("--lazy", action="store_true")
     return p
 
 
@@ -159,7 +190,13 @@ def help_text() -> str:
     lines += ["", "%%lvtxn [PRESET] [options]  "
               "(the cell body: SQL statements separated by ';', or Python with --python)"]
     for a in lvtxn_parser()._actions:
+        if a.option_strings:  # argparse help strings escape % as %%
+            lines.append(f"  {', '.join(a.option_strings):<12} {(a.help or '').replace('%%', '%')}")
+    lines += ["", "%%lvsql [options]  (SQL in autocommit: each statement commits alone; BEGIN [ISOLATION LEVEL p] "
+              "... COMMIT | ROLLBACK, or BEGIN ATOMIC ... END, for one transaction, also across cells)"]
+    for a in lvsql_parser()._actions:
         if a.option_strings:
             lines.append(f"  {', '.join(a.option_strings):<12} {a.help}")
+    lines += ["", "In SQL cells {name} and :name are notebook variables, bound as SQL literals ({{ is a brace)."]
     lines += ["", f"presets: {', '.join(f'{k} ({v.doc})' for k, v in PRESETS.items())}"]
     return "\n".join(lines)

@@ -1,17 +1,56 @@
-"""``%%lvtxn``: run a cell (SQL statements, or Python with ``txn`` bound) as one transaction."""
+"""``%%lvtxn``: run a cell (SQL statements, or Python with ``txn`` bound) as one transaction.
+
+A SQL cell is prepared before the transaction begins (variables, parse, bind: :mod:`lv_magic.sqlcell`):
+a cell with an error runs nothing and shows no widget. A leading ``BEGIN [ISOLATION LEVEL p]`` sets
+the preset, a trailing ``COMMIT``/``END``/``ROLLBACK`` ends the cell's transaction that way. The
+statements' output is shown once the outcome is known; a transaction that ends without committing
+says why (the failed statement, an interrupt, the abort rule), and its statements show no counts.
+"""
 
 from __future__ import annotations
 
 import html
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from IPython.display import HTML, display
 
-from lv_core.errors import LvError, TransactionAborted
+from lv_core.engine import progress
+from lv_core.engine.sql_ast import SqlError, Statement
+from lv_core.errors import Interrupted, LvError, TransactionAborted
 from lv_magic.args import LvtxnArgs, parse_lvtxn
 from lv_magic.context import MagicContext
 from lv_magic.display import txn_widget
+from lv_magic.sqlcell import Transcript, prepare, progress_printer, run_statements
 from lv_magic.state import OpenTxn, commit_in_background
+
+
+@dataclass
+class CellPlan:
+    """A prepared SQL cell: its statements, the preset of a leading BEGIN, how a trailing statement
+    ends the transaction ("commit", "rollback", or None: the cell's default)."""
+
+    statements: list[Statement]
+    preset: Optional[str] = None
+    end: Optional[str] = None
+
+
+def plan_cell(ctx: MagicContext, lh: Any, cell: str) -> CellPlan:
+    """Prepare the cell and take its transaction control apart (raises before anything runs)."""
+    statements = prepare(ctx, lh, cell)
+    plan = CellPlan(statements)
+    if statements and statements[0].kind == "txn" and statements[0].spec.action == "begin":
+        plan.preset = statements.pop(0).spec.preset
+    if statements and statements[-1].kind == "txn" and statements[-1].spec.action in ("commit", "rollback"):
+        plan.end = statements.pop().spec.action
+    for st in statements:
+        if st.kind == "txn":
+            raise SqlError(f"line {st.line}: {st.text.split()[0].upper()} in the middle of a %%lvtxn cell: the cell "
+                           "is one transaction (BEGIN may open it, COMMIT or ROLLBACK end it); use %%lvsql for "
+                           "several", line=st.line)
+    if not statements:
+        raise LvError("the cell has no SQL statement besides BEGIN/COMMIT")
+    return plan
 
 
 def run_lvtxn(ctx: MagicContext, line: str, cell: str) -> None:
@@ -19,20 +58,26 @@ def run_lvtxn(ctx: MagicContext, line: str, cell: str) -> None:
     user errors, TransactionAborted when the last attempt aborts)."""
     args = parse_lvtxn(line)
     lh = ctx.require()
+    plan = None if args.python else plan_cell(ctx, lh, cell)
     retries = args.retries if args.retries is not None else ctx.default_retries
     attempt = 0
     while True:
         attempt += 1
         try:
-            return run_cell(ctx, lh, args, cell)
+            return run_cell(ctx, lh, args, cell, plan)
         except TransactionAborted as e:
             if attempt > retries:
                 raise
             display(HTML(f"<div class='lv-retry'>attempt {attempt} aborted ({html.escape(e.rule)}): "
-                         f"{html.escape(e.reason)}; re-running the cell</div>"))
+                         f"{html.escape(ctx.state.names_in(e.reason))}; re-running the cell</div>"))
 
 
-def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str) -> None:
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optional[CellPlan] = None) -> None:
     """One attempt: begin (or continue the named open transaction), run the body, commit unless --open."""
     state = ctx.state
     current = state.txns.get(args.name) if args.name is not None else None  # the named transaction, if open
@@ -40,63 +85,99 @@ def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str) -> None:
     if current is not None and continuing:
         txn = current.txn
     else:
-        txn = lh.begin(args.preset or ctx.default_preset, features=args.features, slack=args.slack,
-                       timeout_s=args.timeout or 60.0, name=args.name)
-        widget = txn_widget(ctx, txn, args.quiet)
-        if args.open or args.name:
-            state.add(args.name or txn.id, txn, widget)
+        preset = (plan.preset if plan is not None else None) or args.preset or ctx.default_preset
+        txn = lh.begin(preset, features=args.features, slack=args.slack, timeout_s=args.timeout or 60.0,
+                       name=args.name)
+        current = state.add(args.name or txn.id, txn) if (args.open or args.name) else None
+    widget = txn_widget(ctx, txn, args.quiet)  # the same display path for plain, named and continued cells
+    if current is not None and widget is not None:
+        current.widget = widget
+    label = state.label(txn)
+    keep = args.open or continuing
+    out = Transcript()
+    unsubscribe = progress_printer(txn) if widget is None else (lambda: None)
     try:
-        run_body(ctx, txn, args, cell)
-    except KeyboardInterrupt:
-        txn.rollback()
+        run_body(ctx, lh, txn, args, cell, plan, out)
+    except (KeyboardInterrupt, Interrupted) as e:
+        how = "interrupted (kernel interrupt)" if isinstance(e, KeyboardInterrupt) else "cancelled"
+        raise stop(txn, label, how, out.ran + 1) from None
+    except BaseException as e:
+        what = "the cell" if plan is None else f"statement {out.ran + 1}"
+        ours = isinstance(e, LvError) and not isinstance(e, TransactionAborted)
+        if keep:
+            if ours:
+                raise type(e)(f"{e}\ntransaction {label} stays open ({what} changed nothing)") from None
+            raise
+        txn.rollback(f"{what} failed: {_first_line(e)}", "error")
+        if ours:
+            raise type(e)(f"{e}\ntransaction {label} rolled back: nothing changed") from None
         raise
-    except BaseException:
-        if not (args.open or continuing):
-            txn.rollback()
-        raise
-    if args.open or continuing:
+    finally:
+        unsubscribe()
+    if args.out and out.last is not None and ctx.user_ns is not None:
+        ctx.user_ns[args.out] = out.last
+    end = plan.end if plan is not None else None
+    if end == "rollback":
+        txn.rollback("rolled back by the cell's ROLLBACK", "rollback")
+        print(f"ROLLBACK: {label} rolled back; nothing changed")
         return
-    fut, note = commit_in_background(txn, ctx.commit_wait_s)
+    if keep and end != "commit":
+        out.show()
+        return
+    try:
+        fut, note = commit_in_background(txn, ctx.commit_wait_s)
+    except KeyboardInterrupt:  # the commit thread goes on (it may have decided already): say where to look
+        state.txns[args.name or txn.id] = OpenTxn(txn, future=txn_future(txn), widget=widget)
+        raise Interrupted(f"interrupted while transaction {label} commits: the commit goes on in the background "
+                          "(%lv status shows how it ends)") from None
     if note is not None:
+        out.show()
         name = args.name or txn.id
-        state.txns[name] = OpenTxn(txn, future=fut)
-        display(HTML(f"<div class='lv-waiting'>{html.escape(name)}: {html.escape(note)}; the commit "
-                     "continues in the background (see the widget, or %lv status)</div>"))
+        state.txns[name] = OpenTxn(txn, future=fut, widget=widget)
+        state.remember(name, txn)
+        display(HTML(f"<div class='lv-waiting'>{html.escape(label)}: {html.escape(state.names_in(note))}; the "
+                     "commit continues in the background (see the widget, or %lv status)</div>"))
         return
-    fut.result()  # raises TransactionAborted
+    res = fut.result()  # raises TransactionAborted
+    out.show()
+    if widget is None and plan is not None:
+        versions = ", ".join(f"{t}@{v}" for t, v in res.versions.items()) or "nothing written"
+        print(f"transaction {label} committed: {versions}")
 
 
-def run_body(ctx: MagicContext, txn: Any, args: LvtxnArgs, cell: str) -> None:
-    """Run the cell body in ``txn``: Python (``--python``), or SQL statements shown one by one."""
-    if args.python:
+def txn_future(txn: Any) -> Any:
+    """A future that resolves when ``txn`` ends (for %lv status after an interrupted commit wait)."""
+    from concurrent.futures import Future
+
+    from lv_core import events as ev
+
+    fut: Future = Future()
+
+    def on(e: ev.Event) -> None:
+        if isinstance(e, (ev.Committed, ev.Aborted)) and not fut.done():
+            fut.set_result(None)
+
+    txn.events.subscribe(on)
+    return fut
+
+
+def stop(txn: Any, label: str, how: str, number: int) -> LvError:
+    """Interrupt the running Spark operation, roll back, and say so in one line."""
+    try:
+        txn.cancel()
+    except Exception:  # best effort: the rollback below is what matters
+        pass
+    txn.rollback(f"{how} during statement {number}", "interrupt")
+    progress.forget(txn.id)
+    return Interrupted(f"{how}: statement {number} stopped, transaction {label} rolled back; nothing changed")
+
+
+def run_body(ctx: MagicContext, lh: Any, txn: Any, args: LvtxnArgs, cell: str, plan: Optional[CellPlan],
+             out: Transcript) -> None:
+    """Run the cell body in ``txn``: Python (``--python``), or the prepared SQL statements."""
+    if args.python or plan is None:
         ns = ctx.user_ns if ctx.user_ns is not None else {}
         ns["txn"] = txn
         exec(compile(cell, "<lvtxn>", "exec"), ns)  # the user's own cell
         return
-    from lv_core.engine.sql_parse import parse_script
-
-    # Parse the whole cell first: a syntax error anywhere runs nothing, and its line/column count
-    # from the top of the cell. Then run statement by statement, showing each result.
-    if not cell.strip():
-        raise LvError("the cell has no SQL statement (use --python for Python)")
-    last = None
-    for st in parse_script(cell):
-        result = txn.sql(st.text)
-        if result is not None:
-            last = result
-            show_result(ctx, result)
-    if args.out and last is not None and ctx.user_ns is not None:
-        ctx.user_ns[args.out] = last
-
-
-def show_result(ctx: MagicContext, df: Any) -> None:
-    """Display the first ``row_limit`` rows of a statement's result."""
-    limit = ctx.row_limit
-    try:
-        pdf = df.limit(limit + 1).toPandas()
-    except AttributeError:
-        display(df)
-        return
-    display(pdf.head(limit))
-    if len(pdf) > limit:
-        display(HTML(f"<div class='lv-note'>showing the first {limit} rows (use --out VAR for all)</div>"))
+    run_statements(ctx, lh, txn, plan.statements, out)

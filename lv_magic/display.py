@@ -5,15 +5,30 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from IPython.display import HTML, display
+from IPython.display import display
 
 from lv_magic.context import MagicContext
 
 
-def html_table(rows: list[list[Any]], header: list[str], cls: str) -> HTML:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return HTML(f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+class Table:
+    """Rows with a header: an HTML table in notebooks, aligned text in a terminal."""
+
+    def __init__(self, rows: list[list[Any]], header: list[str], cls: str) -> None:
+        self.rows, self.header, self.cls = rows, header, cls
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.header)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in self.rows)
+        return f"<table class='{self.cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    def __repr__(self) -> str:
+        cells = [self.header] + [[str(c) for c in r] for r in self.rows]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(self.header))]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
+
+
+def html_table(rows: list[list[Any]], header: list[str], cls: str) -> Table:
+    return Table(rows, header, cls)
 
 
 def txn_widget(ctx: MagicContext, txn: Any, quiet: bool) -> Any:

@@ -1,13 +1,15 @@
-"""The IPython magics: ``%lv`` (commands) and ``%%lvtxn`` (a cell as one transaction).
+"""The IPython magics: ``%lv`` (commands), ``%%lvtxn`` (a cell as one transaction) and ``%%lvsql``
+(SQL in autocommit, with BEGIN ... COMMIT).
 
 Thin: the settings, a :class:`~lv_magic.context.MagicContext` per call, and user errors turned into
-``UsageError`` (one message, no traceback). The commands live in :mod:`lv_magic.cmd`, routed by
-:mod:`lv_magic.router`; the cell in :mod:`lv_magic.cell`.
+``UsageError`` (one message, no traceback; also for Spark errors that reach this far). The commands
+live in :mod:`lv_magic.cmd`, routed by :mod:`lv_magic.router`; the cells in :mod:`lv_magic.cell` and
+:mod:`lv_magic.lvsql`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -19,13 +21,25 @@ from lv_magic import router
 from lv_magic.args import ArgError
 from lv_magic.cell import run_lvtxn
 from lv_magic.context import MagicContext
+from lv_magic.lvsql import run_lvsql
 from lv_magic.state import STATE
 
 
 def _usage(e: Exception) -> UsageError:
     if isinstance(e, TransactionAborted):
-        return UsageError(f"transaction aborted ({e.rule}): {e.reason}")
-    return UsageError(str(e))
+        return UsageError(STATE.names_in(f"transaction aborted ({e.rule}): {e.reason}; nothing changed"))
+    return UsageError(STATE.names_in(str(e)))
+
+
+def _user_facing(e: BaseException) -> bool:
+    """Errors shown as one message: ours, bad arguments, and Spark's (pyspark/grpc exceptions)."""
+    mod = type(e).__module__ or ""
+    return isinstance(e, (ArgError, LvError)) or mod.startswith(("pyspark", "grpc", "py4j"))
+
+
+def _spark_message(e: BaseException) -> str:
+    lines = str(e).split("\n\nJVM stacktrace:")[0].strip().splitlines()
+    return f"Spark: {lines[0] if lines else type(e).__name__}"
 
 
 @magics_class
@@ -48,18 +62,25 @@ class LvMagics(Magics, Configurable):
                             default_preset=self.default_preset, default_retries=self.default_retries,
                             row_limit=self.row_limit, commit_wait_s=self.commit_wait_s, widgets=self.widgets)
 
+    def _run(self, fn: Callable[..., None], *args: str) -> None:
+        try:
+            fn(self.context(), *args)
+        except Exception as e:
+            if not _user_facing(e):
+                raise
+            raise (_usage(e) if isinstance(e, (ArgError, LvError)) else UsageError(_spark_message(e))) from None
+
     @line_magic
     def lv(self, line: str) -> None:
         """LakeVilla commands; ``%lv help`` lists them."""
-        try:
-            router.run(self.context(), line)
-        except (ArgError, LvError) as e:
-            raise _usage(e) from None
+        self._run(router.run, line)
 
     @cell_magic
     def lvtxn(self, line: str, cell: str) -> None:
         """Run the cell as ONE transaction: ``%%lvtxn [PRESET] [--name N] [--open] ...`` (see ``%lv help``)."""
-        try:
-            run_lvtxn(self.context(), line, cell)
-        except (ArgError, LvError) as e:
-            raise _usage(e) from None
+        self._run(run_lvtxn, line, cell)
+
+    @cell_magic
+    def lvsql(self, line: str, cell: str) -> None:
+        """Run SQL in autocommit; ``BEGIN ... COMMIT`` (also across cells) for a transaction (see ``%lv help``)."""
+        self._run(run_lvsql, line, cell)

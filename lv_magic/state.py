@@ -23,11 +23,33 @@ class OpenTxn:
     widget: Any = None
 
 
+def short_id(txn_id: str) -> str:
+    """A transaction id as people read it: the first 8 characters of its random part."""
+    return txn_id.rsplit("-", 1)[-1][:8]
+
+
 @dataclass
 class KernelState:
     lh: Any = None
     txns: dict[str, OpenTxn] = field(default_factory=dict)
+    sql_txn: str | None = None  # the name of the transaction a SQL BEGIN opened (%%lvsql), while open
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _names: dict[str, str] = field(default_factory=dict)  # transaction id -> the name it was shown under
+
+    def label(self, txn: Any) -> str:
+        """How to name a transaction (or an id) to the user: its name, else a short id."""
+        txn_id = txn if isinstance(txn, str) else txn.id
+        name = self._names.get(txn_id) or (None if isinstance(txn, str) else txn.name)
+        return name or short_id(txn_id)
+
+    def names_in(self, text: str) -> str:
+        """``text`` with the ids of known transactions replaced by their names."""
+        for txn_id, name in list(self._names.items()):
+            text = text.replace(txn_id, name)
+        return text
+
+    def remember(self, name: str, txn: Any) -> None:
+        self._names[txn.id] = name
 
     def require(self) -> Any:
         if self.lh is None:
@@ -40,6 +62,7 @@ class KernelState:
                 raise LvError(f"a transaction named {name!r} is already open: commit or roll it back first")
             ot = OpenTxn(txn, widget=widget)
             self.txns[name] = ot
+            self._names[txn.id] = name
             return ot
 
     def get(self, name: str) -> OpenTxn:

@@ -31,11 +31,13 @@ def interrupt_spark(lakehouse: Any) -> None:
 
 
 def default_cancel(txn: Any, lakehouse: Any | None) -> Callable[[], None] | None:
-    """What the Cancel button calls by default: the transaction's own ``interrupt()`` when it has one,
-    else an interrupt of the lakehouse's Spark session, else nothing (the button stays hidden)."""
-    own = getattr(txn, "interrupt", None)
-    if callable(own):
-        return own
+    """What the Cancel button calls by default: the transaction's own ``cancel()`` (it interrupts only
+    that transaction's Spark operations, by tag) when it has one, else an interrupt of the lakehouse's
+    Spark session, else nothing (the button stays hidden)."""
+    for name in ("cancel", "interrupt"):
+        own = getattr(txn, name, None)
+        if callable(own):
+            return own
     if lakehouse is not None and hasattr(type(lakehouse), "spark"):  # on the class: reading it starts Spark
         return lambda: interrupt_spark(lakehouse)
     return None

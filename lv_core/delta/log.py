@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -30,6 +31,9 @@ from lv_core.storage.base import ObjectStore
 __all__ = ["DeltaLog", "LogListing"]
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
+
+#: At most this many commit GETs in flight at once (one snapshot read).
+MAX_PARALLEL_GETS = 16
 
 
 @dataclass
@@ -55,6 +59,12 @@ class LogListing:
     def best_checkpoint(self, at_most: int) -> Optional[int]:
         vs = [v for v in set(self.checkpoints) | set(self.v2_checkpoints) if v <= at_most]
         return max(vs) if vs else None
+
+    def contiguous_from(self, version: int) -> int:
+        """The last version of the unbroken run of commits ``version+1, version+2, ...`` (``version`` if none)."""
+        while version + 1 in self.commits:
+            version += 1
+        return version
 
     def checkpoint_files(self, version: int) -> list[str]:
         """File names of the checkpoint at ``version`` (a UUID-named one if there is one)."""
@@ -215,37 +225,31 @@ class DeltaLog:
         return latest
 
     def latest_version_by_probe(self, hint: Optional[int] = None) -> int:
-        """Latest version without LIST when it can be proven: HEAD ``v+1``, ``v+2``, ... until one is missing.
+        """Latest version from ``v`` on: HEAD ``v+1``; if it exists, one LIST of the log from it.
 
-        ``v`` is ``hint`` (a version known to exist) or else the ``_last_checkpoint`` version.
-        Cost: with a hint, ``d + 1`` HEADs where ``d`` is how far the log moved past the hint;
-        without one, 1 GET (``_last_checkpoint``) + ``d + 1`` HEADs (``d`` counted from the
-        checkpoint, or from -1 when there is none). Without a hint it falls back to
-        :meth:`latest_version_by_list` when the HEADs prove nothing: no ``0.json`` and no
-        ``_last_checkpoint`` (a cleaned-up or checkpoint-only log), or no commit after the hinted
-        checkpoint (which may be missing or ahead of the files). A stale ``_last_checkpoint`` with
-        commits after it is not detected: use :meth:`latest_version` for a cold start.
+        ``v`` is ``hint`` (a version known to exist) or else the ``_last_checkpoint`` version (-1
+        without one). The latest version is the end of the unbroken run of commits after ``v``.
+        Cost: with a hint, 1 HEAD when the log did not move, else 1 HEAD + 1 LIST (one more LIST
+        per further 1,000 keys), however far it moved; without one, 1 GET (``_last_checkpoint``)
+        more. Without a hint it falls back to :meth:`latest_version_by_list` when the HEAD proves
+        nothing: no ``0.json`` and no ``_last_checkpoint`` (a cleaned-up or checkpoint-only log), or
+        no commit after the hinted checkpoint (which may be missing or ahead of the files). A stale
+        ``_last_checkpoint`` with commits after it is not detected: use :meth:`latest_version` for
+        a cold start.
 
         Raises:
             TableNotFound: no log at all.
         """
-        lc_version: Optional[int] = None
         if hint is None:
             lc = self.read_last_checkpoint()
-            lc_version = int(lc["version"]) if lc else None
-            v = lc_version if lc_version is not None else -1
+            v = int(lc["version"]) if lc else -1
         else:
             v = hint
-        start = v
-        while True:
-            try:
-                self.store.head(self.commit_key(v + 1))
-            except NotFound:
-                break
-            v += 1
-        if hint is None and v == start:
-            return self.latest_version_by_list()
-        return v
+        try:
+            self.store.head(self.commit_key(v + 1))
+        except NotFound:
+            return self.latest_version_by_list() if hint is None else v
+        return self.list_log(v + 1).contiguous_from(v + 1)
 
     def _listing(self, lc: Optional[dict[str, Any]], version: Optional[int] = None) -> LogListing:
         """LIST from the checkpoint ``_last_checkpoint`` names (if not after ``version``), or the whole
@@ -263,11 +267,14 @@ class DeltaLog:
 
         ``method="list"`` (cost, latest version, ``k`` commits after the checkpoint):
         1 GET ``_last_checkpoint`` + 1 LIST + ``parts`` GETs (checkpoint, if any) + ``k`` GETs.
-        ``method="probe"`` never lists: 1 GET ``_last_checkpoint`` + ``parts`` GETs + ``k`` GETs of
-        the commits + 1 GET that finds the next commit missing (a GET rather than a HEAD, because
-        the commit has to be read anyway). With an explicit ``version``, the probe path reads up to
-        it and stops (no final GET); if ``version`` is older than the last checkpoint it replays
-        from version 0 (use ``method="list"`` to find an older checkpoint).
+        ``method="probe"`` starts from the checkpoint ``_last_checkpoint`` names: 1 GET
+        ``_last_checkpoint`` + ``parts`` GETs + a GET of the first commit after it; when that exists,
+        1 LIST from it finds the latest and the other ``k - 1`` commits are read (no final GET
+        finding a commit missing). With an explicit ``version``, the probe path reads exactly up to
+        it, no LIST; if ``version`` is older than the last checkpoint it replays from version 0 (use
+        ``method="list"`` to find an older checkpoint). Commits are always read with up to
+        :data:`MAX_PARALLEL_GETS` GETs in flight: a cold read of ``k`` commits costs about
+        ``k / MAX_PARALLEL_GETS`` round trips, not ``k``.
 
         Raises:
             TableNotFound: the table has no log.
@@ -286,10 +293,10 @@ class DeltaLog:
         return snap
 
     def update(self, snapshot: Snapshot, version: Optional[int] = None) -> Snapshot:
-        """Advance ``snapshot`` by reading the commits after it (probe style, no LIST).
+        """Advance ``snapshot`` by reading the commits after it (probe style).
 
-        Cost: ``k`` GETs for ``k`` new commits, plus 1 GET finding the next one missing when
-        ``version`` is None.
+        Cost: ``k`` GETs for ``k`` new commits; with ``version`` None 1 GET when there is none, and
+        1 LIST (finding the latest) when there are some.
         """
         commits = self._read_from(snapshot.version + 1, version)
         if version is not None and snapshot.version + len(commits) < version:
@@ -300,19 +307,39 @@ class DeltaLog:
         return TableNotFound(f"table {self.table!r} does not exist (no Delta log under {self.prefix})")
 
     def _read_from(self, first: int, last: Optional[int]) -> list[tuple[int, list[Action]]]:
-        """GET commits ``first, first+1, ...`` up to ``last`` (or until one is missing)."""
-        out: list[tuple[int, list[Action]]] = []
-        v = first
-        while last is None or v <= last:
+        """The commits ``first .. last`` (``last`` None: up to the latest), the GETs in parallel.
+
+        With ``last``: 1 GET of ``last`` (missing: VersionNotFound at once), then the others in
+        parallel. Without: 1 GET of ``first`` (missing: nothing new), 1 LIST from it finding the
+        latest, then the commits in between in parallel.
+        """
+        if last is None:
             try:
-                actions, _etag = self.read_commit(v)
+                head = self.read_commit(first)[0]
             except VersionNotFound:
-                if last is not None:
-                    raise
-                break
-            out.append((v, actions))
-            v += 1
-        return out
+                return []
+            last = self.list_log(first).contiguous_from(first)
+            return [(first, head), *self.read_commits(range(first + 1, last + 1))]
+        if last < first:
+            return []
+        tail = self.read_commit(last)[0]
+        return [*self.read_commits(range(first, last)), (last, tail)]
+
+    def read_commits(self, versions: range) -> list[tuple[int, list[Action]]]:
+        """GET the commits ``versions`` with up to :data:`MAX_PARALLEL_GETS` in flight, in order.
+
+        Raises:
+            VersionNotFound: the lowest missing version (the other GETs are abandoned).
+        """
+        if len(versions) <= 1:
+            return [(v, self.read_commit(v)[0]) for v in versions]
+        pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_GETS, len(versions)),
+                                  thread_name_prefix="lv-log-get")
+        try:
+            futures = [(v, pool.submit(self.read_commit, v)) for v in versions]
+            return [(v, f.result()[0]) for v, f in futures]
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _from_checkpoint(self, version: int, names: list[str]) -> Optional[Snapshot]:
         """The snapshot a checkpoint holds (None if a file of it, or a sidecar, is missing)."""
@@ -369,5 +396,5 @@ class DeltaLog:
             if base is None:
                 raise DeltaLogError(f"table {self.table!r}: checkpoint {cp} (or a sidecar of it) vanished while "
                                     "reading")
-        commits = [(v, self.read_commit(v)[0]) for v in needed]
+        commits = self.read_commits(needed)
         return replay(base, commits, table=self.table) if commits else base  # type: ignore[return-value]

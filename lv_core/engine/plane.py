@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 import pyarrow as pa
 
+from lv_core.engine import progress
 from lv_core.engine import spark_ops as ops
 from lv_core.engine.session import get_spark, local_server
 from lv_core.engine.spark_conf import apply_runtime, normalize
 from lv_core.engine.spark_io import DATA_PATHS, SparkEngine
-from lv_core.engine.sql import autocommit_sql, txn_sql
+from lv_core.engine.sql import SqlSession, autocommit_sql, txn_sql
 from lv_core.errors import ConfigError, SchemaError
 from lv_core.txn.ports import LakehousePort, TransactionPort
 
@@ -47,6 +48,7 @@ class SparkDataPlane:
         self._lock = threading.Lock()
         self._options: dict[str, str] = {}
         self._engine: Optional[SparkEngine] = None
+        self._session = SqlSession()  # BEGIN ... COMMIT across lh.sql calls
 
     def configure(self, *, data_path: Optional[str] = None, s3_scheme: Optional[str] = None) -> None:
         """Choose how data moves: ``data_path`` ``"auto"`` (default), ``"direct"`` (Spark reads and
@@ -135,7 +137,12 @@ class SparkDataPlane:
         return txn_sql(self.lh, self.engine, txn, statement)
 
     def autocommit_sql(self, statement: str) -> Any:
-        return autocommit_sql(self.lh, self.engine, statement)
+        return autocommit_sql(self.lh, self.engine, statement, session=self._session)
+
+    def interrupt(self, txn: TransactionPort) -> None:
+        """Interrupt ``txn``'s running Spark operation (see :mod:`lv_core.engine.progress`)."""
+        eng = self._engine
+        progress.interrupt(eng.spark if eng is not None else None, txn.id)
 
 
 def _insertable(data: Any) -> ops.Insertable:

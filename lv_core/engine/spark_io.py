@@ -61,6 +61,8 @@ from lv_core.engine.spark_schema import (
     with_exact_schema,
 )
 from lv_core.engine.spark_stats import stats_aggregates, unmask
+from lv_core.engine.stream_io import StreamFiles
+from lv_core.engine.stream_io import supported as stream_supported
 from lv_core.errors import ConfigError, EngineError, LvError, TableError
 from lv_core.storage.base import ObjectStore
 
@@ -74,7 +76,7 @@ __all__ = ["DATA_PATHS", "FILE_COL", "STAGING", "SparkEngine"]
 
 log = logging.getLogger("lv_core.engine")
 
-DATA_PATHS = ("auto", "direct", "arrow")
+DATA_PATHS = ("auto", "direct", "stream", "arrow")
 #: Name of the column a scan can add: which data file (Delta path) each row came from.
 FILE_COL = "__lv_file"
 #: Folder inside a table where Spark writes before files get their final names.
@@ -115,6 +117,7 @@ class SparkEngine:
         #: (table, data files) of every scan handed to Spark or pyarrow, newest last (for tests/inspection)
         self.scans: deque[tuple[str, tuple[str, ...]]] = deque(maxlen=1000)
         self._lock = threading.Lock()
+        self._stream: Optional[StreamFiles] = None
         with spark_errors("configuring the Spark session"):
             # Standard Parquet timestamps (not INT96): readable by every Delta reader, with stats.
             spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -161,12 +164,22 @@ class SparkEngine:
                         self.spark.read.text(probe).limit(1).collect()
                     path, reason = "direct", f"the Spark server can read {probe}"
                 except LvError as e:
-                    path = "arrow"
-                    reason = (f"the Spark server cannot read {probe} ({str(e)[:200]}); "
-                              "data moves through this client as Arrow")
+                    path, reason = self._without_direct(f"the Spark server cannot read {probe} ({str(e)[:200]})")
             self.data_path, self.data_path_reason = path, reason
             log.info("LakeVilla data path for %s: %s (%s)", self.store.url(), path, reason)
             return path
+
+    def _without_direct(self, why: str) -> tuple[str, str]:
+        """``stream`` when the server's Python workers can run the ``lv_files`` data source, else ``arrow``."""
+        if self.store.scheme == "s3" and stream_supported(self.spark):
+            try:
+                with spark_errors("probing the lv_files data source"):
+                    self._streams().probe()
+                return "stream", (f"{why}; its Python workers stream the files from and to the store "
+                                  "(lv_files data source)")
+            except LvError as e:
+                why = f"{why}; its Python workers cannot run the lv_files data source ({str(e)[:200]})"
+        return "arrow", f"{why}; data moves through this client as Arrow"
 
     # -- reads -------------------------------------------------------------------------------
     def scan(self, table: str, snapshot: Snapshot, files: Sequence[AddFile], *, file_col: bool = False,
@@ -186,9 +199,9 @@ class SparkEngine:
         path = self.ensure_path(table)
         if not files:
             return self.spark.createDataFrame([], spark_schema(snapshot.schema, extra=extra))
+        if path != "direct" and has_variant(snapshot.schema):
+            raise variant_refusal(table)
         if path == "arrow":
-            if has_variant(snapshot.schema):
-                raise variant_refusal(table)
             return self._arrow_scan(table, snapshot, files, file_col, cache)
         return self._direct_scan(table, snapshot, files, file_col)
 
@@ -211,18 +224,24 @@ class SparkEngine:
                 gone.append((raw, rows))
         need_files = bool(parts) or file_col
         with spark_errors(f"reading {table!r}"):
-            # recursiveFileLookup: no partition discovery from folder names (the log has the values)
-            df = (self.spark.read.schema(data_schema).option("recursiveFileLookup", "true")
-                  .parquet(*[self.url(f"{table}/{f.path}") for f in files]))
-            if need_files or gone:
-                df = df.withColumn(_KEY, self._key_expr())
+            if self.data_path == "stream":  # the file key and row index come from the reader
+                df = self._streams().scan([f"{table}/{f.path}" for f in files], raws, [{} for _ in files],
+                                          [f.size for f in files], data_schema.add(_KEY, "string").add(_ROW, "long"),
+                                          (), key_column=_KEY, row_column=_ROW)
+            else:
+                # recursiveFileLookup: no partition discovery from folder names (the log has the values)
+                df = (self.spark.read.schema(data_schema).option("recursiveFileLookup", "true")
+                      .parquet(*[self.url(f"{table}/{f.path}") for f in files]))
+                if need_files or gone:
+                    df = df.withColumn(_KEY, self._key_expr())
+                if gone:
+                    df = df.withColumn(_ROW, F.col("_metadata.row_index"))
             if gone:
                 idx = pa.table({_KEY: pa.array([raw for raw, rows in gone for _ in range(len(rows))], pa.string()),
                                 _ROW: pa.array(np.concatenate([rows for _r, rows in gone]).astype(np.int64))})
                 deleted = self.spark.createDataFrame(idx, schema=StructType([StructField(_KEY, StringType()),
                                                                              StructField(_ROW, LongType())]))
-                df = (df.withColumn(_ROW, F.col("_metadata.row_index"))
-                      .join(F.broadcast(deleted), [_KEY, _ROW], "left_anti"))
+                df = df.join(F.broadcast(deleted), [_KEY, _ROW], "left_anti")
             if need_files:
                 names = [_KEY, FILE_COL] + [f"{_PART}{i}" for i in range(len(parts))]
                 values = [[spark_partition_text(f.partition_values.get(p), cm.physical.field(p).type)
@@ -353,6 +372,17 @@ class SparkEngine:
         stage_url = self.url(stage_key)
         moved: list[str] = []
         try:
+            if self.data_path == "stream":
+                with spark_errors(f"writing to {table!r}"):
+                    written = self._streams().write(df, stage_key, cm.physical_arrow, parts)
+                adds: list[AddFile] = []
+                for entry in written:
+                    values = dict(entry["values"])
+                    rel = new_path(values) if new_path is not None else ctx.new_path(table, values)
+                    self._move(f"{stage_key}/{entry['file']}", f"{table}/{rel}")
+                    moved.append(f"{table}/{rel}")
+                    adds.append(AddFile(rel, values, int(entry["size"]), now_ms(), True, entry["stats"]))
+                return adds
             with spark_errors(f"writing to {table!r}"):
                 w = df.repartition(*[col(p) for p in parts]) if parts else df
                 writer = w.write.mode("error").option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
@@ -368,7 +398,7 @@ class SparkEngine:
                         .parquet(*[self.url(f"{stage_key}/{k}") for k in staged]))
                 rows = back.groupBy(F.col("_metadata.file_path").alias("f")).agg(*aggs).collect()
             stage_raw = self._raw(stage_key) + "/"
-            adds: list[AddFile] = []
+            adds = []
             for row in rows:
                 src = self._decoded(row["f"])
                 if not src.startswith(stage_raw):
@@ -386,6 +416,12 @@ class SparkEngine:
             raise
         finally:
             self._drop_staging(stage_key)
+
+    def _streams(self) -> StreamFiles:
+        """The ``lv_files`` data source of this session and store (registered on first use)."""
+        if self._stream is None:
+            self._stream = StreamFiles(self.spark, self.store)
+        return self._stream
 
     def _staged_files(self, stage_key: str) -> list[str]:
         """Parquet files Spark left in the staging folder (relative to it)."""

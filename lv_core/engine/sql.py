@@ -18,6 +18,8 @@ OPTIMIZE t                  one row: ``numFilesRemoved``, ``numFilesAdded`` (com
                             ``dataChange: false`` commit; see :mod:`lv_core.engine.sql_maint`)
 VACUUM t [RETAIN n HOURS]   one ``path`` row per deleted data file (``DRY RUN``: would delete);
   [DRY RUN]                 not transactional, like CREATE TABLE
+BEGIN / COMMIT / ROLLBACK   ``lh.sql`` only: a transaction over the statements between them (also
+BEGIN ATOMIC ... END        across calls); see :mod:`lv_core.engine.sql_txn`. None
 ==========================  =========================================================================
 
 Inside a transaction, SELECT/INSERT/UPDATE/DELETE/MERGE are operations of the transaction
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
+from lv_core.engine import progress
 from lv_core.engine.spark_io import SparkEngine
 from lv_core.engine.spark_schema import spark_schema
 from lv_core.engine.sql_ast import SUPPORTED, SqlError, Statement, UnsupportedStatement
@@ -53,13 +56,14 @@ from lv_core.engine.sql_maint import optimize_op, vacuum_sql
 from lv_core.engine.sql_merge import merge_op
 from lv_core.engine.sql_parse import parse_script, show_matches
 from lv_core.engine.sql_run import dml_op, insert_op, select_op, sql_errors
+from lv_core.engine.sql_txn import TxnControl, check_blocks
 from lv_core.errors import TableNotFound, TransactionAborted
 from lv_core.txn.ports import LakehousePort, TransactionPort
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["SUPPORTED", "SqlError", "UnsupportedStatement", "autocommit_sql", "resolve_tables", "txn_sql"]
+__all__ = ["SUPPORTED", "SqlError", "SqlSession", "UnsupportedStatement", "autocommit_sql", "resolve_tables", "txn_sql"]
 
 #: Gives the engine (starting Spark on first use: DDL never needs it).
 EngineFn = Callable[[], SparkEngine]
@@ -71,26 +75,57 @@ def txn_sql(lh: LakehousePort, engine: EngineFn, txn: TransactionPort, statement
     """``Transaction.sql``: run the statement(s) inside ``txn``; returns the last one's result."""
     txn.ensure_active()
     statements = parse_script(statement)
-    result = None
     for st in statements:
-        result = _run(lh, engine, txn, st)
+        if st.kind == "txn":
+            raise UnsupportedStatement(f"line {st.line}: {st.text.split()[0].upper()} inside a transaction: this "
+                                       "statement already runs in one; end it with %%lvtxn or txn.commit()/"
+                                       "txn.rollback()", line=st.line, text=st.text)
+    result = None
+    for number, st in enumerate(statements, 1):
+        result = _run(lh, engine, txn, st, number)
     return result
 
 
+class SqlSession:
+    """The explicit transaction of ``BEGIN ... COMMIT`` across ``lh.sql`` calls (one per lakehouse)."""
+
+    def __init__(self) -> None:
+        self.txn: Optional[TransactionPort] = None
+
+
 def autocommit_sql(lh: LakehousePort, engine: EngineFn, statement: str, *,
-                   retries: int = 3) -> Optional["DataFrame"]:
+                   retries: int = 3, session: Optional[SqlSession] = None) -> Optional["DataFrame"]:
     """``Lakehouse.sql``: each statement in its own transaction (preset ``serializable``), committed
-    before the next runs; DDL, SHOW and DESCRIBE need none. Returns the last statement's result."""
+    before the next runs; DDL, SHOW and DESCRIBE need none. Returns the last statement's result.
+
+    ``BEGIN [ISOLATION LEVEL p]`` opens ``session``'s transaction: the statements after it run in
+    it until ``COMMIT``/``ROLLBACK`` (also in later calls); a ``BEGIN ATOMIC ... END`` block is one
+    transaction that a failing statement rolls back (see :mod:`lv_core.engine.sql_txn`)."""
     statements = parse_script(statement)
+    check_blocks(statements)
+    sess = session if session is not None else SqlSession()
     result = None
-    for st in statements:
+    for number, st in enumerate(statements, 1):
+        if st.kind == "txn":
+            _control(lh, sess, st)
+            result = None
+            continue
+        if sess.txn is not None:
+            try:
+                result = _run(lh, engine, sess.txn, st, number)
+            except BaseException:
+                if _in_atomic(statements, number):
+                    txn, sess.txn = sess.txn, None
+                    txn.rollback()
+                raise
+            continue
         if st.kind in _NO_TXN or (st.kind == "select" and not st.sources):
-            result = _run(lh, engine, None, st)
+            result = _run(lh, engine, None, st, number)
             continue
         for attempt in range(retries + 1):
             txn = lh.begin()
             try:
-                result = _run(lh, engine, txn, st)
+                result = _run(lh, engine, txn, st, number)
                 txn.commit()
                 break
             except TransactionAborted:
@@ -101,6 +136,32 @@ def autocommit_sql(lh: LakehousePort, engine: EngineFn, statement: str, *,
                 txn.rollback()
                 raise
     return result
+
+
+def _control(lh: LakehousePort, sess: SqlSession, st: Statement) -> None:
+    c: TxnControl = st.spec
+    if c.action == "begin":
+        if sess.txn is not None:
+            raise SqlError(f"line {st.line}: BEGIN while a transaction is open; COMMIT or ROLLBACK it first",
+                           line=st.line)
+        sess.txn = lh.begin(c.preset or "serializable")
+        return
+    if sess.txn is None:
+        raise SqlError(f"line {st.line}: {c.action.upper()} without a transaction (no BEGIN before it)", line=st.line)
+    txn, sess.txn = sess.txn, None
+    if c.action == "commit":
+        txn.commit()
+    else:
+        txn.rollback()
+
+
+def _in_atomic(statements: list[Statement], number: int) -> bool:
+    """Whether statement ``number`` (1-based) is inside a BEGIN ATOMIC block."""
+    inside = False
+    for st in statements[:number]:
+        if st.kind == "txn":
+            inside = st.spec.action == "begin" and st.spec.atomic
+    return inside
 
 
 def resolve_tables(lh: LakehousePort, written: tuple[str, ...]) -> dict[str, str]:
@@ -126,8 +187,8 @@ def resolve_tables(lh: LakehousePort, written: tuple[str, ...]) -> dict[str, str
     return out
 
 
-def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort],
-         st: Statement) -> Optional["DataFrame"]:
+def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort], st: Statement,
+         number: int = 1) -> Optional["DataFrame"]:
     if st.kind == "create":
         s = st.spec
         lh.create_table(s.name, s.ddl, s.partition_by or None, if_not_exists=s.if_not_exists, description=s.description)
@@ -143,11 +204,21 @@ def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort],
     if txn is not None:
         txn.ensure_active()
     engine = engine_fn()
+    if txn is None:  # a SELECT that reads no table, in autocommit
+        return _no_tables(engine, st)
+    with progress.statement(engine.spark, txn, number):
+        return _run_in(lh, engine, txn, st)
+
+
+def _no_tables(engine: SparkEngine, st: Statement) -> "DataFrame":
+    text = Renderer().expr(st.tree).replace("{{", "{").replace("}}", "}")
+    with sql_errors("SELECT"):
+        return engine.spark.sql(text)
+
+
+def _run_in(lh: LakehousePort, engine: SparkEngine, txn: TransactionPort, st: Statement) -> Optional["DataFrame"]:
     if st.kind == "select" and not st.sources:
-        text = Renderer().expr(st.tree).replace("{{", "{").replace("}}", "}")
-        with sql_errors("SELECT"):
-            return engine.spark.sql(text)
-    assert txn is not None
+        return _no_tables(engine, st)
     names = resolve_tables(lh, st.tables)
     if st.kind == "select":
         return txn.execute(select_op(engine, st, names)).df

@@ -39,6 +39,8 @@ from lv_core.engine.sql_ast import (
     source_refs,
     unsupported,
 )
+from lv_core.engine.sql_hints import STATEMENT_WORDS, closest, keyword_hint
+from lv_core.engine.sql_txn import control, split_atomic
 from lv_core.engine.sqlsplit import first_unterminated, skip_comments, split_statements
 
 __all__ = ["parse_script", "parse_statement", "show_matches"]
@@ -121,7 +123,10 @@ def _syntax_error(err: Exception, stmt: str, script: str, start: int) -> SqlErro
             local = off + len(ctx)
         line, col = _pos(script, start + max(0, local))
         near = f" near {hl!r}" if hl else " at the end of the statement"
-        return SqlError(f"SQL syntax error at line {line}, column {col}{near}: {_describe(str(e.get('description')))}."
+        before = re.findall(r"[A-Za-z_]\w*", ctx)
+        hint = keyword_hint([hl, *reversed(before[-2:])])
+        return SqlError(f"SQL syntax error at line {line}, column {col}{near}: {_describe(str(e.get('description')))}"
+                        f"{hint or '.'}"
                         f"{_caret(script, line, col, len(hl))}", line=line, column=col, text=hl or None)
     open_at = first_unterminated(stmt)
     if open_at is not None:
@@ -156,6 +161,10 @@ def parse_script(script: str) -> list[Statement]:
         start = script.find(p, pos)
         start = pos if start < 0 else start
         pos = start + len(p)
+        atomic = split_atomic(p)
+        if atomic is not None:  # BEGIN ATOMIC and its block's first statement share one ';'-part
+            out.append(parse_statement(atomic[0], script=script, start=start))
+            p, start = atomic[1], start + len(atomic[0])
         out.append(parse_statement(p, script=script, start=start))
     return out
 
@@ -169,8 +178,17 @@ def parse_statement(text: str, *, script: Optional[str] = None, start: int = 0) 
     script = text if script is None else script
     line = _pos(script, start + len(text) - len(skip_comments(text)))[0]  # where its code starts
     word = _first_word(text)
+    if word in _TXN_WORDS:
+        ctl = control(skip_comments(text), line)
+        if ctl is not None:
+            return ctl
     if word not in _FIRST_WORDS:
-        hint = (" Transactions are controlled by %%lvtxn or txn.commit()/txn.rollback(), not by SQL."
+        near = closest(word, STATEMENT_WORDS, n=1, cutoff=0.7) if word.isidentifier() else []
+        if near and word not in _TXN_WORDS:
+            raise UnsupportedStatement(f"{word!r} statements are not supported (line {line}); did you mean {near[0]}?",
+                                       line=line, text=word)
+        hint = (" Transaction control: BEGIN [TRANSACTION] [ISOLATION LEVEL level], COMMIT, ROLLBACK, "
+                "BEGIN ATOMIC ... END (or %%lvtxn, txn.commit()/txn.rollback())."
                 if word in _TXN_WORDS else "")
         raise UnsupportedStatement(f"{word or text[:20]!r} statements are not supported (line {line}); "
                                    f"supported: {SUPPORTED}.{hint}", line=line, text=word)

@@ -181,16 +181,7 @@ def free_own_marker(core: TxnCore, ts: TableState, reason: str) -> VersionState 
     if not ts.pending and ts.base.version == ts.marker_version - 1:
         # Every version below is in the log: write the empty commit there at once (waiters see it
         # with one GET of the log; put-if-absent decides against a commit of ours that landed).
-        try:
-            write_version(core.store, ts.name, ts.marker_version, data)
-            return None
-        except PreconditionFailed:
-            return read_version(core.store, ts.name, ts.marker_version)
-        except LvError:
-            pass  # outcome unknown: the marker object decides below (and the log is read back first)
-        st = read_version(core.store, ts.name, ts.marker_version)
-        if st.filled:
-            return None if st.raw == data else st
+        return write_marker_version(core, ts, data)
     try:
         ts.marker_etag = update_marker(core.store, ts.name, ts.marker_version, ts.marker_etag, data)
         return None

@@ -3,6 +3,7 @@ with plain Delta optimistic concurrency (the baseline the anomaly tests compare 
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from lv_core.delta.actions import AddCDCFile, CommitInfo, decode_commit, encode_commit
@@ -29,7 +30,8 @@ def execute_autocommit(core: TxnCore, op: Operation) -> Any:
     logs = core.services.logs
     for t in op.tables:
         validate_table_name(t)
-    book.tables = {t: TableState(t, logs.latest_snapshot(t, core.store)) for t in op.tables}
+    views = {t: logs.resolved_view(t, logs.latest_hint(t, core.store), core.store) for t in op.tables}
+    book.tables = {t: TableState(t, snap) for t, (snap, _pending) in views.items()}
     for t, ts in book.tables.items():
         check_readable(ts.base.protocol, ts.base.metadata, table=t)
     book.ops = []
@@ -42,7 +44,8 @@ def execute_autocommit(core: TxnCore, op: Operation) -> Any:
         if not actions:
             continue
         v = book.tables[t].base.version + 1
-        data = encode_commit([*actions, CommitInfo(lakevilla_commit_info(core.id, op.name.upper()))])
+        committed = [*actions, CommitInfo(lakevilla_commit_info(core.id, op.name.upper()))]
+        data = encode_commit(committed)
         while True:
             try:
                 core.store.put(layout.commit_key(t, v), data, mode=CREATE)
@@ -58,6 +61,9 @@ def execute_autocommit(core: TxnCore, op: Operation) -> Any:
                 v += 1
         logs.note_latest(t, v)
         book.autocommitted[t] = v
+        if not views[t][1]:  # no pending marker below: cache the new snapshot, checkpoint when due
+            with contextlib.suppress(Exception):  # a cache and a checkpoint: the commit stands regardless
+                core.services.after_commit(t, v, book.tables[t].base, committed)
         kept = {a.path for a in actions if isinstance(a, AddCDCFile)}
         for x in result.cdc.get(t, ()):  # an INSERT's change files, implied by its adds: not committed
             if x.path not in kept:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Optional, Protocol
 
 from lv_core.delta.snapshot import Snapshot
+from lv_core.events import EventStream
 from lv_core.storage.base import ObjectStore
 from lv_core.txn.ops import Operation
 
@@ -23,6 +24,9 @@ class TransactionPort(Protocol):
 
     @property
     def id(self) -> str: ...
+
+    @property
+    def events(self) -> EventStream: ...
 
     def execute(self, op: Operation) -> Any:
         """Run ``op`` inside the transaction and return its value."""
@@ -79,6 +83,9 @@ class DataPlane(Protocol):
     def sql(self, txn: TransactionPort, statement: str) -> Any: ...
 
     def autocommit_sql(self, statement: str) -> Any: ...
+
+    def interrupt(self, txn: TransactionPort) -> None:
+        """Stop the Spark operation ``txn`` is running (from any thread)."""
 
 
 #: Builds the data plane of a lakehouse (called once, on first data access, with the lakehouse and

@@ -246,8 +246,18 @@ class Transaction:
         threading.Thread(target=run, name=f"lv-commit-{self.id}", daemon=True).start()
         return fut
 
-    def rollback(self) -> None:
-        """Undo everything: free markers, delete staged files and the sublog."""
+    def cancel(self) -> None:
+        """Interrupt the statement this transaction is running (from any thread, e.g. a Cancel button):
+        its Spark operation stops and the statement raises :class:`~lv_core.errors.Interrupted`
+        (if none is running, the next one does). The caller then rolls back, or goes on."""
+        if self._data is not None:
+            self._data.interrupt(self)
+
+    def rollback(self, reason: str | None = None, rule: str = "rollback") -> None:
+        """Undo everything: free markers, delete staged files and the sublog.
+
+        ``reason``/``rule`` say why in the Aborted event (default: the user rolled back); e.g. the
+        magics pass ``rule="error"`` when a statement failed and ``"interrupt"`` on an interrupt."""
         core = self.core
         with core.lock:
             if self.state in ("aborted", "committed"):
@@ -255,10 +265,10 @@ class Transaction:
             if not self.markers and core.book.autocommitted:
                 # Plain Delta: statements already committed cannot be undone (the baseline's weakness).
                 core.state = "aborted"
-                self.events.emit(ev.Aborted(self.id, reason="rollback (statements already committed stay)",
-                                            rule="rollback"))
+                why = reason or "rolled back"
+                self.events.emit(ev.Aborted(self.id, reason=f"{why} (statements already committed stay)", rule=rule))
                 return
-            ending.abort(core, "rolled back by the user", "rollback")
+            ending.abort(core, reason or "rolled back by the user", rule)
 
     def __enter__(self) -> "Transaction":
         return self

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from IPython.display import display
 
 from lv_core.errors import LvError
@@ -26,7 +29,25 @@ def connect(ctx: MagicContext, rest: list[str]) -> None:
     ctx.state.lh = lh
     if ctx.user_ns is not None:
         ctx.user_ns["lh"] = lh
-    print(f"connected to {lh.url} as `lh` (Spark starts on first data access)")
+    if ns.lazy:
+        print(f"connected to {lh.url} as `lh` (Spark starts on first data access)")
+        return
+    print(f"connected to {lh.url} as `lh`")
+    start_engine(lh, ns.spark)
+
+
+def start_engine(lh: Any, url: str | None) -> None:
+    """Start (or reach) the Spark engine now, saying so and how long it took; silent when it runs."""
+    from lv_core.engine.session import local_server
+
+    if url is None and local_server() is not None:
+        lh.spark  # noqa: B018 - the running embedded engine: nothing to wait for
+        return
+    print("starting the Spark engine (once per kernel) ..." if url is None else f"connecting to Spark at {url} ...",
+          flush=True)
+    t0 = time.monotonic()
+    lh.spark  # noqa: B018 - starts or connects the engine
+    print(f"Spark engine ready in {time.monotonic() - t0:.1f} s")
 
 
 def recover(ctx: MagicContext, rest: list[str]) -> None:

@@ -27,7 +27,7 @@ def commit(ctx: MagicContext, rest: list[str]) -> None:
     fut, note = commit_in_background(ot.txn, ctx.commit_wait_s)
     ot.future = fut
     if note is not None:
-        print(f"{rest[0]}: {note}; the commit continues in the background (%lv status)")
+        print(f"{rest[0]}: {ctx.state.names_in(note)}; the commit continues in the background (%lv status)")
         return
     res = fut.result()
     print(f"{rest[0]} committed: " + (", ".join(f"{t}@{v}" for t, v in res.versions.items()) or "read-only"))
@@ -37,5 +37,5 @@ def rollback(ctx: MagicContext, rest: list[str]) -> None:
     if len(rest) != 1:
         raise LvError("usage: %lv rollback NAME")
     ot = ctx.state.get(rest[0])
-    ot.txn.rollback()
-    print(f"{rest[0]} rolled back")
+    ot.txn.rollback("rolled back by %lv rollback", "rollback")
+    print(f"{rest[0]} rolled back; nothing changed")

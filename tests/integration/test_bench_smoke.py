@@ -78,3 +78,25 @@ def test_spark_bank_transfer_benchmark(tmp_path: Path) -> None:
         pytest.skip(res["skipped"])
     assert set(res["presets"]) == set(spark_e2e.PRESETS)
     assert all(v["n"] == 1 for v in res["presets"].values()), res
+
+
+def test_logscan_benchmark_before_and_after(tmp_path: Path) -> None:
+    """benchmarks/logscan.py with 50 commits: this tree finds the latest version in O(1) requests."""
+    from benchmarks import logscan
+
+    logscan.main(["--commits", "50", "--latency-ms", "0", "--base", str(ROOT), "--out", str(tmp_path)])
+    res = json.loads((tmp_path / "logscan.json").read_text())
+    assert res["after"]["probe_behind_all"]["total"] == 2 and res["after"]["probe_cold"]["total"] == 3
+    assert (tmp_path / "logscan.png").stat().st_size > 0
+
+
+@pytest.mark.spark
+@pytest.mark.s3
+@pytest.mark.slow
+def test_scale_benchmark_runs_on_both_paths(tmp_path: Path) -> None:
+    from benchmarks import scale
+
+    scale.main(["--rows", "2000", "--files", "2", "--out", str(tmp_path)])
+    res = json.loads((tmp_path / "scale.json").read_text())
+    assert res["stores"]["local"]["data_path"] == "direct" and res["stores"]["s3"]["data_path"] == "stream"
+    assert set(res["ratios"]["s3 stream / local direct"]) == set(scale.OPS)

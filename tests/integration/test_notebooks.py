@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,4 +31,19 @@ def test_notebook_runs_with_its_assertions(notebook: Path, tmp_path: Path):
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
     assert summary_of(nb), "the notebook's last cell prints its LV-SUMMARY"
+    if notebook.stem.startswith("02"):
+        assert_one_line_per_statement(nb)
     assert (tmp_path / "out" / (notebook.stem + ".html")).stat().st_size > 10_000
+
+
+def assert_one_line_per_statement(nb: Any) -> None:
+    """In the cells that drive transactions by hand, every statement's output is one line (no
+    row-count frames, no multi-line result tables)."""
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "run(" not in cell.source:
+            continue
+        for o in cell.get("outputs", []):
+            text = o.get("text", "") if o.get("output_type") == "stream" else o.get("data", {}).get("text/plain", "")
+            assert "num_affected_rows" not in text, text
+            if o.get("output_type") != "stream":
+                assert len(text.strip().splitlines()) <= 1, text

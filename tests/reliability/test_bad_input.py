@@ -514,7 +514,7 @@ def ip(ipshell):
 def magic_lh(ip, lh):
     from lv_magic.state import STATE
 
-    ip.run_line_magic("lv", f"connect {lh.url}")
+    ip.run_line_magic("lv", f"connect {lh.url} --lazy")
     ip.run_cell("from tests.helpers.bank import add_kv, read_kv")
     yield lh
     STATE.shutdown()

@@ -201,7 +201,7 @@ def _magics_and_cli(sink: Sink, ip: Any, endpoint: str, bucket: str, monkeypatch
     ip.run_line_magic("config", "LvMagics.widgets = True")
     try:
         with capture_output() as cap:
-            ip.run_line_magic("lv", f"connect s3://{bucket}/wh --endpoint {endpoint} --region {S3_REGION}")
+            ip.run_line_magic("lv", f"connect s3://{bucket}/wh --endpoint {endpoint} --region {S3_REGION} --lazy")
             ip.run_cell("from tests.helpers import oracle as O")
             ip.run_cell_magic("lvtxn", "serializable --python --name m1", "O.run_op(txn, O.add('acc', 1, 1))")
             for line in ("tables", "status", "markers", "log acc", "dag", "recover", "inspect", "help"):

@@ -18,7 +18,7 @@ from lv_core.delta import (
 )
 from lv_core.delta.writer import write_data_files
 from lv_core.errors import DeltaLogError, NotFound, TableNotFound
-from lv_core.storage.base import ObjectStore
+from lv_core.storage.base import GetResult, ObjectStore
 from lv_core.storage.instrumented import InstrumentedStore
 from lv_core.storage.local import LocalStore
 
@@ -55,9 +55,8 @@ def test_request_counts_latest_snapshot_of_10_commits(istore: InstrumentedStore)
     request), 1 LIST of ``_delta_log/`` (10 keys, one page), then 10 GETs, one per commit file.
     -> GET 11, LIST 1.
 
-    Probe path: the same GET of ``_last_checkpoint``, then GETs of versions 0, 1, ... in order;
-    the GET of version 10 fails with NotFound and ends the walk. The walk reads with GET, not
-    HEAD, because every commit must be read anyway (HEAD + GET would cost 21). -> GET 12, no LIST.
+    Probe path: the same GET of ``_last_checkpoint``, the GET of version 0 (it exists), 1 LIST
+    from it (finds 9 as the latest), then GETs of versions 1..9. -> GET 11, LIST 1.
     """
     expected = ten_commit_table(istore)
     log = DeltaLog(istore, "t")
@@ -66,14 +65,14 @@ def test_request_counts_latest_snapshot_of_10_commits(istore: InstrumentedStore)
     assert used(istore) == {"GET": 11, "LIST": 1}
     istore.reset()
     by_probe = log.snapshot(method="probe")
-    assert used(istore) == {"GET": 12}
+    assert used(istore) == {"GET": 11, "LIST": 1}
     for s in (by_list, by_probe):
         assert s.version == 9 and s.files == expected.files and s.metadata == expected.metadata
 
 
 def test_request_counts_latest_version(istore: InstrumentedStore) -> None:
     """Latest version only. LIST: 1 GET (``_last_checkpoint``) + 1 LIST. Probe without hint: 1 GET
-    + HEADs of versions 0..10 (11: the last one is missing). Probe with hint 7: HEADs of 8, 9, 10."""
+    + HEAD of version 0 + 1 LIST from it. Probe with hint 7: HEAD of 8 + 1 LIST. Up to date: 1 HEAD."""
     ten_commit_table(istore)
     log = DeltaLog(istore, "t")
     istore.reset()
@@ -81,10 +80,10 @@ def test_request_counts_latest_version(istore: InstrumentedStore) -> None:
     assert used(istore) == {"GET": 1, "LIST": 1}
     istore.reset()
     assert log.latest_version_by_probe() == 9
-    assert used(istore) == {"GET": 1, "HEAD": 11}
+    assert used(istore) == {"GET": 1, "HEAD": 1, "LIST": 1}
     istore.reset()
     assert log.latest_version_by_probe(hint=7) == 9
-    assert used(istore) == {"HEAD": 3}
+    assert used(istore) == {"HEAD": 1, "LIST": 1}
     istore.reset()
     assert log.latest_version_by_probe(hint=9) == 9
     assert used(istore) == {"HEAD": 1}
@@ -106,22 +105,25 @@ def test_request_counts_with_checkpoint(istore: InstrumentedStore) -> None:
     assert s.version == 9 and s.checkpoint_version == 5 and s.files == snap.files
     istore.reset()
     s = log.snapshot(method="probe")
-    assert used(istore) == {"GET": 7}
+    assert used(istore) == {"GET": 6, "LIST": 1}
     assert s.version == 9 and s.checkpoint_version == 5 and s.files == snap.files
     istore.reset()
     assert log.latest_version_by_probe() == 9
-    assert used(istore) == {"GET": 1, "HEAD": 5}
+    assert used(istore) == {"GET": 1, "HEAD": 1, "LIST": 1}
 
 
 def test_request_counts_update(istore: InstrumentedStore) -> None:
-    """Advancing a known snapshot: GET per new commit + 1 GET that finds the next one missing."""
+    """Advancing a known snapshot: GET per new commit + 1 LIST finding the latest; up to date: 1 GET."""
     snap = ten_commit_table(istore)
     log = DeltaLog(istore, "t")
     old = log.snapshot(7)
     istore.reset()
     new = log.update(old)
-    assert used(istore) == {"GET": 3}
+    assert used(istore) == {"GET": 2, "LIST": 1}
     assert new.version == 9 and new.files == snap.files
+    istore.reset()
+    assert log.update(new) is new
+    assert used(istore) == {"GET": 1}
 
 
 def test_snapshot_at_older_versions(tmp_path: Path) -> None:
@@ -228,3 +230,68 @@ def test_stale_or_broken_last_checkpoint(tmp_path: Path) -> None:
     # unreadable hint: ignored
     store.put("t/_delta_log/_last_checkpoint", b"not json")
     assert log.snapshot().files == snap.files and log.read_last_checkpoint() is None
+
+
+def thousand_commit_table(store: ObjectStore, table: str = "t") -> Snapshot:
+    """Versions 0 (CREATE TABLE) .. 999 (one added file each, no checkpoint)."""
+    from lv_core.delta import AddFile
+
+    snap = create_table(store, table, "id BIGINT")
+    for v in range(1, 1000):
+        add = AddFile(path=f"part-{v:05d}.parquet", partition_values={}, size=1, modification_time=0)
+        commit(store, table, v, [CommitInfo.create("WRITE", {"mode": "Append"}), add])
+    return snap
+
+
+def test_latest_version_of_1000_commits_costs_o1_requests(tmp_path: Path) -> None:
+    """Cold ``Lakehouse.version()`` and probing from far behind LIST the log instead of one HEAD per
+    version: at most 5 requests for a 1,000-commit table without checkpoint (here 2 or 3)."""
+    from lv_core import Lakehouse
+
+    istore = InstrumentedStore(LocalStore(tmp_path))
+    thousand_commit_table(istore)
+    lh = Lakehouse(istore)
+    istore.reset()
+    assert lh.version("t") == 999
+    assert used(istore) == {"GET": 1, "LIST": 1}  # _last_checkpoint (absent) + one page of 1,000 keys
+    log = DeltaLog(istore, "t")
+    istore.reset()
+    assert log.latest_version_by_probe() == 999
+    assert used(istore) == {"GET": 1, "HEAD": 1, "LIST": 1}
+    istore.reset()
+    assert log.latest_version_by_probe(hint=3) == 999
+    assert used(istore) == {"HEAD": 1, "LIST": 1}
+    istore.reset()
+    assert log.latest_version_by_probe(hint=999) == 999
+    assert used(istore) == {"HEAD": 1}
+    lh.close()
+
+
+class _Rendezvous(LocalStore):
+    """Holds the GETs of commits 1..n until all ``n`` are in flight together (they time out with
+    BrokenBarrierError when the reads are sequential)."""
+
+    def __init__(self, root: Path, n: int) -> None:
+        super().__init__(root)
+        import threading
+
+        self.barrier = threading.Barrier(n, timeout=20)
+        self.held = {f"t/_delta_log/{v:020d}.json" for v in range(1, n + 1)}
+
+    def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
+        if key in self.held:
+            self.barrier.wait()
+        return super().get(key, byte_range=byte_range)
+
+
+@pytest.mark.parametrize("method", ["list", "probe"])
+def test_snapshot_reads_commits_in_parallel(tmp_path: Path, method: str) -> None:
+    """8 commit GETs meet at a barrier: only a parallel read gets past it. Same files as delta-rs."""
+    import deltalake
+
+    thousand_commit_table(LocalStore(tmp_path))
+    log = DeltaLog(_Rendezvous(tmp_path, 8), "t")
+    snap = log.snapshot(method=method)
+    assert snap.version == 999
+    theirs = {u.rsplit("/", 1)[1] for u in deltalake.DeltaTable(str(tmp_path / "t")).file_uris()}
+    assert set(snap.files) == theirs and len(theirs) == 999

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from IPython import get_ipython
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
@@ -14,7 +17,7 @@ from tests.helpers.bank import committed_kv, make_kv
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
+    shell = start_ipython() or get_ipython()  # the process's one test shell (handed out once)
     shell.run_line_magic("load_ext", "lv_magic")
     shell.run_line_magic("config", "LvMagics.widgets = False")
     return shell
@@ -25,7 +28,7 @@ def wh(ip, tmp_path):
     path = str(tmp_path / "wh")
     lh = lv_core.connect(path)
     make_kv(lh, "kv", {1: 10.0, 2: 20.0})
-    ip.run_line_magic("lv", f"connect {path}")
+    ip.run_line_magic("lv", f"connect {path} --lazy")
     ip.user_ns["lv_core"] = lv_core
     ip.run_cell("from tests.helpers.bank import add_kv, read_kv, write_kv")
     yield lh
@@ -90,7 +93,13 @@ def test_interleaved_lost_update_is_prevented(ip, wh, capsys):
     ip.run_line_magic("lv", "status")
     ip.run_line_magic("lv", "commit t2")  # t2 waits behind t1: returns at once
     out = capsys.readouterr().out
-    assert "waiting for" in out and "background" in out
+    assert "t2: waiting for t1 at kv@" in out and "background" in out  # names, not transaction ids
+    ip.run_line_magic("lv", "dag")
+    ip.run_line_magic("lv", "status")
+    out = capsys.readouterr().out
+    assert re.search(r"^t2 +t1 +kv@\d+$", out, re.M), out
+    assert re.search(r"^t2 +repeatable_read +waiting for t1 at kv@\d+", out, re.M), out
+    assert STATE.get("t1").txn.id not in out
     ip.run_line_magic("lv", "commit t1")
     with pytest.raises(lv_core.TransactionAborted) as ei:
         STATE.get("t2").future.result(timeout=30)
@@ -142,7 +151,8 @@ def test_every_command_is_routed_and_runs_without_a_shell(capsys):
 
 def test_connect_conf_option(ip, tmp_path, capsys):
     path = str(tmp_path / "wh2")
-    ip.run_line_magic("lv", f"connect {path} --conf spark.driver.memory=3g --conf spark.sql.shuffle.partitions=6")
+    ip.run_line_magic("lv", f"connect {path} --lazy --conf spark.driver.memory=3g "
+                      "--conf spark.sql.shuffle.partitions=6")
     lh = STATE.lh
     assert lh is not None and lh.data_plane.spark_conf == {
         "spark.driver.memory": "3g", "spark.sql.shuffle.partitions": "6"}

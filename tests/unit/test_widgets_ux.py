@@ -146,7 +146,7 @@ def test_default_cancel():
             return Spark()
 
     class Txn:
-        def interrupt(self) -> None:
+        def cancel(self) -> None:  # lv_core's Transaction.cancel: interrupts its own operations by tag
             calls.append("txn")
 
     default_cancel(Txn(), Lakehouse())()  # type: ignore[misc]

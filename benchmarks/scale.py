@@ -1,0 +1,199 @@
+"""Large-table operations through the Spark data plane (issue 20 items 4 and 6), as ratios in one run.
+
+    python -m benchmarks.scale --rows 1000000 --files 16 [--stores local,s3] [--out benchmarks/results]
+
+Both stores run in one process standing for the notebook kernel (one embedded Spark server; its
+peak RSS, ``ru_maxrss``, covers both), each operation on one store right after the other (load from
+elsewhere on a shared machine hits both alike): ``local`` is a local folder (the ``direct`` path:
+Spark reads and writes the files), ``s3`` the moto S3 test server in its own process (the embedded
+server has no S3 connector: the ``stream`` path, Spark's Python workers move the files).
+Operations on ``t (id BIGINT, k INT, v DOUBLE, s STRING)``, ``--rows`` rows in ``--files`` files, ids
+contiguous per file:
+
+- ``insert_select``: ``INSERT INTO t SELECT ... FROM range(rows)``;
+- ``count``: ``SELECT count(*), sum(v) FROM t``;
+- ``update_scattered``: ``UPDATE ... WHERE id % 100 = 0`` (1% of the rows, in every file);
+- ``update_contiguous`` / ``delete_contiguous``: 1% of the rows, in one file (data skipping);
+- ``merge``: ``MERGE`` of 1% of the rows (half matched, half new).
+
+Local baselines in the same process: ``plain_parquet_write`` (Spark writes the same rows as plain
+Parquet, no Delta, no transaction) and ``full_rewrite`` (Spark reads all of it and writes it all
+back with one column changed: what an UPDATE without file-level skipping would cost).
+Ratios: ``insert_select / plain_parquet_write``, ``update_scattered / full_rewrite``,
+``update_contiguous / update_scattered``, and per operation ``s3 / local``.
+Writes ``results/scale.json`` and ``results/scale.png`` (``--name`` changes the file names).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parents[1]
+OPS = ("insert_select", "count", "update_scattered", "update_contiguous", "delete_contiguous", "merge")
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_stores(kinds: list[str], rows: int, files: int, locations: dict[str, str],
+               s3: dict[str, str] | None) -> dict[str, Any]:
+    """Every operation on each store, interleaved (op 1 on every store, then op 2, ...) so that load
+    from elsewhere on the machine hits both sides alike; one process, one embedded Spark server."""
+    import lv_core
+    from lv_core.engine import api
+
+    lhs = {k: lv_core.connect(locations[k], storage_options=s3) if k == "s3" else lv_core.connect(locations[k])
+           for k in kinds}
+    out: dict[str, Any] = {"rss_mb_start": round(_rss_mb(), 1), "stores": {k: {"seconds": {}} for k in kinds}}
+    one = rows // 100
+    steps = [
+        ("insert_select", f"INSERT INTO t SELECT id, CAST(id % 1000 AS INT), id * 0.5, concat('row-', id) "
+                          f"FROM range(0, {rows}, 1, {files})"),
+        ("count", "SELECT count(*), sum(v) FROM t"),
+        ("update_scattered", "UPDATE t SET v = v + 1 WHERE id % 100 = 0"),
+        ("update_contiguous", f"UPDATE t SET v = v + 1 WHERE id < {one}"),
+        ("delete_contiguous", f"DELETE FROM t WHERE id >= {rows - one}"),
+        ("merge", f"MERGE INTO t USING (SELECT id, 1.0 AS v FROM range({rows - 2 * one}, {rows})) s "
+                  "ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v "
+                  "WHEN NOT MATCHED THEN INSERT (id, k, v, s) VALUES (s.id, 0, s.v, 'new')"),
+    ]
+    for k, lh in lhs.items():
+        # Warm-up, untimed: the Spark server starts, the data path is chosen, Python workers spawn.
+        lh.sql("CREATE TABLE w (id BIGINT, k INT, v DOUBLE, s STRING)")
+        lh.sql("INSERT INTO w SELECT id, 0, 0.0, 'w' FROM range(0, 1000, 1, 2)")
+        lh.sql("UPDATE w SET v = 1.0 WHERE id < 10")
+        lh.sql("SELECT count(*), sum(v) FROM w").collect()
+        lh.sql("CREATE TABLE t (id BIGINT, k INT, v DOUBLE, s STRING)")
+        out["stores"][k]["data_path"] = api.engine(lh).data_path
+    for name, sql in steps:
+        for k, lh in lhs.items():
+            t0 = time.perf_counter()
+            lh.sql(sql).collect()
+            out["stores"][k]["seconds"][name] = round(time.perf_counter() - t0, 3)
+    for k, lh in lhs.items():
+        got = lh.sql("SELECT count(*) FROM t").collect()
+        assert got[0][0] == rows, (k, got)
+    if "local" in lhs:
+        spark = lhs["local"].spark
+        base = os.path.join(locations["local"], "_plain")
+        spark.range(10).write.parquet("file:" + base + "/warm")
+        secs = out["stores"]["local"]["seconds"]
+        frame = spark.range(0, rows, 1, files).selectExpr("id", "CAST(id % 1000 AS INT) AS k", "id * 0.5 AS v",
+                                                          "concat('row-', id) AS s")
+        t0 = time.perf_counter()
+        frame.write.parquet("file:" + base + "/a")
+        secs["plain_parquet_write"] = round(time.perf_counter() - t0, 3)
+        t0 = time.perf_counter()
+        changed = "CASE WHEN id % 100 = 0 THEN v + 1 ELSE v END AS v"
+        src = spark.read.parquet("file:" + base + "/a")
+        src.selectExpr("id", "k", changed, "s").write.parquet("file:" + base + "/b")
+        secs["full_rewrite"] = round(time.perf_counter() - t0, 3)
+    out["rss_mb_peak"] = round(_rss_mb(), 1)
+    for lh in lhs.values():
+        lh.close()
+    return out
+
+
+def _child(kinds: list[str], rows: int, files: int, locations: dict[str, str],
+           s3: dict[str, str] | None) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "benchmarks.scale", "--child", ",".join(kinds), "--rows", str(rows),
+           "--files", str(files), "--location", json.dumps(locations)]
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    if s3:
+        env["LV_BENCH_S3"] = json.dumps(s3)  # the child's options: never on a command line
+    res = subprocess.run(cmd, cwd=HERE, env=env, capture_output=True, text=True)
+    if res.returncode:
+        raise RuntimeError(res.stderr[-3000:])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def ratios(res: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    loc = res["stores"].get("local", {}).get("seconds", {})
+    if loc:
+        for a, b in (("insert_select", "plain_parquet_write"), ("update_scattered", "full_rewrite"),
+                     ("update_contiguous", "update_scattered"), ("delete_contiguous", "update_scattered")):
+            out[f"{a} / {b} (local)"] = round(loc[a] / loc[b], 2)
+    s3 = res["stores"].get("s3", {}).get("seconds", {})
+    if loc and s3:
+        out["s3 stream / local direct"] = {op: round(s3[op] / loc[op], 2) for op in OPS}
+    return out
+
+
+def plot(res: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    kinds = list(res["stores"])
+    names = list(OPS) + ["plain_parquet_write", "full_rewrite"]
+    width = 0.8 / max(1, len(kinds))
+    for i, kind in enumerate(kinds):
+        st = res["stores"][kind]
+        ax.bar([x + i * width for x in range(len(names))], [st["seconds"].get(n, 0.0) for n in names], width=width,
+               label=f"{kind} ({st['data_path']})")
+    ax.set_xticks([x + width * (len(kinds) - 1) / 2 for x in range(len(names))])
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("seconds")
+    ax.set_title(f"{res['rows']:,} rows in {res['files']} files; kernel peak RSS {res['rss_mb_peak']:.0f} MB "
+                 "(both stores, one process)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--files", type=int, default=16)
+    ap.add_argument("--stores", default="local,s3")
+    ap.add_argument("--out", default=str(HERE / "benchmarks" / "results"))
+    ap.add_argument("--name", default="scale", help="result file names: NAME.json, NAME.png")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--location", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        s3 = json.loads(os.environ["LV_BENCH_S3"]) if "LV_BENCH_S3" in os.environ else None
+        print(json.dumps(run_stores(args.child.split(","), args.rows, args.files, json.loads(args.location), s3)))
+        return
+    from benchmarks.common import S3Server, environment, s3_options
+
+    kinds = args.stores.split(",")
+    res: dict[str, Any] = {"rows": args.rows, "files": args.files, "machine": environment(),
+                           "load_average_before": os.getloadavg()}
+    server = S3Server() if "s3" in kinds else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="lv-bench-scale-") as tmp:
+            locations = {"local": os.path.join(tmp, "wh")}
+            if server is not None:
+                locations["s3"] = f"s3://{server.bucket}/wh"
+            got = _child(kinds, args.rows, args.files, locations, s3_options(server.endpoint) if server else None)
+    finally:
+        if server is not None:
+            server.stop()
+    res.update(got)
+    res["load_average_after"] = os.getloadavg()
+    print(json.dumps(res["stores"]), flush=True)
+    res["ratios"] = ratios(res)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{args.name}.json").write_text(json.dumps(res, indent=1))
+    plot(res, out / f"{args.name}.png")
+    print(json.dumps(res["ratios"], indent=1))
+
+
+if __name__ == "__main__":
+    main()

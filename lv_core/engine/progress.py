@@ -1,0 +1,150 @@
+"""A running statement: Spark Connect progress reports as :class:`~lv_core.events.Progress` events,
+and interruption (``Transaction.cancel()``, a kernel interrupt).
+
+While :func:`statement` is active in a thread, every Spark operation that thread starts carries the
+transaction's tag (Spark Connect tags are per thread), so :func:`interrupt` stops exactly this
+transaction's running operation (``SparkSession.interruptTag``), not the background commits of
+other transactions sharing the session. Spark's progress handler runs in the thread that executes
+the operation, so a thread-local says which transaction and statement a report belongs to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from lv_core import events as ev
+from lv_core.errors import Interrupted
+
+__all__ = ["forget", "interrupt", "numbering", "statement", "tag_of"]
+
+_local = threading.local()
+_lock = threading.Lock()
+_installed: set[int] = set()  # id() of the sessions our handler is registered on
+_cancelled: set[str] = set()  # transactions whose running statement was interrupted
+
+
+@dataclass
+class _Run:
+    events: ev.EventStream
+    txn: str
+    number: int
+    t0: float
+    last: tuple[int, int] = (-1, -1)  # (done, total) of the last event: repeated reports are dropped
+
+
+def tag_of(txn_id: str) -> str:
+    """The Spark operation tag of a transaction's statements (no commas: Spark refuses them)."""
+    return "lv-" + txn_id.replace(",", "_")
+
+
+def _handler(stages: Any = None, inflight_tasks: int = 0, operation_id: Optional[str] = None,
+             done: bool = False, **_: Any) -> None:
+    run: Optional[_Run] = getattr(_local, "run", None)
+    if run is None or done:
+        return
+    stages = list(stages or ())
+    total = sum(int(s.num_tasks) for s in stages)
+    finished = sum(int(s.num_completed_tasks) for s in stages)
+    if (finished, total) == run.last:
+        return
+    run.last = (finished, total)
+    run.events.emit(ev.Progress(run.txn, statement=run.number, stage="running", done=finished, total=total,
+                                elapsed_s=time.monotonic() - run.t0))
+
+
+def _install(spark: Any) -> None:
+    """Register the handler once per session (marked on the session: ids of dead objects recur)."""
+    with _lock:
+        if getattr(spark, "_lv_progress_handler", False):
+            return
+        try:
+            spark._lv_progress_handler = True
+        except AttributeError:  # a session that takes no attributes: register once per id
+            if id(spark) in _installed:
+                return
+            _installed.add(id(spark))
+    with contextlib.suppress(AttributeError):  # a classic (non-Connect) session reports no progress
+        spark.registerProgressHandler(_handler)
+
+
+@contextlib.contextmanager
+def statement(spark: Any, txn: Any, number: int) -> Iterator[None]:
+    """Run statement ``number`` of ``txn`` (a TransactionPort with ``events``) in this thread: its
+    Spark operations carry the transaction's tag, progress reports become Progress events, and a
+    final Progress has stage ``"done"`` (or ``"failed"``). Nested calls for the same transaction
+    keep the outer number (a cell numbers its statements; ``txn.sql`` inside does not renumber).
+
+    Raises:
+        Interrupted: the transaction was cancelled (before or while the statement ran).
+    """
+    outer: Optional[_Run] = getattr(_local, "run", None)
+    if outer is not None and outer.txn == txn.id:
+        yield
+        return
+    given = getattr(_local, "number", None)
+    if given is not None and given[0] == txn.id:
+        number = given[1]
+    _check(txn.id)
+    _install(spark)
+    run = _Run(txn.events, txn.id, number, time.monotonic())
+    _local.run = run
+    tag = tag_of(txn.id)
+    tagged = False
+    with contextlib.suppress(Exception):
+        spark.addTag(tag)
+        tagged = True
+    stage = "failed"
+    try:
+        yield
+        stage = "done"
+    except Exception:
+        _check(txn.id)  # an interrupted operation fails with whatever Spark says: report the interrupt
+        raise
+    finally:
+        _local.run = outer
+        if tagged:
+            with contextlib.suppress(Exception):
+                spark.removeTag(tag)
+        run.events.emit(ev.Progress(txn.id, statement=number, stage=stage, done=0, total=0,
+                                    elapsed_s=time.monotonic() - run.t0))
+
+
+@contextlib.contextmanager
+def numbering(txn_id: str, number: int) -> Iterator[None]:
+    """Statements of ``txn_id`` run in this thread meanwhile count as statement ``number`` (a cell
+    runs its statements one ``txn.sql`` call at a time and numbers them itself)."""
+    outer = getattr(_local, "number", None)
+    _local.number = (txn_id, number)
+    try:
+        yield
+    finally:
+        _local.number = outer
+
+
+def _check(txn_id: str) -> None:
+    with _lock:
+        if txn_id not in _cancelled:
+            return
+        _cancelled.discard(txn_id)
+    raise Interrupted("the running statement was cancelled; the transaction stays as it was before it") from None
+
+
+def interrupt(spark: Any, txn_id: str) -> None:
+    """Interrupt the Spark operation ``txn_id`` is running (from any thread); its statement raises
+    :class:`~lv_core.errors.Interrupted`, and so does its next one if none was running."""
+    with _lock:
+        _cancelled.add(txn_id)
+    if spark is not None:
+        with contextlib.suppress(Exception):  # nothing running, or a session that cannot interrupt
+            spark.interruptTag(tag_of(txn_id))
+
+
+def forget(txn_id: str) -> None:
+    """Drop a pending cancel request of an ended transaction."""
+    with _lock:
+        _cancelled.discard(txn_id)

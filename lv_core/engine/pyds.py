@@ -1,0 +1,287 @@
+"""The ``lv_files`` Spark Python data source: Parquet data files streamed between an object store
+and the Spark server's Python workers, so that table data never passes through the notebook kernel.
+
+Used by the ``stream`` data path (:mod:`lv_core.engine.stream_io`) when the Spark server cannot reach
+the store itself (the embedded server has no S3 connector). This module runs in the Spark server's
+Python workers: it imports pyarrow, pyspark, and (in the writer) :mod:`lv_core.delta.stats` and
+:func:`lv_core.engine.spark_stats.unmask`, so the workers need ``lv_core`` importable, as the
+embedded server's workers have (on a cluster: install it on the workers, or use s3a).
+
+Reading (``spark.read.format("lv_files").schema(...).option("files", ...)``): one input partition
+per file (at most ``max_partitions``, default 256, groups of similar size); each file is read
+with ``pyarrow`` from the store row group by row group (``iter_batches``), its columns fitted to
+the requested schema by name (missing ones null, struct fields by name), the partition values added
+as strings, and, when asked, the file's key and each row's index (for deletion vectors). Writing
+(``df.write.format("lv_files")``): each task streams its rows, sorted by the partition columns, into
+one Parquet file per partition value under the staging prefix, computing the file's Delta stats
+batch by batch; the job's commit writes a manifest (file, partition values, exact size, stats) that
+the client reads; an aborted job deletes what its tasks wrote.
+
+Store options (credentials are passed as options named ``access.key``, ``secret.key``,
+``session.token``: Spark redacts such names in plans and logs): ``endpoint`` (http(s) URL),
+``region``, ``bucket``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Optional
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+
+__all__ = ["NAME", "LvFiles", "merge_stats", "schema_option"]
+
+NAME = "lv_files"
+BATCH_ROWS = 65536
+
+
+def schema_option(schema: pa.Schema) -> str:
+    """An Arrow schema as an option string (base64 of its IPC serialisation, field metadata included)."""
+    return base64.b64encode(schema.serialize().to_pybytes()).decode()
+
+
+def _schema_of(text: str) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
+
+
+def filesystem(options: Mapping[str, str]) -> Any:
+    """The pyarrow S3 file system the options describe."""
+    import pyarrow.fs as pafs
+
+    kw: dict[str, Any] = {"region": options.get("region") or None}
+    if options.get("access.key"):
+        kw.update(access_key=options["access.key"], secret_key=options.get("secret.key"),
+                  session_token=options.get("session.token") or None)
+    endpoint = options.get("endpoint")
+    if endpoint:
+        u = urlparse(endpoint)
+        kw.update(endpoint_override=u.netloc, scheme=u.scheme or "https")
+    return pafs.S3FileSystem(**kw)
+
+
+def _fit(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """``arr`` as ``target``: struct fields matched by name (case-insensitively; missing ones null)."""
+    if arr.type.equals(target):
+        return arr
+    if pa.types.is_struct(target) and pa.types.is_struct(arr.type):
+        names = [arr.type.field(i).name.lower() for i in range(arr.type.num_fields)]
+        out = [pa.nulls(len(arr), f.type) if f.name.lower() not in names  # field(): no parent nulls mixed in
+               else _fit(arr.field(names.index(f.name.lower())), f.type) for f in target]
+        return pa.StructArray.from_arrays(out, fields=list(target), mask=arr.is_null() if arr.null_count else None)
+    return arr.cast(target)
+
+
+# -------------------------------------------------------------------------------------------- reading
+
+
+@dataclass
+class _Files(InputPartition):
+    files: list[list[Any]]  # [bucket key, raw name, {partition column: text}]
+
+
+class _Reader(DataSourceReader):
+    def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        self.options = dict(options)
+        self.schema = schema
+
+    def partitions(self) -> list[_Files]:
+        """One partition per file, or ``max_partitions`` groups of about equal size (largest first)."""
+        files = json.loads(self.options["files"])  # [key, raw, values, size]
+        n = min(len(files), int(self.options.get("max_partitions", 256)))
+        if n == 0:
+            return [_Files([])]
+        groups: list[list[list[Any]]] = [[] for _ in range(n)]
+        sizes = [0] * n
+        for key, raw, values, size in sorted(files, key=lambda f: -int(f[3])):
+            i = sizes.index(min(sizes))
+            groups[i].append([key, raw, values])
+            sizes[i] += int(size)
+        return [_Files(g) for g in groups]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, _Files)
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        try:
+            target = to_arrow_schema(self.schema, timezone="UTC")
+        except TypeError:  # Spark 4.0 has no timezone argument (and maps timestamps to UTC)
+            target = to_arrow_schema(self.schema)
+        parts = set(json.loads(self.options.get("partition_columns", "[]")))
+        key_col, row_col = self.options.get("key_column"), self.options.get("row_column")
+        fs = filesystem(self.options)
+        bucket = self.options["bucket"]
+        for key, raw, values in partition.files:
+            with fs.open_input_file(f"{bucket}/{key}") as f:
+                pf = pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
+                names = [n.lower() for n in pf.schema_arrow.names]
+                start = 0
+                for batch in pf.iter_batches(batch_size=BATCH_ROWS):
+                    n = batch.num_rows
+                    cols: list[pa.Array] = []
+                    for fld in target:
+                        if fld.name == key_col:
+                            cols.append(pa.array([raw] * n, fld.type))
+                        elif fld.name == row_col:
+                            cols.append(pa.array(range(start, start + n), fld.type))
+                        elif fld.name in parts:
+                            cols.append(pa.array([values.get(fld.name)] * n, fld.type))
+                        elif fld.name.lower() in names:
+                            cols.append(_fit(batch.column(names.index(fld.name.lower())), fld.type))
+                        else:
+                            cols.append(pa.nulls(n, fld.type))
+                    start += n
+                    yield pa.RecordBatch.from_arrays(cols, schema=target)
+
+
+# -------------------------------------------------------------------------------------------- writing
+
+
+def merge_stats(a: Optional[dict[str, Any]], b: dict[str, Any]) -> dict[str, Any]:
+    """Delta stats of two row sets in one file, from the stats of each (``a`` None: none yet).
+
+    A min (max) is kept only if every part with non-null values had one: a part whose bound was left
+    out (a long string maximum, NaN) leaves it out for the whole file, as one computation would.
+    """
+    if a is None:
+        return b
+    n_a, n_b = a["numRecords"], b["numRecords"]
+
+    def walk(na: Any, nb: Any, la: Any, lb: Any, ha: Any, hb: Any) -> tuple[Any, Any, Any]:
+        if isinstance(na, dict):
+            out_n: dict[str, Any] = {}
+            out_lo: dict[str, Any] = {}
+            out_hi: dict[str, Any] = {}
+            for k in na:
+                def sub(d: Any, k: str = k) -> Any:
+                    return d.get(k) if isinstance(d, dict) else None
+                n, lo, hi = walk(na[k], sub(nb), sub(la), sub(lb), sub(ha), sub(hb))
+                out_n[k] = n
+                if lo not in (None, {}):
+                    out_lo[k] = lo
+                if hi not in (None, {}):
+                    out_hi[k] = hi
+            return out_n, out_lo, out_hi
+        nb = nb or 0
+        has_a, has_b = n_a - na > 0, n_b - nb > 0
+
+        def pick(x: Any, y: Any, fn: Any) -> Any:
+            if (has_a and x is None) or (has_b and y is None):
+                return None  # a part with values but no bound: no bound for the file
+            vals = [v for v in (x, y) if v is not None]
+            return fn(vals) if vals else None
+
+        return na + nb, pick(la, lb, min), pick(ha, hb, max)
+
+    nulls, mins, maxs = walk(a["nullCount"], b["nullCount"], a["minValues"], b["minValues"], a["maxValues"],
+                             b["maxValues"])
+    return {"numRecords": n_a + n_b, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+
+
+@dataclass
+class _Written(WriterCommitMessage):
+    files: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _Writer(DataSourceArrowWriter):
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = dict(options)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> _Written:
+        from lv_core.delta.stats import compute_stats, serialize_partition_value
+        from lv_core.engine.spark_stats import unmask
+
+        schema = _schema_of(self.options["arrow_schema"])
+        parts = json.loads(self.options.get("partition_columns", "[]"))
+        data_schema = pa.schema([f for f in schema if f.name not in parts])
+        fs = filesystem(self.options)
+        prefix = f"{self.options['bucket']}/{self.options['stage']}"
+        done: list[dict[str, Any]] = []
+        current: Optional[dict[str, Any]] = None
+
+        def close(cur: Optional[dict[str, Any]]) -> None:
+            if cur is not None:
+                cur["writer"].close()
+                cur["sink"].close()
+                done.append({"file": cur["file"], "values": cur["values"], "stats": json.dumps(cur["stats"]),
+                             "size": fs.get_file_info(f"{prefix}/{cur['file']}").size})
+
+        try:
+            for batch in iterator:
+                if not batch.num_rows:
+                    continue
+                by_name = {n.lower(): i for i, n in enumerate(batch.schema.names)}
+                t = pa.Table.from_arrays([_fit(unmask(batch.column(by_name[f.name.lower()]), f.type), f.type)
+                                          for f in schema], schema=schema)
+                for values, rows in _split(t, parts, serialize_partition_value):
+                    if current is None or current["values"] != values:
+                        close(current)
+                        name = f"part-{uuid.uuid4().hex}.parquet"
+                        sink = fs.open_output_stream(f"{prefix}/{name}")
+                        current = {"file": name, "values": values, "sink": sink, "stats": None,
+                                   "writer": pq.ParquetWriter(sink, data_schema, compression="snappy")}
+                    current["writer"].write_table(rows)
+                    current["stats"] = merge_stats(current["stats"], json.loads(compute_stats(rows)))
+            close(current)
+            current = None
+        except BaseException:
+            for f in done:
+                fs.delete_file(f"{prefix}/{f['file']}")
+            raise
+        return _Written(done)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        files = [f for m in messages if isinstance(m, _Written) for f in m.files]
+        fs = filesystem(self.options)
+        with fs.open_output_stream(f"{self.options['bucket']}/{self.options['manifest']}") as out:
+            out.write(json.dumps({"files": files}).encode())
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        fs = filesystem(self.options)
+        for m in messages:
+            for f in (m.files if isinstance(m, _Written) else ()):
+                fs.delete_file(f"{self.options['bucket']}/{self.options['stage']}/{f['file']}")
+
+
+def _split(t: pa.Table, parts: list[str], text: Any) -> Iterator[tuple[dict[str, Optional[str]], pa.Table]]:
+    """The rows of ``t`` per partition value, in order of first appearance (partition columns dropped)."""
+    if not parts:
+        yield {}, t
+        return
+    keys = t.select(parts).group_by(parts, use_threads=False).aggregate([]).to_pylist()
+    for key in keys:
+        mask = None
+        for c, v in key.items():
+            m = pc.is_null(t.column(c)) if v is None else pc.equal(t.column(c), v)
+            mask = m if mask is None else pc.and_(mask, m)
+        values = {c: (None if (s := text(key[c])) == "" else s) for c in parts}
+        yield values, t.filter(mask).drop_columns(parts)
+
+
+class LvFiles(DataSource):
+    """``lv_files``: the reader and writer above (the schema is always given by the client)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        raise ValueError("lv_files needs an explicit schema")
+
+    def reader(self, schema: Any) -> _Reader:
+        return _Reader(self.options, schema)
+
+    def writer(self, schema: Any, overwrite: bool) -> _Writer:
+        return _Writer(self.options)

@@ -1,0 +1,109 @@
+"""The ``stream`` data path, client side: table data moves between the object store and the Spark
+server's Python workers (the ``lv_files`` data source, :mod:`lv_core.engine.pyds`), never through
+this process. Only file lists, options and the write manifest (names, partition values, sizes,
+stats) pass through here.
+
+Chosen by ``auto`` when the Spark server cannot reach the store but can run Python data sources
+(Spark 4); credentials travel as data source options (``access.key``, ``secret.key``,
+``session.token``: names Spark's redaction hides in plans and logs).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+import weakref
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+
+import pyarrow as pa
+
+from lv_core.errors import EngineError, NotFound
+from lv_core.storage.base import ObjectStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["StreamFiles", "supported"]
+
+_registered: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def supported(spark: Any) -> bool:
+    """Whether ``spark`` can run Python data sources (Spark 4 sessions have ``dataSource``)."""
+    return hasattr(spark, "dataSource")
+
+
+class StreamFiles:
+    """Reads and writes of one store's data files through the ``lv_files`` data source."""
+
+    def __init__(self, spark: Any, store: ObjectStore) -> None:
+        if store.scheme != "s3":
+            raise EngineError(f"the stream data path serves S3 stores, not {store.url()}")
+        from lv_core.engine.pyds import LvFiles  # pyspark.sql.datasource: loaded when first used
+
+        self.spark = spark
+        self.store = store
+        if spark not in _registered:
+            spark.dataSource.register(LvFiles)
+            _registered.add(spark)
+        opts = store.storage_options_for_deltalake()
+        bucket_and_root = store.url().split("://", 1)[1].rstrip("/")
+        self.bucket, _, root = bucket_and_root.partition("/")
+        self.root = f"{root}/" if root else ""
+        self._options = {"bucket": self.bucket, "region": opts.get("AWS_REGION", ""),
+                         "endpoint": opts.get("AWS_ENDPOINT_URL", "")}
+        if opts.get("AWS_ACCESS_KEY_ID"):
+            self._options.update({"access.key": opts["AWS_ACCESS_KEY_ID"],
+                                  "secret.key": opts.get("AWS_SECRET_ACCESS_KEY", ""),
+                                  "session.token": opts.get("AWS_SESSION_TOKEN", "")})
+
+    def __repr__(self) -> str:  # never the options: they hold credentials
+        return f"StreamFiles(s3://{self.bucket}/{self.root})"
+
+    def probe(self) -> None:
+        """Run the data source once on the server (no file): its Python workers must import ``lv_core``.
+
+        Raises:
+            Exception: whatever Spark raises when they cannot.
+        """
+        from lv_core.engine.pyds import NAME
+
+        self.spark.read.format(NAME).schema("x INT").option("files", "[]").options(**self._options).load().collect()
+
+    def scan(self, keys: Sequence[str], raws: Sequence[str], values: Sequence[Mapping[str, Optional[str]]],
+             sizes: Sequence[int], schema: Any, parts: Sequence[str], key_column: Optional[str] = None,
+             row_column: Optional[str] = None) -> "DataFrame":
+        """One read of the files ``keys`` (store keys) with Spark schema ``schema``: data columns by name,
+        ``parts`` (string columns in ``schema``) from ``values``, ``key_column`` holding each file's
+        entry of ``raws`` and ``row_column`` each row's index in its file (when named)."""
+        from lv_core.engine.pyds import NAME
+
+        files = [[self.root + k, r, dict(v), int(n)] for k, r, v, n in zip(keys, raws, values, sizes, strict=True)]
+        reader = (self.spark.read.format(NAME).schema(schema).options(**self._options)
+                  .option("files", json.dumps(files)).option("partition_columns", json.dumps(list(parts))))
+        if key_column:
+            reader = reader.option("key_column", key_column)
+        if row_column:
+            reader = reader.option("row_column", row_column)
+        return reader.load()
+
+    def write(self, df: "DataFrame", stage_key: str, schema: pa.Schema, parts: Sequence[str]) -> list[dict[str, Any]]:
+        """Write ``df`` (columns of ``schema``, the physical Arrow schema) as Parquet files under
+        ``stage_key``, one per partition value per task; return the manifest entries: ``file``
+        (relative to ``stage_key``), ``values`` (partition values), ``size``, ``stats`` (JSON)."""
+        from pyspark.sql import functions as F
+
+        from lv_core.engine.pyds import NAME, schema_option
+
+        manifest = f"{stage_key}/_lv_manifest-{uuid.uuid4().hex}.json"
+        w = df.repartition(*[F.col(p) for p in parts]).sortWithinPartitions(*parts) if parts else df
+        (w.write.format(NAME).mode("append").options(**self._options)
+         .option("stage", self.root + stage_key).option("manifest", self.root + manifest)
+         .option("arrow_schema", schema_option(schema)).option("partition_columns", json.dumps(list(parts)))
+         .save())
+        try:
+            data = self.store.get(manifest).data
+        except NotFound:
+            raise EngineError(f"the Spark write to {stage_key} finished without its manifest") from None
+        self.store.delete(manifest)
+        return list(json.loads(data)["files"])

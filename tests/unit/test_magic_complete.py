@@ -1,0 +1,50 @@
+"""Completion in %%lvtxn / %%lvsql cells through IPython's own completer on a real shell (no Spark:
+tables and columns come from the Delta logs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from IPython import get_ipython
+from IPython.core.completer import provisionalcompleter
+from IPython.testing.globalipapp import start_ipython
+
+import lv_core
+from lv_magic.state import STATE
+
+
+@pytest.fixture(scope="module")
+def ip() -> Any:
+    shell = start_ipython() or get_ipython()  # the process's one test shell (handed out once)
+    shell.run_line_magic("load_ext", "lv_magic")
+    return shell
+
+
+@pytest.fixture
+def wh(ip: Any, tmp_path: Any) -> Any:
+    lh = lv_core.connect(str(tmp_path / "wh"))
+    lh.create_table("acct", "id BIGINT, balance DOUBLE, owner STRING")
+    lh.create_table("acct_b", "id BIGINT, bonus DOUBLE")
+    ip.run_line_magic("lv", f"connect {tmp_path / 'wh'} --lazy")
+    yield lh
+    STATE.lh = None
+
+
+def complete(ip: Any, text: str) -> set[str]:
+    with provisionalcompleter():
+        return {c.text for c in ip.Completer.completions(text, len(text))}
+
+
+def test_tables_columns_and_keywords(ip: Any, wh: Any) -> None:
+    assert {"acct", "acct_b"} <= complete(ip, "%%lvtxn\nSELECT * FROM ac")
+    assert complete(ip, "%%lvsql\nUPDATE acct SET bal") == {"balance"}
+    assert complete(ip, "%%lvtxn\nSELECT a.id FROM acct a JOIN acct_b b ON a.id = b.id WHERE b.bo") >= {"bonus"}
+    assert complete(ip, "%%lvtxn\nSELECT o FROM acct a WHERE a.") == {"id", "balance", "owner"}
+    assert "WHERE" in complete(ip, "%%lvtxn\nUPDATE acct SET balance = 0 WH")
+    assert "where" in complete(ip, "%%lvtxn\nupdate acct set balance = 0 wh")
+
+
+def test_other_cells_are_left_alone(ip: Any, wh: Any) -> None:
+    assert "acct" not in complete(ip, "x = 1\nac")
+    assert "acct" not in complete(ip, "%%lvtxn ac")  # the magic's own line: its options, not SQL

@@ -1,0 +1,95 @@
+"""Progress events and interrupts of a running statement (lv_core.engine.progress) and the magics'
+text fallback line, against a recording stand-in for the Spark Connect session."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from lv_core import events as ev
+from lv_core.engine import progress
+from lv_core.errors import Interrupted
+from lv_magic.sqlcell import progress_printer
+
+
+@dataclass
+class RecordingSpark:
+    """Records what the progress module asks of a Spark Connect session."""
+
+    tags: list[str] = field(default_factory=list)
+    handlers: list[Any] = field(default_factory=list)
+    interrupted: list[str] = field(default_factory=list)
+
+    def registerProgressHandler(self, handler: Any) -> None:  # noqa: N802 - pyspark's name
+        self.handlers.append(handler)
+
+    def addTag(self, tag: str) -> None:  # noqa: N802
+        self.tags.append(tag)
+
+    def removeTag(self, tag: str) -> None:  # noqa: N802
+        self.tags.remove(tag)
+
+    def interruptTag(self, tag: str) -> list[str]:  # noqa: N802
+        self.interrupted.append(tag)
+        return []
+
+
+def stage(tasks: int, completed: int) -> Any:
+    return SimpleNamespace(num_tasks=tasks, num_completed_tasks=completed)
+
+
+def test_progress_reports_become_events_of_the_running_statement() -> None:
+    spark, txn = RecordingSpark(), SimpleNamespace(id="T-1", events=ev.EventStream())
+    with progress.statement(spark, txn, 3):
+        assert spark.tags == [progress.tag_of("T-1")]  # Spark operations of this thread carry the tag
+        with progress.statement(spark, txn, 9):  # txn.sql inside a numbered cell statement keeps the number
+            spark.handlers[0](stages=[stage(10, 4), stage(5, 5)], inflight_tasks=2, operation_id="op", done=False)
+    spark.handlers[0](stages=[stage(1, 1)], inflight_tasks=0, operation_id="other", done=False)  # not ours
+    got = [(e.statement, e.stage, e.done, e.total) for e in txn.events.history if isinstance(e, ev.Progress)]
+    assert got == [(3, "running", 9, 15), (3, "done", 0, 0)]
+    assert spark.tags == []
+
+
+def test_cancel_interrupts_the_tagged_operation_and_the_statement_says_so() -> None:
+    spark, txn = RecordingSpark(), SimpleNamespace(id="T-2", events=ev.EventStream())
+    with pytest.raises(Interrupted, match="cancelled"):
+        with progress.statement(spark, txn, 1):
+            progress.interrupt(spark, "T-2")  # e.g. from the widget's Cancel button thread
+            raise RuntimeError("OPERATION_CANCELED")  # what Spark raises in the statement
+    assert spark.interrupted == [progress.tag_of("T-2")]
+    assert [e.stage for e in txn.events.history if isinstance(e, ev.Progress)] == ["failed"]
+    with progress.statement(spark, txn, 2):  # the request was used up: the next statement runs
+        pass
+
+
+def test_text_fallback_line_overwrites_itself_and_is_erased() -> None:
+    txn = SimpleNamespace(id="T-3", events=ev.EventStream())
+    out = io.StringIO()
+    unsubscribe = progress_printer(txn, out)
+    txn.events.emit(ev.Progress("T-3", statement=2, stage="running", done=40, total=200, elapsed_s=3.14))
+    txn.events.emit(ev.Progress("T-3", statement=2, stage="done", done=0, total=0, elapsed_s=4.0))
+    unsubscribe()
+    text = out.getvalue()
+    assert text.startswith("\r  statement 2: 40/200 tasks, 3.1 s") and text.endswith("\r")
+
+
+def test_connect_says_the_engine_is_starting_and_how_long_it_took(capsys: Any) -> None:
+    from lv_magic.cmd.admin import start_engine
+
+    class Lakehouse:
+        touched = 0
+
+        @property
+        def spark(self) -> object:
+            Lakehouse.touched += 1
+            return object()
+
+    start_engine(Lakehouse(), "sc://spark.example:15002")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "connecting to Spark at sc://spark.example:15002 ..."
+    assert lines[1].startswith("Spark engine ready in ") and lines[1].endswith(" s")
+    assert Lakehouse.touched == 1
