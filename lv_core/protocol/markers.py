@@ -12,7 +12,7 @@ A version therefore reads as (Delta file first, then marker object):
 - ``commit`` / ``freed`` with ``filled=True``: the Delta file exists (final);
 - ``marker`` (pending): no Delta file, the marker object holds a live reservation;
 - ``freed`` with ``filled=False``: no Delta file yet, the marker was given up; the first writer that
-  needs a later version writes the empty commit (:func:`fill`), never leaving a gap in the log.
+  needs a later version writes the empty commit (:func:`fill_version`), never leaving a gap in the log.
 
 Encoding and classification here are pure; placement and freeing do I/O through an ObjectStore.
 """
@@ -201,12 +201,10 @@ def unfinished_part(store: ObjectStore, table: str, st: VersionState) -> tuple[s
 def read_version(store: ObjectStore, table: str, version: int, *, fill: bool = False) -> VersionState:
     """What ``table``'s version ``version`` is: its Delta file, else its marker (raises NotFound if
     neither exists). With ``fill``, a freed marker whose version the log does not hold yet is
-    written to the log as an empty commit when the version below it exists (:func:`fill`)."""
-    try:
-        res = store.get(commit_key(table, version))
-        return classify(version, res.data, res.etag)
-    except NotFound:
-        pass
+    written to the log as an empty commit when the version below it exists (:func:`fill_version`)."""
+    logged = read_log_version(store, table, version)
+    if logged is not None:
+        return logged
     res = store.get(marker_key(table, version))
     st = classify(version, res.data, res.etag, filled=False)
     if st.kind == "commit":  # not a marker object we understand (no owner): never a commit, nothing to wait for
@@ -233,11 +231,8 @@ def fill_version(store: ObjectStore, table: str, version: int, st: VersionState,
     below it exists there (``below_known``: the caller knows it does; else 1 HEAD). Returns the
     version's final state (whatever landed first), or None when the version below is not in the log
     yet (filling now would leave a gap that Delta readers reject)."""
-    if version > 0 and not below_known:
-        try:
-            store.head(commit_key(table, version - 1))
-        except NotFound:
-            return None
+    if version > 0 and not below_known and not store.exists(commit_key(table, version - 1)):
+        return None
     try:
         store.put(commit_key(table, version), encode_freed(st.txn or "?", "freed"), mode=CREATE)
     except AlreadyExists:
@@ -247,14 +242,6 @@ def fill_version(store: ObjectStore, table: str, version: int, st: VersionState,
 
 
 _PLACING = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-place")
-
-
-def _log_holds(store: ObjectStore, table: str, version: int) -> bool:
-    try:
-        store.head(commit_key(table, version))
-        return True
-    except NotFound:
-        return False
 
 
 def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo) -> tuple[int, str, int]:
@@ -272,7 +259,7 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo) -
     attempts = 0
     while True:
         attempts += 1
-        held = _PLACING.submit(_log_holds, store, table, v)
+        held = _PLACING.submit(store.exists, commit_key(table, v))
         try:
             etag = store.put(marker_key(table, v), data, mode=CREATE)
         except AlreadyExists:

@@ -126,11 +126,8 @@ def resolve_expired(store: ObjectStore, table: str, st: VersionState, by: str, *
     if data is None:
         data = _lock_plan(store, st.txn, table, st.version)  # LV[I]: a plan recorded in the validation lock
     if data is not None:
-        if not below_known and st.version > 0:
-            try:
-                store.head(layout.commit_key(table, st.version - 1))
-            except NotFound:
-                return "blocked"
+        if not below_known and st.version > 0 and not store.exists(layout.commit_key(table, st.version - 1)):
+            return "blocked"
         try:
             write_version(store, table, st.version, data)
         except PreconditionFailed:
