@@ -77,18 +77,24 @@ class LvtxnArgs:
 
 def parse_lvtxn(line: str) -> LvtxnArgs:
     """Parse the %%lvtxn line; raise ArgError with a clear message on bad input."""
+    ns = _cell_options("%%lvtxn", lvtxn_parser(), line)
+    if ns.preset is not None and ns.preset.lower() not in PRESETS:
+        raise ArgError(f"%%lvtxn: unknown preset {ns.preset!r}; choose one of: {', '.join(PRESETS)}")
+    return LvtxnArgs(**vars(ns))
+
+
+def _cell_options(prog: str, parser: _Parser, line: str) -> argparse.Namespace:
+    """Parse a cell magic's option line; check ``--out`` (a variable name) and ``--name`` (a simple name)."""
     try:
         tokens = shlex.split(line)
     except ValueError as e:
-        raise ArgError(f"%%lvtxn: cannot parse the options: {e}") from None
-    ns = lvtxn_parser().parse_args(tokens)
-    if ns.preset is not None and ns.preset.lower() not in PRESETS:
-        raise ArgError(f"%%lvtxn: unknown preset {ns.preset!r}; choose one of: {', '.join(PRESETS)}")
+        raise ArgError(f"{prog}: cannot parse the options: {e}") from None
+    ns = parser.parse_args(tokens)
     if ns.out is not None and not ns.out.isidentifier():
-        raise ArgError(f"%%lvtxn: --out needs a Python variable name, not {ns.out!r}")
+        raise ArgError(f"{prog}: --out needs a Python variable name, not {ns.out!r}")
     if ns.name is not None and not ns.name.replace("-", "_").isidentifier():
-        raise ArgError(f"%%lvtxn: --name must be a simple name (letters, digits, _ or -), not {ns.name!r}")
-    return LvtxnArgs(**vars(ns))
+        raise ArgError(f"{prog}: --name must be a simple name (letters, digits, _ or -), not {ns.name!r}")
+    return ns
 
 
 @dataclass
@@ -108,16 +114,7 @@ def lvsql_parser() -> _Parser:
 
 def parse_lvsql(line: str) -> LvsqlArgs:
     """Parse the %%lvsql line; raise ArgError with a clear message on bad input."""
-    try:
-        tokens = shlex.split(line)
-    except ValueError as e:
-        raise ArgError(f"%%lvsql: cannot parse the options: {e}") from None
-    ns = lvsql_parser().parse_args(tokens)
-    if ns.out is not None and not ns.out.isidentifier():
-        raise ArgError(f"%%lvsql: --out needs a Python variable name, not {ns.out!r}")
-    if not ns.name.replace("-", "_").isidentifier():
-        raise ArgError(f"%%lvsql: --name must be a simple name (letters, digits, _ or -), not {ns.name!r}")
-    return LvsqlArgs(**vars(ns))
+    return LvsqlArgs(**vars(_cell_options("%%lvsql", lvsql_parser(), line)))
 
 
 COMMANDS = {
