@@ -185,14 +185,16 @@ def test_interrupt_stops_the_running_statement_and_rolls_back(ip: Any, lh: Any, 
     assert err is None and "SELECT (acct): 1 row" in out
 
 
-def _cancel_at_first_progress(lh: Any) -> None:
-    """Every transaction ``lh`` begins cancels itself (from another thread) at its first progress report."""
+def _cancel_at_first_progress(lh: Any, statement: int) -> None:
+    """Every transaction ``lh`` begins cancels itself (from another thread) at the first progress report
+    of the cell's statement number ``statement`` (a short statement before it may report progress too)."""
     original = lh.begin
 
     def begin(*args: Any, **kwargs: Any) -> Any:
         txn = original(*args, **kwargs)
         txn.events.subscribe(lambda e: threading.Thread(target=txn.cancel).start()
-                             if isinstance(e, ev.Progress) and e.stage == "running" else None, replay=False)
+                             if isinstance(e, ev.Progress) and e.stage == "running" and e.statement == statement else None,
+                             replay=False)
         return txn
 
     lh.begin = begin
@@ -200,7 +202,7 @@ def _cancel_at_first_progress(lh: Any) -> None:
 
 def test_cancel_from_another_thread(ip: Any, lh: Any, capsys: Any) -> None:
     before = versions(lh)
-    _cancel_at_first_progress(lh)
+    _cancel_at_first_progress(lh, statement=1)
     err, out = run(ip, "lvtxn", LONG_UPDATE, capsys)
     assert type(err).__name__ == "UsageError" and str(err).startswith("cancelled: statement 1 stopped"), out
     assert unchanged(lh, before)
@@ -208,7 +210,7 @@ def test_cancel_from_another_thread(ip: Any, lh: Any, capsys: Any) -> None:
 
 def test_cancel_in_an_autocommit_cell(ip: Any, lh: Any, capsys: Any) -> None:
     before = versions(lh)
-    _cancel_at_first_progress(lh)
+    _cancel_at_first_progress(lh, statement=2)
     err, out = run(ip, "lvsql", f"UPDATE acct SET balance = 3 WHERE id = 1;\n{LONG_UPDATE}", capsys)
     assert type(err).__name__ == "UsageError" and str(err).startswith("cancelled: statement 2 stopped"), out
     assert "UPDATE acct: 1 row" in out  # statement 1 committed on its own (autocommit) and says so
