@@ -192,9 +192,11 @@ def _cancel_at_first_progress(lh: Any, statement: int) -> None:
 
     def begin(*args: Any, **kwargs: Any) -> Any:
         txn = original(*args, **kwargs)
-        txn.events.subscribe(lambda e: threading.Thread(target=txn.cancel).start()
-                             if isinstance(e, ev.Progress) and e.stage == "running" and e.statement == statement else None,
-                             replay=False)
+        def on(e: Any) -> None:
+            if isinstance(e, ev.Progress) and e.stage == "running" and e.statement == statement:
+                threading.Thread(target=txn.cancel).start()
+
+        txn.events.subscribe(on, replay=False)
         return txn
 
     lh.begin = begin
