@@ -95,12 +95,17 @@ class Lakehouse:
 
     # ------------------------------------------------------------------ tables
     def create_table(self, name: str, schema: str | pa.Schema | DeltaSchema, partition_by: list[str] | None = None,
-                     *, if_not_exists: bool = False, description: str | None = None) -> Snapshot | None:
-        """Create a Delta table at version 0 (DDL text like ``"id BIGINT, balance DOUBLE"`` or a pyarrow schema)."""
+                     *, if_not_exists: bool = False, description: str | None = None,
+                     properties: dict[str, Any] | None = None) -> Snapshot | None:
+        """Create a Delta table at version 0 (DDL text like ``"id BIGINT, balance DOUBLE"`` or a pyarrow schema).
+
+        ``properties``: Delta table properties (``{"delta.appendOnly": "true"}``,
+        ``{"delta.enableInCommitTimestamps": "true"}``); one LakeVilla cannot write is refused."""
         if isinstance(partition_by, str):
             partition_by = [partition_by]
         try:
-            snap = _create_table(self.store, name, schema, partition_by, description=description)
+            snap = _create_table(self.store, name, schema, partition_by, description=description,
+                                 configuration=properties)
         except TableExists:
             if if_not_exists:
                 return None

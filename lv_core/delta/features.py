@@ -65,7 +65,7 @@ READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "v
 WRITER_FEATURES_SUPPORTED = frozenset({"appendOnly", "timestampNtz", "invariants", "checkConstraints",
                                        "changeDataFeed", "generatedColumns", "identityColumns",
                                        "columnMapping", "vacuumProtocolCheck", "deletionVectors",
-                                       "typeWidening", "typeWidening-preview"})
+                                       "typeWidening", "typeWidening-preview", "inCommitTimestamp"})
 
 _WHAT = {
     "deletionVectors": "deletion vectors",
@@ -244,9 +244,10 @@ def check_writable(protocol: Protocol, metadata: Optional[Metadata] = None, *, t
     # Configuration that asks writers for a feature even if the protocol lacks it: refuse too.
     # (delta.enableDeletionVectors / delta.enableTypeWidening only allow writers to write DVs / change
     # types; LakeVilla does neither.)
+    # (delta.enableInCommitTimestamps without the protocol feature: LakeVilla does not upgrade protocols.)
     for key, feature in (("delta.enableRowTracking", "rowTracking"),
                          ("delta.enableInCommitTimestamps", "inCommitTimestamp")):
-        if _conf(metadata, key) == "true":
+        if _conf(metadata, key) == "true" and feature not in features:
             raise _refuse(table, feature, "write")
     if cdf_enabled(metadata):
         _check_cdf(metadata, table)
@@ -449,14 +450,30 @@ def is_append_only(metadata: Metadata) -> bool:
     return _conf(metadata, "delta.appendOnly") == "true"
 
 
+def ict_enabled(protocol: Optional[Protocol], metadata: Optional[Metadata]) -> bool:
+    """In-commit timestamps are on: writer 7 with the ``inCommitTimestamp`` feature and the table
+    property ``delta.enableInCommitTimestamps`` true (every commit then starts with a commitInfo that
+    carries ``inCommitTimestamp``)."""
+    if protocol is None or metadata is None:
+        return False
+    return (_conf(metadata, "delta.enableInCommitTimestamps") == "true" and protocol.min_writer_version == 7
+            and "inCommitTimestamp" in (protocol.writer_features or ()))
+
+
 def required_protocol(schema: DeltaSchema, configuration: Optional[Mapping[str, Any]] = None) -> Protocol:
     """The smallest protocol we write for a new table: 1/2 (1/4 with change data feed), or 3/7 with
-    ``timestampNtz`` if needed."""
+    ``timestampNtz`` if needed; writer 7 with ``inCommitTimestamp`` when in-commit timestamps are asked
+    for (``delta.enableInCommitTimestamps``)."""
     def on(key: str) -> bool:
         return str((configuration or {}).get(key, "")).lower() == "true"
 
     cdf = on("delta.enableChangeDataFeed")
-    if "timestamp_ntz" in schema.primitive_types():
+    ntz = "timestamp_ntz" in schema.primitive_types()
+    if on("delta.enableInCommitTimestamps"):
+        writer = ("appendOnly", "invariants", "inCommitTimestamp") + (("timestampNtz",) if ntz else ()) \
+            + (("changeDataFeed",) if cdf else ())
+        return Protocol(3, 7, ("timestampNtz",), writer) if ntz else Protocol(1, 7, None, writer)
+    if ntz:
         return Protocol(3, 7, ("timestampNtz",), ("timestampNtz",) + (("appendOnly",) if on("delta.appendOnly") else ())
                         + (("changeDataFeed",) if cdf else ()))
     return Protocol(1, 4) if cdf else Protocol(1, 2)

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from lv_core.delta.actions import Action, CommitInfo, Metadata, encode_commit
 from lv_core.delta.errors import CommitChanged, VersionConflict
-from lv_core.delta.features import check_writable, required_protocol
+from lv_core.delta.features import check_writable, ict_enabled, required_protocol
 from lv_core.delta.schema import ArrayType, DeltaSchema, MapType, StructType, as_delta_schema
 from lv_core.delta.snapshot import Snapshot, replay
 from lv_core.errors import AlreadyExists, InvalidTableName, NotFound, PreconditionFailed, SchemaError
@@ -120,6 +120,8 @@ def create_table(
          **({"properties": json.dumps(config)} if config else {})},
         isBlindAppend=True,
     )
+    if ict_enabled(protocol, metadata):  # in-commit timestamps from version 0 on: commitInfo first, stamped
+        info = CommitInfo({**info.payload, "inCommitTimestamp": info.payload["timestamp"]})
     actions: list[Action] = [info, protocol, metadata]
     try:
         store.head(f"{name}/_delta_log/_last_checkpoint")

@@ -191,7 +191,8 @@ def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort],
          number: int = 1) -> Optional["DataFrame"]:
     if st.kind == "create":
         s = st.spec
-        lh.create_table(s.name, s.ddl, s.partition_by or None, if_not_exists=s.if_not_exists, description=s.description)
+        lh.create_table(s.name, s.ddl, s.partition_by or None, if_not_exists=s.if_not_exists, description=s.description,
+                        properties=s.properties or None)
         return None
     if st.kind == "show":
         shown = [t for t in lh.list_tables() if show_matches(st.spec.pattern, t)]

@@ -3,7 +3,7 @@ the rules for what counts as a lakehouse table reference (:func:`source_refs`)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from lv_core.errors import ConfigError
@@ -89,6 +89,7 @@ class CreateSpec:
     partition_by: list[str]
     if_not_exists: bool = False
     description: Optional[str] = None
+    properties: dict[str, str] = field(default_factory=dict)  # TBLPROPERTIES
 
 
 @dataclass

@@ -425,6 +425,7 @@ def _create(st: Statement, tree: Any) -> Statement:
         cols.append(c.sql("spark"))
     parts: list[str] = []
     description = None
+    props: dict[str, str] = {}
     for p in (tree.args.get("properties").expressions if tree.args.get("properties") is not None else []):
         if isinstance(p, exp.FileFormatProperty):
             fmt = p.this.name if p.this is not None else ""
@@ -439,11 +440,13 @@ def _create(st: Statement, tree: Any) -> Statement:
                 parts.append(e.name)
         elif isinstance(p, exp.SchemaCommentProperty):
             description = p.this.name
+        elif type(p) is exp.Property and isinstance(p.args.get("value"), exp.Literal):  # TBLPROPERTIES ('k' = v)
+            props[p.name] = str(p.args["value"].this)
         else:
-            raise unsupported(st, f"table property {p.sql('spark')!r}",
-                              "CREATE TABLE takes USING DELTA, PARTITIONED BY (...) and COMMENT '...'.")
+            raise unsupported(st, f"table property {p.sql('spark')!r}", "CREATE TABLE takes USING DELTA, "
+                              "PARTITIONED BY (...), COMMENT '...' and TBLPROPERTIES ('delta.x' = 'value').")
     st.kind, st.target = "create", name
-    st.spec = CreateSpec(name, ", ".join(cols), parts, bool(tree.args.get("exists")), description)
+    st.spec = CreateSpec(name, ", ".join(cols), parts, bool(tree.args.get("exists")), description, props)
     return st
 
 

@@ -36,6 +36,7 @@ from typing import Any, Mapping, Sequence
 from lv_core.delta.actions import Action, AddFile, CommitInfo, RemoveFile, decode_commit, encode_commit
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import AlreadyExists, LvError, NotFound
+from lv_core.protocol import ict
 from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.layout import commit_key
 from lv_core.protocol.markers import KEY, append_at_tail
@@ -230,13 +231,13 @@ def _write(store: ObjectStore, e: PlannedCommit) -> tuple[int, str]:
     if e.mode == OVERWRITE_MARKER:
         key = commit_key(e.table, e.version)
         try:
-            return e.version, store.put(key, e.data, mode=CREATE)
+            return e.version, store.put(key, ict.seal(store, e.table, e.version, e.data), mode=CREATE)
         except AlreadyExists:
             try:
                 got = store.get(key)
             except NotFound:
                 got = None
-            if got is not None and got.data == e.data:
+            if got is not None and ict.same_commit(got.data, e.data):
                 return e.version, got.etag
             raise _Broken("timeout", f"the marker of table {e.table!r} at version {e.version} was freed before "
                           "the commit landed (the lease ran out). Help: retry the transaction.") from None
@@ -244,10 +245,10 @@ def _write(store: ObjectStore, e: PlannedCommit) -> tuple[int, str]:
     while True:
         key = commit_key(e.table, v)
         try:
-            return v, store.put(key, e.data, mode=CREATE)
+            return v, store.put(key, ict.seal(store, e.table, v, e.data), mode=CREATE)
         except AlreadyExists:
             got = store.get(key)
-            if got.data == e.data:
+            if ict.same_commit(got.data, e.data):
                 return v, got.etag
             if not e.blind:
                 raise _Broken("R2", f"R2 (version taken): version {v} of table {e.table!r} was taken by another "
@@ -279,7 +280,13 @@ def _undo(store: ObjectStore, txn: str, written: list[tuple[PlannedCommit, int, 
     bytes and walk the same versions). Returns table -> version of the revert."""
     undone: dict[str, int] = {}
     for e, v, _etag in reversed(written):
-        undone[e.table] = append_at_tail(store, e.table, v + 1, encode_commit(revert_actions(e.data, txn, v)))
+        actions = revert_actions(e.data, txn, v)
+        if ict.unsealed(e.data) or ict.stamped(e.data) is not None:  # in-commit timestamps: commitInfo first
+            info = next(a for a in actions if isinstance(a, CommitInfo))
+            data = ict.commit_info_first([a for a in actions if a is not info], dict(info.payload), True)
+        else:
+            data = encode_commit(actions)
+        undone[e.table] = append_at_tail(store, e.table, v + 1, data)
     return undone
 
 

@@ -28,6 +28,9 @@ from typing import Any
 
 from lv_core.delta.actions import json_lines
 from lv_core.errors import AlreadyExists, DeltaLogError, NotFound, PreconditionFailed
+from lv_core.protocol import ict as _ict
+from lv_core.protocol.ict import FIELD as ICT_FIELD
+from lv_core.protocol.ict import same_commit
 from lv_core.protocol.layout import commit_key, marker_key
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
 
@@ -48,7 +51,7 @@ class MarkerInfo:
     client: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "kind": "marker",
             "txn": self.txn,
             "predecessors": [dict(p) for p in self.predecessors],
@@ -56,6 +59,7 @@ class MarkerInfo:
             "leaseExpires": self.lease_expires,
             "client": self.client,
         }
+        return out
 
 
 @dataclass(frozen=True)
@@ -78,14 +82,16 @@ class VersionState:
         return self.kind == "marker"
 
 
-def _commit_info_line(operation: str, lv: dict[str, Any]) -> bytes:
-    ci = {
+def _commit_info_line(operation: str, lv: dict[str, Any], ict: bool = False) -> bytes:
+    ci: dict[str, Any] = {
         "timestamp": int(time.time() * 1000),
         "operation": operation,
         "operationParameters": {},
         "engineInfo": "lakevilla-jupyter",
         KEY: lv,
     }
+    if ict:
+        ci[ICT_FIELD] = None  # sealed when written to the log (lv_core.protocol.ict)
     return (json.dumps({"commitInfo": ci}, separators=(",", ":")) + "\n").encode()
 
 
@@ -94,12 +100,13 @@ def encode_marker(info: MarkerInfo) -> bytes:
     return _commit_info_line(MARKER_OP, info.to_json())
 
 
-def encode_freed(txn: str, reason: str, by: str | None = None) -> bytes:
-    """The bytes of a freed marker: an empty commit that says who freed whose marker and why."""
+def encode_freed(txn: str, reason: str, by: str | None = None, *, ict: bool = False) -> bytes:
+    """The bytes of a freed marker: an empty commit that says who freed whose marker and why (``ict``:
+    the table has in-commit timestamps; the log copy gets one when written)."""
     lv: dict[str, Any] = {"kind": "freed", "txn": txn, "reason": reason}
     if by:
         lv["by"] = by
-    return _commit_info_line(FREED_OP, lv)
+    return _commit_info_line(FREED_OP, lv, ict)
 
 
 def lakevilla_commit_info(txn: str, operation: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -226,15 +233,23 @@ def read_log_version(store: ObjectStore, table: str, version: int) -> VersionSta
 
 
 def fill_version(store: ObjectStore, table: str, version: int, st: VersionState,
-                 *, below_known: bool = False) -> VersionState | None:
+                 *, below: bytes | None = None) -> VersionState | None:
     """Write the empty commit of a given-up version into the log (put-if-absent), once the version
-    below it exists there (``below_known``: the caller knows it does; else 1 HEAD). Returns the
-    version's final state (whatever landed first), or None when the version below is not in the log
-    yet (filling now would leave a gap that Delta readers reject)."""
-    if version > 0 and not below_known and not store.exists(commit_key(table, version - 1)):
-        return None
+    below it exists there. ``below``: that version's Delta file, when the caller has it; else it is
+    read (1 GET: it must exist, and on a table with in-commit timestamps the empty commit is stamped
+    after it). Returns the version's final state (whatever landed first), or None when the version
+    below is not in the log yet (filling now would leave a gap that Delta readers reject)."""
+    if version > 0 and below is None:
+        try:
+            below = store.get(commit_key(table, version - 1)).data
+        except NotFound:
+            return None
+    prev = _ict.stamped(below) if below is not None else None
+    data = encode_freed(st.txn or "?", "freed", ict=prev is not None)
+    if prev is not None:
+        data = _ict.seal(store, table, version, data, prev, prev_known=True)
     try:
-        store.put(commit_key(table, version), encode_freed(st.txn or "?", "freed"), mode=CREATE)
+        store.put(commit_key(table, version), data, mode=CREATE)
     except AlreadyExists:
         pass
     res = store.get(commit_key(table, version))
@@ -280,9 +295,11 @@ def update_marker(store: ObjectStore, table: str, version: int, etag: str, data:
 
 
 def write_version(store: ObjectStore, table: str, version: int, data: bytes) -> str:
-    """Write ``table``'s Delta version ``version`` once (put-if-absent). The caller makes sure every
-    version below exists. Raises PreconditionFailed when the version is already written (by anyone:
-    read it to learn by whom)."""
+    """Write ``table``'s Delta version ``version`` once (put-if-absent), its in-commit timestamp sealed
+    (:func:`lv_core.protocol.ict.seal`; compare read-backs with :func:`same_commit`). The caller makes
+    sure every version below exists. Raises PreconditionFailed when the version is already written (by
+    anyone: read it to learn by whom)."""
+    data = _ict.seal(store, table, version, data)
     try:
         return store.put(commit_key(table, version), data, mode=CREATE)
     except AlreadyExists:
@@ -311,7 +328,7 @@ def append_at_tail(store: ObjectStore, table: str, start: int, data: bytes) -> i
                 got = read_version(store, table, v)
             except NotFound:
                 continue
-            if got.filled and got.raw == data:
+            if got.filled and same_commit(got.raw, data):
                 return v
             v += 1
 
@@ -327,6 +344,7 @@ __all__ = [
     "unfinished_part",
     "encode_marker",
     "fill_version",
+    "same_commit",
     "free_marker",
     "lakevilla_commit_info",
     "place_marker",

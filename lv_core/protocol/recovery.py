@@ -37,6 +37,7 @@ from lv_core.protocol.markers import (
     fill_version,
     free_marker,
     read_version,
+    same_commit,
     write_version,
 )
 from lv_core.protocol.scan import MarkerScan, list_tables, transaction_ids
@@ -132,7 +133,7 @@ def resolve_expired(store: ObjectStore, table: str, st: VersionState, by: str, *
             write_version(store, table, st.version, data)
         except PreconditionFailed:
             got = read_version(store, table, st.version)
-            if got.raw == data:
+            if same_commit(got.raw, data):
                 return "rolled-forward"
             if got.kind != "commit" or got.txn == st.txn:
                 raise
@@ -148,6 +149,7 @@ def _fill_given_up(store: ObjectStore, table: str) -> None:
     """Write the empty commits of given-up markers just past the log's tail, in order, up to the first
     pending marker (so the log advances past transactions that are gone)."""
     v = DeltaLog(store, table).latest_version_by_probe() + 1
+    below: bytes | None = None  # the Delta file of v - 1, once known here
     while True:
         try:
             st = read_version(store, table, v)
@@ -155,8 +157,12 @@ def _fill_given_up(store: ObjectStore, table: str) -> None:
             return
         if st.pending:
             return
-        if not st.filled and fill_version(store, table, v, st, below_known=True) is None:
-            return
+        if not st.filled:
+            filled = fill_version(store, table, v, st, below=below)
+            if filled is None:
+                return
+            st = filled
+        below = st.raw
         v += 1
 
 

@@ -112,13 +112,15 @@ class TableLogs:
         commits: list[tuple[int, list[Action]]] = []
         last_resolved: Snapshot = snap
         in_log = True  # every version so far is in the Delta log
+        below: bytes | None = None  # the Delta file of v - 1, once read here
         for v in range(snap.version + 1, upto + 1):
             try:
                 st = read_version(store, table, v)
             except NotFound:
                 raise VersionNotFound(table, upto, f"the latest version is {v - 1}") from None
             if not st.filled and st.kind == "freed" and in_log:
-                st = fill_version(store, table, v, st, below_known=True) or st
+                st = fill_version(store, table, v, st, below=below) or st
+            below = st.raw if st.filled else None
             if st.filled:
                 commits.append((v, [] if st.kind == "freed" else decode_commit(st.raw, version=v, table=table)))
             else:

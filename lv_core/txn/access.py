@@ -25,6 +25,7 @@ from lv_core.protocol.markers import (
     encode_freed,
     place_marker,
     read_version,
+    same_commit,
     update_marker,
     write_version,
 )
@@ -156,13 +157,13 @@ def write_marker_version(core: TxnCore, ts: TableState, data: bytes) -> VersionS
         except LvError:
             raise e from None
     if st.filled:
-        return None if st.raw == data else st
+        return None if same_commit(st.raw, data) else st
     try:
         write_version(core.store, ts.name, ts.marker_version, data)
         return None
     except PreconditionFailed:
         got = read_version(core.store, ts.name, ts.marker_version)
-        return None if got.raw == data else got
+        return None if same_commit(got.raw, data) else got
 
 
 def free_own_marker(core: TxnCore, ts: TableState, reason: str) -> VersionState | None:
@@ -177,7 +178,7 @@ def free_own_marker(core: TxnCore, ts: TableState, reason: str) -> VersionState 
         st = read_version(core.store, ts.name, ts.marker_version)
         if st.filled:
             return st
-    data = encode_freed(core.id, reason)
+    data = encode_freed(core.id, reason, ict=core.ict(ts.name))
     if not ts.pending and ts.base.version == ts.marker_version - 1:
         # Every version below is in the log: write the empty commit there at once (waiters see it
         # with one GET of the log; put-if-absent decides against a commit of ours that landed).

@@ -6,13 +6,14 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from lv_core.delta.actions import AddCDCFile, CommitInfo, decode_commit, encode_commit
+from lv_core.delta.actions import AddCDCFile, CommitInfo, decode_commit
 from lv_core.delta.features import check_readable
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import AlreadyExists
 from lv_core.protocol import layout
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
+from lv_core.protocol.ict import commit_info_first, seal
 from lv_core.protocol.markers import lakevilla_commit_info, read_version
 from lv_core.storage.base import CREATE
 from lv_core.txn.core import TxnCore
@@ -44,11 +45,12 @@ def execute_autocommit(core: TxnCore, op: Operation) -> Any:
         if not actions:
             continue
         v = book.tables[t].base.version + 1
-        committed = [*actions, CommitInfo(lakevilla_commit_info(core.id, op.name.upper()))]
-        data = encode_commit(committed)
+        info = lakevilla_commit_info(core.id, op.name.upper())
+        committed = [*actions, CommitInfo(info)]
+        data = commit_info_first(actions, info, core.ict(t))
         while True:
             try:
-                core.store.put(layout.commit_key(t, v), data, mode=CREATE)
+                core.store.put(layout.commit_key(t, v), seal(core.store, t, v, data), mode=CREATE)
                 break
             except AlreadyExists:
                 st = read_version(core.store, t, v)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from lv_core import events as ev
 from lv_core.delta.actions import Action
 from lv_core.delta.snapshot import Snapshot
-from lv_core.protocol import layout
+from lv_core.protocol import ict, layout
 from lv_core.protocol.dag import Edge
 from lv_core.protocol.gvl import GlobalLog
 from lv_core.protocol.markers import MarkerInfo
@@ -98,6 +98,11 @@ class TxnCore:
     @property
     def iso(self) -> bool:
         return "I" in self.features
+
+    def ict(self, table: str) -> bool:
+        """``table`` has in-commit timestamps (at the snapshot this transaction builds on)."""
+        ts = self.book.tables.get(table)
+        return ts is not None and ict.enabled(ts.base.protocol, ts.base.metadata)
 
     def marker_info(self) -> MarkerInfo:
         """What this transaction's markers carry now (rule II: its outgoing edges)."""

@@ -18,13 +18,14 @@ import time
 from typing import Any
 
 from lv_core import events as ev
-from lv_core.delta.actions import CommitInfo, decode_commit, encode_commit
+from lv_core.delta.actions import decode_commit
 from lv_core.errors import LvError
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.commitplan import build_plan
 from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect
+from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, read_version, write_version
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import TableAccess, ValidationOutcome, validate
@@ -163,7 +164,7 @@ def _fill_unused_markers(core: TxnCore, names: dict[str, int]) -> dict[str, int]
         if ts.marker_version is None or names.get(t) == ts.marker_version:
             continue
         with contextlib.suppress(LvError):
-            write_version(core.store, t, ts.marker_version, encode_freed(core.id, "read-only"))
+            write_version(core.store, t, ts.marker_version, encode_freed(core.id, "read-only", ict=core.ict(t)))
             freed[t] = ts.marker_version
     return freed
 
@@ -218,9 +219,9 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
             raise outcome.to_abort()
         commits = {}
         for t, actions in writes.items():
-            ci = CommitInfo(lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
-                "preset": core.preset, "tables": sorted(writes), "redo": book.redo_count, "gvl": state.version + 1}))
-            commits[t] = encode_commit([*actions, ci])
+            ci = lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
+                "preset": core.preset, "tables": sorted(writes), "redo": book.redo_count, "gvl": state.version + 1})
+            commits[t] = commit_info_first(actions, ci, core.ict(t))
         markers = {t: (ts.marker_version, ts.marker_etag) for t, ts in book.tables.items()
                    if ts.marker_version is not None and ts.marker_etag is not None}
         plan = build_plan(outcome, commits, markers)

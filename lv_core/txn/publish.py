@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lv_core import events as ev
-from lv_core.delta.actions import Action, CommitInfo, encode_commit
+from lv_core.delta.actions import Action
 from lv_core.errors import LvError
 from lv_core.protocol import layout
 from lv_core.protocol.gvl import GvlState
+from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info
 from lv_core.storage.base import OVERWRITE
 from lv_core.testing import crashpoint
@@ -60,9 +61,9 @@ def prepare(core: TxnCore, settled: Settled) -> Prepared:
     at = {t: book.published.get(t, book.tables[t].marker_version) for t in sorted(writes)}
     if len(writes) > 1:  # every part's version: LV[I] publishes none of them before all are committed
         extra["at"] = at
-    commits = {t: encode_commit([*actions, CommitInfo(lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", extra))])
+    commits = {t: commit_info_first(actions, lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", extra), core.ict(t))
                for t, actions in writes.items()}
-    plan = {t: commits[t] if t in writes else encode_freed(core.id, "read-only")
+    plan = {t: commits[t] if t in writes else encode_freed(core.id, "read-only", ict=core.ict(t))
             for t in settled.group if t not in book.published and t not in book.freed}
     if len(writes) > 1 and (book.decision is None or dict(book.decision.at) != at):
         decision = {"txn": core.id, "decided": time.time(), "tables": {

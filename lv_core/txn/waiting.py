@@ -207,7 +207,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
             polls += 1
             st = _poll(core, ts, v, st, polls)
             if st.kind == "freed" and not st.filled:
-                st = fill_version(core.store, ts.name, v, st, below_known=True) or st
+                st = fill_version(core.store, ts.name, v, st) or st
             on_table, on = ts.name, st  # what we wait for: this version, or an unfinished part of it
             if core.iso and st.parts and st.txn != core.id:
                 part = unfinished_part(core.store, ts.name, st)

@@ -11,9 +11,10 @@ from lv_core.engine import arrow_ops as ops
 SCHEMA = "id BIGINT, val DOUBLE"
 
 
-def make_kv(lh: lv_core.Lakehouse, table: str, rows: dict[int, float]) -> None:
-    """Create ``table`` and append each row in its own file (file-granular conflicts per row)."""
-    lh.create_table(table, SCHEMA)
+def make_kv(lh: lv_core.Lakehouse, table: str, rows: dict[int, float], properties: dict | None = None) -> None:
+    """Create ``table`` (with Delta table ``properties``) and append each row in its own file
+    (file-granular conflicts per row)."""
+    lh.create_table(table, SCHEMA, properties=properties)
     txn = lh.begin("delta")
     for k, v in rows.items():
         txn.execute(ops.append(table, pa.table({"id": pa.array([k], pa.int64()), "val": pa.array([v], pa.float64())})))

@@ -63,7 +63,7 @@ def test_unreadable(protocol: Protocol, config: dict, feature: str) -> None:
     (Protocol(1, 7, None, ("domainMetadata",)), {}, "domainMetadata"),
     (Protocol(1, 7, None, ("clustering",)), {}, "clustering"),
     (Protocol(1, 7, None, ("icebergCompatV2",)), {}, "icebergCompatV2"),
-    (Protocol(1, 7, None, ("inCommitTimestamp",)), {}, "inCommitTimestamp"),
+    (Protocol(1, 2), {"delta.enableInCommitTimestamps": "true"}, "inCommitTimestamp"),  # asked, not declared
     (Protocol(1, 7, None, ("someFutureFeature",)), {}, "someFutureFeature"),
     (Protocol(3, 7, ("variantType",), ("variantType",)), {}, "variantType"),  # read by Spark, never written
     (Protocol(3, 7, ("variantType-preview",), ("variantType-preview",)), {}, "variantType-preview"),

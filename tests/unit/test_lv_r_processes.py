@@ -19,6 +19,7 @@ from lv_core.protocol import layout
 from lv_core.protocol.lease import lease_expired
 from lv_core.protocol.markers import read_version
 from tests.helpers.bank import add_kv, committed_kv, make_kv
+from tests.unit.test_in_commit_timestamps import assert_increasing
 
 # issue 18: the SIGKILL crash points run under the log-immutability checker (tests/conftest.py)
 pytestmark = pytest.mark.usefixtures("log_immutability")
@@ -56,12 +57,16 @@ def test_eight_processes_increment_one_counter(tmp_path, capsys):
 POINTS = ["marker-placed", "data-staged", "decision-written", "between-markers"]
 
 
-@pytest.mark.parametrize("point", POINTS)
-def test_sigkill_at_protocol_step(tmp_path, point):
+@pytest.mark.parametrize("point, ict", [(p, False) for p in POINTS] + [("marker-placed", True),
+                                                                        ("decision-written", True)])
+def test_sigkill_at_protocol_step(tmp_path, point, ict):
+    """``ict``: tables with in-commit timestamps; the recoverer's roll forward and the empty commits of
+    freed markers are stamped too."""
     wh = str(tmp_path / "wh")
     lh = lv_core.connect(wh, lease_s=5.0)
-    make_kv(lh, "kv", {1: 100.0})
-    make_kv(lh, "kv2", {1: 100.0})
+    props = {"delta.enableInCommitTimestamps": "true"} if ict else None
+    make_kv(lh, "kv", {1: 100.0}, props)
+    make_kv(lh, "kv2", {1: 100.0}, props)
     lease = 1.5
     p = _worker("transfer", wh, str(lease), env={"LV_TEST_PAUSE_AT": point})
     line = p.stdout.readline()
@@ -102,6 +107,8 @@ def test_sigkill_at_protocol_step(tmp_path, point):
     for t in ("kv", "kv2"):
         for v in range(lh.version(t) + 1):
             assert not read_version(lh.store, t, v).pending
+        if ict:
+            assert_increasing(tmp_path / "wh" / t)
 
 
 def test_recover_keeps_a_live_transaction(tmp_path):

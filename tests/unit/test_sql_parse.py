@@ -126,7 +126,9 @@ def test_ddl_show_describe_specs():
              "s STRUCT<a: INT NOT NULL, b: STRING>, p STRING) USING DELTA PARTITIONED BY (p) COMMENT 'hello'")
     spec = st.spec
     assert isinstance(spec, CreateSpec) and spec.if_not_exists and spec.partition_by == ["p"]
-    assert spec.description == "hello"
+    assert spec.description == "hello" and spec.properties == {}
+    props = one("CREATE TABLE t (a INT) TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true', 'x.n' = 3)").spec
+    assert props.properties == {"delta.enableInCommitTimestamps": "true", "x.n": "3"}
     schema = parse_ddl(spec.ddl)
     assert schema.names == ["my id", "v", "s", "p"] and not schema.fields[0].nullable
     assert schema.fields[1].metadata.get("comment") == "money"

@@ -11,6 +11,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from lv_core.delta import CommitInfo, DeltaLog, create_table, encode_commit, write_data_files
 from lv_core.errors import TransactionAborted
+from lv_core.protocol import ict
 from lv_core.protocol.commitplan import (
     CREATE_MODE,
     OVERWRITE_MARKER,
@@ -45,9 +46,12 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def commit_bytes(store: ObjectStore, table: str, txn: str, rows: list[int]) -> bytes:
-    """The bytes of a small real commit appending ``rows`` (data files written now)."""
+    """The bytes of a small real commit appending ``rows`` (data files written now; an unsealed
+    in-commit timestamp when the table has them)."""
     snap = DeltaLog(store, table).snapshot(method="probe")
     adds = write_data_files(store, table, snap, pa.table({"id": rows}))
+    if ict.enabled(snap.protocol, snap.metadata):
+        return ict.commit_info_first(list(adds), lakevilla_commit_info(txn, "WRITE"), True)
     return encode_commit([CommitInfo(lakevilla_commit_info(txn, "WRITE")), *adds])
 
 
@@ -321,13 +325,16 @@ def test_foreign_writer_after_validation_breaks_a_plan(local_store: ObjectStore)
     assert rows(store, "a") == [1, 99]
 
 
-def test_lost_marker_rolls_the_written_tables_back(local_store: ObjectStore) -> None:
+@pytest.mark.parametrize("stamped", [False, True])
+def test_lost_marker_rolls_the_written_tables_back(local_store: ObjectStore, stamped: bool) -> None:
+    """``stamped``: tables with in-commit timestamps (the empty commit and the revert are stamped too)."""
     store = local_store
+    conf = {"delta.enableInCommitTimestamps": "true"} if stamped else None
     for t in ("a", "b"):
-        create_table(store, t, "id BIGINT")
+        create_table(store, t, "id BIGINT", configuration=conf)
     mv, metag, _ = place_marker(store, "b", 1, MarkerInfo("me"))
     free_marker(store, "b", read_version(store, "b", mv), "expired", by="someone")  # our lease ran out
-    fill_version(store, "b", mv, read_version(store, "b", mv), below_known=True)  # a waiter resolved it
+    fill_version(store, "b", mv, read_version(store, "b", mv))  # a waiter resolved it
     plan = [PlannedCommit("b", mv, commit_bytes(store, "b", "me", [2]), OVERWRITE_MARKER, metag),
             PlannedCommit("a", 1, commit_bytes(store, "a", "me", [1]))]
     base = GlobalLog(store).publish(EMPTY, {"a": 0, "b": 0}, "setup")
@@ -340,6 +347,12 @@ def test_lost_marker_rolls_the_written_tables_back(local_store: ObjectStore) -> 
     assert st.kind == "commit" and st.txn == "me" and rows(store, "a") == []
     assert read_version(store, "a", 2).txn == "me" and b"LAKEVILLA REVERT" in read_version(store, "a", 2).raw
     assert GlobalLog(store).head() == base and ValidationLock(store).read() is None
+    for t, n in (("a", 3), ("b", 2)):
+        got = [ict.stamped(read_version(store, t, v).raw) for v in range(n)]
+        if stamped:
+            assert all(isinstance(x, int) for x in got) and got == sorted(set(got)), got
+        else:
+            assert got == [None] * n
 
 
 def test_record_roundtrip_and_garbage() -> None:

@@ -70,11 +70,6 @@ def test_rows_nobody_checked_are_refused(tmp_path: Path, build: Callable[[Path],
     assert ff.delta_rows(tmp_path / "wh" / "t") == []
 
 
-def test_in_commit_timestamp_tables_are_refused(tmp_path: Path) -> None:
-    ff.in_commit_timestamp_table(tmp_path / "wh" / "ict")
-    refused(tmp_path, "ict", ops.append("ict", NEW), "inCommitTimestamp", "Spark")
-
-
 def test_identity_column_refuses_new_rows_but_takes_a_delete(tmp_path: Path) -> None:
     ff.identity_table(tmp_path / "wh" / "idt")
     before = ff.identity_metadata(tmp_path / "wh" / "idt")
