@@ -25,6 +25,8 @@ import pytest
 import lv_core
 from lv_core.engine import api
 from lv_core.errors import UnsupportedFeature
+from lv_core.protocol import ict
+from lv_core.protocol.layout import commit_key
 from tests.helpers.delta_fixtures import BUILDERS as TYPE_BUILDERS
 from tests.helpers.delta_fixtures import DeltaFixture, canonical_rows, check_fixture, expected_rows
 from tests.helpers.lifecycle_fixtures import LIFECYCLE_BUILDERS
@@ -97,3 +99,7 @@ def test_reads_and_commits_agree_with_deltalake(spark: Any, tmp_path: Path, name
     after = _lv_rows(direct, fx)
     assert after == [r for r in appended if r[fx.key] != gone]
     assert after == expected_rows(fx) == _lv_rows(arrow, fx), f"{name}: after the LakeVilla delete"
+    snap = direct.snapshot(table)
+    if "inCommitTimestamp" in (snap.protocol.writer_features or ()):  # every version stamped, increasing
+        stamped = [ict.stamped(direct.store.get(commit_key(table, v)).data) for v in range(snap.version + 1)]
+        assert all(isinstance(s, int) for s in stamped) and stamped == sorted(set(stamped)), stamped

@@ -95,7 +95,8 @@ def test_tables_created_with_in_commit_timestamps(tmp_path: Path) -> None:
             txn.execute(ops.append("c", NEW))
         for t in ("c", "s"):
             snap = lh.snapshot(t)
-            assert "inCommitTimestamp" in (snap.protocol.writer_features or ()) and snap.protocol.min_writer_version == 7
+            assert snap.protocol.min_writer_version == 7
+            assert "inCommitTimestamp" in (snap.protocol.writer_features or ())
         with pytest.raises(UnsupportedFeature, match="row tracking") as e:
             lh.create_table("d", "id BIGINT", properties={"delta.enableRowTracking": "true"})
         assert e.value.feature == "rowTracking" and not lh.has_table("d")
