@@ -328,6 +328,10 @@ class Lakehouse:
                       dry_run=dry_run)
 
     def close(self) -> None:
+        """Wait for the background clean-up of finished transactions, then close the store."""
+        from lv_core.txn import cleaner
+
+        cleaner.drain(60.0)
         self.store.close()
 
 

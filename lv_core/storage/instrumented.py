@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, Union
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, Union
 
 from lv_core.errors import StorageError
 from lv_core.storage.base import CREATE, OVERWRITE, GetResult, IfMatch, ObjectMeta, ObjectStore, PutMode
@@ -95,6 +95,10 @@ def _make_error(spec: ErrorSpec, kind: str, key: str, after: bool) -> BaseExcept
         when = "after the request was applied" if after else "before the request was sent"
         return spec(f"injected fault: {kind} {key!r} ({when})")
     return spec(kind, key)
+
+
+#: Called (no arguments) before counts are reset: wait for background requests of earlier operations.
+QUIESCE: list[Callable[[], Any]] = []
 
 
 class InstrumentedStore(ObjectStore):
@@ -240,7 +244,11 @@ class InstrumentedStore(ObjectStore):
         return sum(self.counts(scope).values())
 
     def reset(self) -> None:
-        """Zero all counts (global and every scope) and forget injected-fault records."""
+        """Zero all counts (global and every scope) and forget injected-fault records, once the
+        background work of earlier operations (e.g. a finished transaction's clean-up, see
+        :data:`QUIESCE`) has run, so that it is not counted against what comes next."""
+        for hook in QUIESCE:
+            hook()
         with self._lock:
             self._total.clear()
             self._scoped.clear()

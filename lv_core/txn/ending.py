@@ -13,8 +13,9 @@ from lv_core.delta.actions import decode_commit
 from lv_core.errors import LvError
 from lv_core.protocol import layout
 from lv_core.protocol.lease import keeper
+from lv_core.txn import cleaner
 from lv_core.txn.access import free_own_marker
-from lv_core.txn.core import POOL, TxnCore
+from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
 from lv_core.txn.result import CommitResult
 
@@ -25,21 +26,18 @@ log = logging.getLogger("lv_core.txn")
 
 def _cleanup(core: TxnCore) -> None:
     """Delete what the transaction no longer needs: staged files no published commit references,
-    the sublog, the decision; the lease last. Runs after every marker was replaced, so a crash here
-    leaves only leftovers that `lv recover` removes. Deletes run in parallel (bounded pool)."""
+    the sublog, the decision; the lease last. Runs after every marker was replaced, in the background
+    (:mod:`lv_core.txn.cleaner`: nothing waits for these deletes), so a crash leaves only leftovers
+    that `lv recover` removes."""
     book = core.book
     keeper().unregister(core.id)
     keys = book.unpublished_adds()
     keys += [layout.sublog_key(core.id, step) for step in sorted(book.sublog_steps)]
     if book.decision_written:
         keys.append(layout.decision_key(core.id))
-    if len(keys) > 1:
-        list(POOL.map(core.store.delete, keys))
-    else:
-        for k in keys:
-            core.store.delete(k)
-    if book.lease_expires:
-        core.store.delete(layout.lease_key(core.id))
+    last = layout.lease_key(core.id) if book.lease_expires else None
+    if keys or last:
+        cleaner.submit(core.store, core.id, keys, last)
 
 
 def finish(core: TxnCore, published: Published, read_versions: dict[str, int]) -> CommitResult:
@@ -47,6 +45,7 @@ def finish(core: TxnCore, published: Published, read_versions: dict[str, int]) -
     clean-up leaves leftovers for `lv recover`, it does not turn the commit into an error."""
     book = core.book
     elapsed = time.monotonic() - core.t0
+    requests = core.requests()  # the commit path's requests (the clean-up runs in the background)
     if core.markers or core.iso:
         try:
             _cleanup(core)
@@ -62,13 +61,13 @@ def finish(core: TxnCore, published: Published, read_versions: dict[str, int]) -
     if published.gvl is not None:
         core.gvl_version = published.gvl.version
     core.state = "committed"
-    core.events.emit(ev.Requests(core.id, counts=core.requests()))
+    core.events.emit(ev.Requests(core.id, counts=requests))
     core.events.emit(ev.Committed(core.id, versions=dict(published.versions), redo_count=book.redo_count,
                                   elapsed_s=elapsed))
     return CommitResult(txn=core.id, versions=dict(published.versions), read_versions=read_versions,
                         freed=dict(published.freed), redo_count=book.redo_count, waits=book.waits,
                         elapsed_s=elapsed, gvl_version=core.gvl_version, validation=dict(core.validation),
-                        requests=core.requests())
+                        requests=requests)
 
 
 def end_undecidable(core: TxnCore, reason: str) -> None:
@@ -105,6 +104,7 @@ def abort(core: TxnCore, reason: str, rule: str) -> None:
         elif st.kind == "commit" and st.txn == core.id:  # our commit landed after all
             book.mark_published(ts.name, ts.marker_version, decode_commit(st.raw, version=st.version, table=ts.name))
             landed.append(ts.name)
+    requests = core.requests()
     if unknown:
         keeper().unregister(core.id)
     else:
@@ -117,5 +117,5 @@ def abort(core: TxnCore, reason: str, rule: str) -> None:
     if book.published and not landed:
         reason += (" (committed before the abort, as LV[R] alone commits table by table: "
                    f"{', '.join(f'{t}@{v}' for t, v in sorted(book.published.items()))})")
-    core.events.emit(ev.Requests(core.id, counts=core.requests()))
+    core.events.emit(ev.Requests(core.id, counts=requests))
     core.events.emit(ev.Aborted(core.id, reason=reason, rule=rule if not undecided else "unknown"))

@@ -161,6 +161,7 @@ def check(logs: list[TxnLog], *, tables: list[str], initial: Mapping[str, Mappin
     from lv_core.errors import NotFound
     from lv_core.protocol import layout
     from lv_core.protocol.markers import read_version
+    from lv_core.txn.cleaner import drain
 
     problems: list[str] = []
     states = States(lh.store.url)
@@ -280,6 +281,7 @@ def check(logs: list[TxnLog], *, tables: list[str], initial: Mapping[str, Mappin
                 states.rows(tb, v)
             except Exception as e:
                 problems.append(f"{tb}@{v} does not load with delta-rs: {e}")
+    drain(60.0)  # finished transactions' clean-up runs in the background
     left = sorted({m.key for m in lh.store.list(layout.TXNS)})
     if left:
         problems.append(f"leftovers under {layout.TXNS}: {left[:5]}{' ...' if len(left) > 5 else ''}")

@@ -34,6 +34,7 @@ from lv_core.protocol.lease import keeper
 from lv_core.protocol.markers import read_version
 from lv_core.protocol.vlock import LOCK_KEY, CommitPending
 from lv_core.storage.instrumented import InstrumentedStore
+from lv_core.txn.cleaner import drain
 from tests.helpers import oracle as O
 from tests.reliability.anomalies import setup_tables
 
@@ -221,6 +222,7 @@ def run_faults(tmp_path, *, seed: int, threads: int, seconds: float, fault_rate:
         for v in range(lh.version(t) + 1):
             assert not read_version(lh.store, t, v).pending, f"{msg}\n{t}@{v} still pending"
             O.table_rows(lh.store.url(t), v)
+    drain(60.0)  # finished transactions' clean-up runs in the background
     left = sorted(m.key for m in lh.store.list(layout.TXNS))
     assert not left, f"{msg}\nleftovers: {left[:10]}"
     assert not any(m.key == LOCK_KEY for m in lh.store.list(layout.LV_ROOT + "/")), msg
@@ -393,6 +395,7 @@ def test_cleanup_failure_after_a_commit_keeps_its_data(tmp_path, preset):
         txn.commit()
     except LvError:
         pass
+    drain(60.0)  # the failing clean-up runs in the background: it changes nothing committed
     assert _loads(plain, "kv") == [(1, 105.0)]
     assert txn.state == "committed"
 
@@ -408,6 +411,7 @@ def test_a_failed_release_of_the_validation_key_neither_fails_the_commit_nor_sta
     O.run_op(txn, O.add("kv", 1, 5))
     store.fail("DELETE", key_contains="validation.lock")
     txn.commit()
+    drain(60.0)
     assert txn.state == "committed" and _loads(plain, "kv") == [(1, 105.0)]
     assert plain.store.exists(LOCK_KEY)
     time.sleep(2.2)  # its lease (1 s) and the recovery grace (lease_s: 1 s) ran out
@@ -426,6 +430,7 @@ def test_recover_keeps_files_committed_before_a_checkpoint(tmp_path):
         txn.commit()
     except LvError:
         pass
+    drain(60.0)
     assert _loads(plain, "kv") == [(1, 105.0)]
     for _ in range(12):  # later commits; a checkpoint is written past the transaction's version
         t = plain.begin("serializable")

@@ -1,0 +1,73 @@
+"""Clean-up off the caller's path: a finished transaction's leftovers are deleted in the background.
+
+Once a transaction is committed (or aborted and its markers freed), nothing in the protocol waits for
+its sublog, decision, staged-but-unpublished files or lease to disappear: they only tell `lv recover`
+what to remove after a crash. So ``commit()`` returns before those deletes, and a few daemon workers
+per process run them (the lease last, as before: a transaction seen without a lease has published
+everything it will publish). A process that dies first leaves leftovers that `lv recover` removes,
+exactly as a crash during a synchronous clean-up did. :func:`drain` waits for queued clean-ups
+(``Lakehouse.close()`` and interpreter exit call it; tests that look at leftovers call it).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
+
+from lv_core.errors import LvError
+from lv_core.storage.base import ObjectStore
+from lv_core.storage.instrumented import QUIESCE
+
+__all__ = ["drain", "submit"]
+
+log = logging.getLogger("lv_core.txn")
+
+#: Queued work still runs at interpreter exit (concurrent.futures joins its workers first).
+_WORKERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lv-clean")
+_cv = threading.Condition()
+_pending = 0
+
+
+def _run(store: ObjectStore, txn: str, keys: Sequence[str], last: str | None,
+         done: Callable[[], None] | None) -> None:
+    global _pending
+    try:
+        for k in keys:  # one by one: off the caller's path, and no second pool (shut down at exit)
+            store.delete(k)
+        if last is not None:
+            store.delete(last)
+    except LvError as e:
+        log.warning("transaction %s: its clean-up failed (lv recover removes the leftovers): %s", txn, e)
+    except Exception:  # never let a background clean-up die silently
+        log.exception("transaction %s: clean-up failed (lv recover removes the leftovers)", txn)
+    finally:
+        if done is not None:
+            done()
+        with _cv:
+            _pending -= 1
+            _cv.notify_all()
+
+
+def submit(store: ObjectStore, txn: str, keys: Sequence[str], last: str | None = None,
+           done: Callable[[], None] | None = None) -> None:
+    """Delete ``keys``, then ``last``, in the background; ``done`` runs afterwards."""
+    global _pending
+    with _cv:
+        _pending += 1
+    try:
+        _WORKERS.submit(_run, store, txn, list(keys), last, done)
+    except RuntimeError:  # interpreter shutting down: run it here
+        _run(store, txn, list(keys), last, done)
+
+
+def drain(timeout_s: float | None = None) -> bool:
+    """Wait until every clean-up submitted so far has run; False on timeout."""
+    with _cv:
+        return _cv.wait_for(lambda: _pending == 0, timeout=timeout_s)
+
+
+atexit.register(drain, 60.0)
+QUIESCE.append(lambda: drain(60.0))  # request counts reset after earlier clean-ups ran
