@@ -28,6 +28,7 @@ from lv_core import errors as E
 from lv_core.engine import arrow_ops as ops
 from lv_core.protocol.layout import commit_key, marker_key
 from lv_core.protocol.markers import classify, read_version
+from lv_core.txn.cleaner import drain
 from tests.helpers import oracle as O
 from tests.reliability.anomalies import setup_tables
 
@@ -50,6 +51,7 @@ def lh(template, tmp_path) -> lv_core.Lakehouse:
 
 
 def fingerprint(lh) -> dict[str, str]:
+    drain(60.0)  # the background clean-up of finished transactions has run
     out = {}
     for m in lh.store.list(""):
         out[m.key] = hashlib.sha256(lh.store.get(m.key).data).hexdigest()
