@@ -2,8 +2,11 @@
 
 Markers name their transaction; whether a marker is still alive is decided by the transaction's
 heartbeat object (``_lakevilla/txns/<txn>/lease.json``), falling back to the expiry written in
-the marker itself when no heartbeat exists. One background thread per process renews the leases of
-all of its open transactions (one PUT per transaction per ``lease_s / 3``, not one per request).
+the marker itself (and in its sublog entries, for `lv recover`) when no heartbeat exists. The
+heartbeat is written only once a transaction lives long enough to need a renewal (``lease_s / 3``
+after it began): a short transaction never writes (nor deletes) one, its markers carry its expiry.
+One background thread per process renews the leases of all of its open transactions (one PUT per
+transaction per ``lease_s / 3``, not one per request).
 """
 
 from __future__ import annotations
@@ -73,15 +76,18 @@ class LeaseKeeper:
     _instances: "weakref.WeakValueDictionary[int, LeaseKeeper]" = weakref.WeakValueDictionary()
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._txns: dict[str, tuple[ObjectStore, float, float]] = {}  # txn -> (store, lease_s, next_due)
+        self._written: set[str] = set()  # registered transactions whose heartbeat object exists
+        self._writing: set[str] = set()  # heartbeats being written right now
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.renewals = 0
 
     def register(self, store: ObjectStore, txn: str, lease_s: float) -> float:
-        """Write the first heartbeat and keep renewing it; returns the first expiry."""
-        expires = write_lease(store, txn, lease_s)
+        """Keep ``txn``'s lease: returns its first expiry (now + ``lease_s``), which its markers carry.
+        No request now: the heartbeat object is first written when the first renewal is due."""
+        expires = time.time() + lease_s
         with self._lock:
             self._txns[txn] = (store, lease_s, time.monotonic() + lease_s / 3)
             if self._thread is None or not self._thread.is_alive():
@@ -90,9 +96,20 @@ class LeaseKeeper:
         self._wake.set()
         return expires
 
-    def unregister(self, txn: str) -> None:
+    def unregister(self, txn: str) -> bool:
+        """Stop renewing (waits for a renewal of ``txn`` in flight); True if its heartbeat object was
+        ever written (the owner deletes it at the end)."""
         with self._lock:
             self._txns.pop(txn, None)
+            self._lock.wait_for(lambda: txn not in self._writing)
+            written = txn in self._written
+            self._written.discard(txn)
+            return written
+
+    def wrote(self, txn: str) -> None:
+        """The owner wrote ``txn``'s heartbeat itself."""
+        with self._lock:
+            self._written.add(txn)
 
     def pause(self, txn: str) -> None:
         """Stop renewing (tests use this to simulate a hung client)."""
@@ -107,15 +124,23 @@ class LeaseKeeper:
                 now = time.monotonic()
                 due = [(t, s, ls) for t, (s, ls, nd) in self._txns.items() if nd <= now]
                 next_due = min(nd for (_, _, nd) in self._txns.values())
+                self._writing.update(t for t, _s, _ls in due)
             for txn, store, lease_s in due:
                 try:
                     write_lease(store, txn, lease_s)
                     self.renewals += 1
+                    ok = True
                 except LvError:
-                    pass  # retried next round; the owner notices lost markers at commit
+                    ok = False  # retried next round; the owner notices lost markers at commit
                 with self._lock:
+                    self._writing.discard(txn)
                     if txn in self._txns:
+                        if ok:
+                            self._written.add(txn)
                         self._txns[txn] = (store, lease_s, time.monotonic() + lease_s / 3)
+                    elif ok:  # unregistered while writing: unregister (waiting for us) reports it
+                        self._written.add(txn)
+                    self._lock.notify_all()
             if not due:
                 self._wake.wait(timeout=max(0.01, next_due - time.monotonic()))
                 self._wake.clear()

@@ -41,7 +41,7 @@ from lv_core.protocol.markers import (
     write_version,
 )
 from lv_core.protocol.scan import MarkerScan, list_tables, transaction_ids
-from lv_core.protocol.sublog import read_sublog
+from lv_core.protocol.sublog import SublogEntry, read_sublog
 from lv_core.storage.base import ObjectStore
 
 
@@ -235,6 +235,17 @@ def _clear_expired_lock(store: ObjectStore, lease_grace_s: float, now: float) ->
 _TXN_IN_NAME = re.compile(r"(?:^|/)part-(\d{8}T\d{6}-[0-9a-f]{16})-")
 
 
+def alive_until(store: ObjectStore, txn: str, entries: Iterable[SublogEntry] | None = None) -> float:
+    """Until when (epoch seconds) ``txn`` may still be alive: its heartbeat's expiry; without one (a
+    transaction writes it only once it needs a renewal), the latest expiry its sublog ``entries`` (read
+    if not given) promise, and at least the second after it began (its id holds that time)."""
+    lease = read_lease(store, txn)
+    if lease is not None:
+        return float(lease["expires"])
+    promised = max((e.lease_expires for e in (read_sublog(store, txn) if entries is None else entries)), default=0.0)
+    return max(_begun_at(txn) + 1.0, promised)
+
+
 def _begun_at(txn: str) -> float:
     """When ``txn`` began (its id starts with the UTC time), 0.0 if unreadable."""
     try:
@@ -258,9 +269,8 @@ class _Dead:
             lease = read_lease(self.store, txn)
             if lease is not None:
                 self._known[txn] = lease["expires"] + self.grace <= self.now
-            else:
-                # +1 s: the id holds its begin time truncated to the second
-                self._known[txn] = (_begun_at(txn) + 1.0 + self.grace <= self.now
+            else:  # (read again: a heartbeat written meanwhile means alive)
+                self._known[txn] = (alive_until(self.store, txn) + self.grace <= self.now
                                     and read_lease(self.store, txn) is None)
         return self._known[txn]
 
@@ -340,11 +350,11 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
         if txn in pending_of:
             rep.kept_txns.append(txn)
             continue
-        lease = read_lease(store, txn)
-        if lease is not None and lease["expires"] + lease_grace_s > now:
+        entries = read_sublog(store, txn)
+        if alive_until(store, txn, entries) + lease_grace_s > now:
             rep.kept_txns.append(txn)  # alive, or recently dead: the owner may come back
             continue
-        for entry in read_sublog(store, txn):
+        for entry in entries:
             for table, paths in entry.adds.items():
                 try:
                     validate_table_name(table)
@@ -365,4 +375,4 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
     return rep
 
 
-__all__ = ["AddFile", "RecoveryReport", "decode_commit", "recover"]
+__all__ = ["AddFile", "RecoveryReport", "alive_until", "decode_commit", "recover"]

@@ -58,7 +58,8 @@ class LiveMarker:
     version_state: VersionState | None = field(default=None, repr=False, compare=False)
 
     def lease_age(self, now: float) -> float | None:
-        """Seconds since the owner last renewed its lease (None without a lease object)."""
+        """Seconds since the owner last renewed its lease (or, before its first renewal, since it
+        began; None when neither is known)."""
         return None if self.renewed is None else max(0.0, now - self.renewed)
 
     def expires_in(self, now: float) -> float | None:
@@ -166,8 +167,10 @@ class MarkerScan:
     def _marker(self, tm: TableMarkers, st: VersionState) -> LiveMarker:
         assert st.txn is not None
         mi = st.marker
+        # Without a heartbeat object (a transaction writes one only once it needs a renewal), the
+        # marker's own expiry counts, promised when the transaction began.
         expires: float | None = mi.lease_expires if mi is not None else None
-        renewed: float | None = None
+        renewed: float | None = mi.created if mi is not None and mi.created else None
         unreadable = False
         try:
             body = self.lease(st.txn)

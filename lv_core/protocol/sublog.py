@@ -32,9 +32,13 @@ class SublogEntry:
     blind: bool = False
     exposed: bool = False
     attempt: int = 0  # 0 = first execution, n = n-th redo
+    #: the owner is alive at least until then (epoch seconds) unless its lease object says otherwise
+    #: (a transaction writes its lease object only once it lives long enough to renew it)
+    lease_expires: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "leaseExpires": self.lease_expires,
             "step": self.step,
             "op": self.op,
             "mode": self.mode,
@@ -66,7 +70,15 @@ class SublogEntry:
             blind=bool(d.get("blind", False)),
             exposed=bool(d.get("exposed", False)),
             attempt=int(d.get("attempt", 0)),
+            lease_expires=_seconds(d.get("leaseExpires")),
         )
+
+
+def _seconds(value: Any) -> float:
+    """A time in epoch seconds; anything else (missing, text, NaN, a bool) reads as 0 (long ago)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return 0.0
+    return float(value)
 
 
 def write_entry(store: ObjectStore, txn: str, entry: SublogEntry) -> None:

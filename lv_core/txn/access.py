@@ -126,6 +126,7 @@ def replace_marker(core: TxnCore, ts: TableState) -> None:
     """Claim a new marker after losing one (past the log's tail: the version was taken by a writer
     that ignores markers); the versions in between become predecessors."""
     core.book.lease_expires = write_lease(core.store, core.id, core.settings.lease_s)
+    keeper().wrote(core.id)
     info = MarkerInfo(txn=core.id, created=time.time(), lease_expires=core.book.lease_expires,
                       client=layout.client_label())
     assert ts.marker_version is not None

@@ -30,12 +30,12 @@ def _cleanup(core: TxnCore) -> None:
     (:mod:`lv_core.txn.cleaner`: nothing waits for these deletes), so a crash leaves only leftovers
     that `lv recover` removes."""
     book = core.book
-    keeper().unregister(core.id)
+    lease_written = keeper().unregister(core.id)
     keys = book.unpublished_adds()
     keys += [layout.sublog_key(core.id, step) for step in sorted(book.sublog_steps)]
     if book.decision_written:
         keys.append(layout.decision_key(core.id))
-    last = layout.lease_key(core.id) if book.lease_expires else None
+    last = layout.lease_key(core.id) if lease_written else None
     if keys or last:
         cleaner.submit(core.store, core.id, keys, last)
 

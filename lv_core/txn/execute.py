@@ -8,6 +8,7 @@ back to the first invalidated operation (deleting what it staged) and re-runs fr
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -77,7 +78,7 @@ def execute(core: TxnCore, op: Operation) -> Any:
     named = False
     if claim:
         try:
-            if any(result.adds.values()):  # name the staged files before claiming: a crash in between
+            if any(result.staged().values()):  # name the staged files before claiming: a crash in between
                 write_sublog(core, OpRecord(op, step, result, "physical", 0))  # leaves them to `lv recover`
                 named = True
             for t in claim:
@@ -108,15 +109,21 @@ def execute(core: TxnCore, op: Operation) -> Any:
 
 
 def write_sublog(core: TxnCore, rec: OpRecord) -> None:
-    """Record one operation in the transaction's sublog."""
+    """Record one operation in the transaction's sublog: the files it staged (data and change data
+    files), which a recoverer deletes if the transaction dies. An operation that staged nothing
+    writes no entry (the owner redoes from memory; nobody else needs its reads)."""
     r = rec.result
+    staged = {t: tuple(v) for t, v in r.staged().items() if v}
+    if not staged:
+        return
     entry = SublogEntry(
         step=rec.step, op=rec.op.name, mode=rec.mode, tables=rec.op.tables,
         reads={t: tuple(sorted(v)) for t, v in r.reads.items()},
-        adds={t: tuple(a.path for a in v) for t, v in r.adds.items()},
+        adds=staged,
         removes={t: tuple(x.path for x in v) for t, v in r.removes.items()},
         logical=rec.op.logical if rec.mode == "logical" else None,
-        blind=rec.op.blind, exposed=rec.op.exposed, attempt=rec.attempt)
+        blind=rec.op.blind, exposed=rec.op.exposed, attempt=rec.attempt,
+        lease_expires=max(core.book.lease_expires, time.time() + core.settings.lease_s))
     write_entry(core.store, core.id, entry)
     core.book.sublog_steps.add(rec.step)
 

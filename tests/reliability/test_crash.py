@@ -27,8 +27,9 @@ import pytest
 import lv_core
 from lv_core.cli import main as lv_main
 from lv_core.protocol import layout
-from lv_core.protocol.lease import lease_expired
 from lv_core.protocol.markers import read_version
+from lv_core.protocol.recovery import alive_until
+from lv_core.protocol.scan import transaction_ids
 from lv_core.protocol.vlock import LOCK_KEY
 from tests.helpers import history as H
 from tests.helpers import oracle as O
@@ -74,13 +75,14 @@ def _files_ever_referenced(lh, table: str) -> set[str]:
 
 
 def _wait_leases_expired(lh, timeout_s: float = 20.0) -> None:
+    """Until no transaction may still be alive: its heartbeat object, or (a transaction writes one only
+    once it needs a renewal) what its sublog promised, ran out."""
     deadline = time.monotonic() + timeout_s
     while True:
-        live = [m.key for m in lh.store.list(layout.TXNS) if m.key.endswith("lease.json")
-                and not lease_expired(lh.store, m.key.split("/")[2], None)]
+        live = [txn for txn in transaction_ids(lh.store) if alive_until(lh.store, txn) >= time.time()]
         if not live:
             return
-        assert time.monotonic() < deadline, f"leases still live: {live}"
+        assert time.monotonic() < deadline, f"transactions still live: {live}"
         time.sleep(0.05)
 
 

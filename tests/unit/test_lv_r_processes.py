@@ -16,8 +16,9 @@ import pytest
 import lv_core
 from lv_core.cli import main as lv_main
 from lv_core.protocol import layout
-from lv_core.protocol.lease import lease_expired
 from lv_core.protocol.markers import read_version
+from lv_core.protocol.recovery import alive_until
+from lv_core.protocol.scan import transaction_ids
 from tests.helpers.bank import add_kv, committed_kv, make_kv
 from tests.unit.test_in_commit_timestamps import assert_increasing
 
@@ -92,10 +93,10 @@ def test_sigkill_at_protocol_step(tmp_path, point, ict):
         for v in range(dt.version() + 1):
             deltalake.DeltaTable(lh.store.url(t), version=v).to_pyarrow_table()
 
-    # `lv recover` frees what is left and removes the dead transaction's debris (once its lease ran out).
+    # `lv recover` frees what is left and removes the dead transaction's debris (once its lease, or what
+    # its sublog promised, ran out).
     deadline = time.monotonic() + 10
-    while any(lease_expired(lh.store, m.key.split("/")[2], None) is False
-              for m in lh.store.list(layout.TXNS) if m.key.endswith("lease.json")):
+    while any(alive_until(lh.store, txn) >= time.time() for txn in transaction_ids(lh.store)):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert lv_main(["recover", wh, "--grace", "0"]) == 0

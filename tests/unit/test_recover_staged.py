@@ -83,8 +83,10 @@ def test_recover_removes_files_staged_by_a_killed_kernel_only(tmp_path: Path) ->
     write_lease(lh.store, gone, -100.0)
     (root / "_lv_staging" / f"part-{gone}-0001-0-s2" / "x").mkdir(parents=True)
     (root / "_lv_staging" / f"part-{gone}-0001-0-s2" / "x" / "p.parquet").write_bytes(b"x")
-    # wait (on the stored lease, not a fixed time) until the killed transaction's lease and the grace ran out
-    _wait_until(lambda: (read_lease(lh.store, dead) or {"expires": 0.0})["expires"] + 0.5 < time.time())
+    # wait (on the stored lease, or, as it died before its first renewal, on the begin time its id holds,
+    # not a fixed time) until the killed transaction's lease and the grace ran out
+    _wait_until(lambda: max((read_lease(lh.store, dead) or {"expires": 0.0})["expires"], _id_time(dead)) + 0.5
+                < time.time())
     fresh = new_txn_id()
     (root / f"part-{fresh}-0001-0-001.parquet").write_bytes(b"x")
     before = _files(root)
