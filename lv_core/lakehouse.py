@@ -20,6 +20,7 @@ from lv_core.delta.table import validate_table_name
 from lv_core.errors import ConfigError, DeltaLogError, LvError, NotFound, TableExists, TableNotFound
 from lv_core.presets import resolve
 from lv_core.protocol.gvl import GlobalLog, GvlState
+from lv_core.protocol.lease import LeaseObserver
 from lv_core.protocol.recovery import RecoveryReport, recover
 from lv_core.protocol.scan import (
     MAX_VERSIONS,
@@ -78,6 +79,7 @@ class Lakehouse:
         #: The global version log (LV[I]).
         self.global_log = GlobalLog(store)
         #: The warehouse's validation lock (LV[I]).
+        self.leases = LeaseObserver()  # judges other transactions gone by observation (no clock trust)
         self.validation_lock = ValidationLock(store, self.global_log, lease_s=lease_s, poll_min_s=poll_min_s,
                                               poll_max_s=poll_max_s)
 
@@ -261,7 +263,7 @@ class Lakehouse:
             raise ConfigError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
         if not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"retries must be a non-negative integer, not {retries!r}")
-        services = Services(self.logs, self.global_log, self.validation_lock, self.after_commit)
+        services = Services(self.logs, self.global_log, self.validation_lock, self.after_commit, self.leases)
         settings = Settings(timeout_s=float(timeout_s), retries=retries, lease_s=self.lease_s,
                             poll_min_s=self.poll_min_s, poll_max_s=self.poll_max_s,
                             cycle_check_s=self.cycle_check_s, shift_after_s=self.shift_after_s)

@@ -19,6 +19,7 @@ import weakref
 from typing import Any
 
 from lv_core.errors import LvError, NotFound
+from lv_core.protocol import clock
 from lv_core.protocol.layout import client_label, lease_key
 from lv_core.protocol.markers import MarkerInfo
 from lv_core.storage.base import ObjectStore
@@ -26,7 +27,7 @@ from lv_core.storage.base import ObjectStore
 
 def write_lease(store: ObjectStore, txn: str, lease_s: float, state: str = "active") -> float:
     """Write (or renew) the heartbeat of ``txn``; returns the new expiry time."""
-    now = time.time()
+    now = clock.wall()
     expires = now + lease_s
     body = {"txn": txn, "client": client_label(), "renewed": now, "expires": expires, "state": state}
     store.put(lease_key(txn), json.dumps(body).encode())
@@ -70,6 +71,57 @@ def lease_expired(store: ObjectStore, txn: str, marker: MarkerInfo | None, now: 
     return marker is None or marker.lease_expires < now
 
 
+class LeaseObserver:
+    """Decides that a transaction is gone without trusting its machine's clock.
+
+    A live owner changes what others can see of it at least every ``lease_s / 3``: its heartbeat
+    object (renewed), or, before its first renewal, its marker. An observer therefore calls a
+    transaction expired once the same state (heartbeat etag, else marker etag) has been seen unchanged
+    for the owner's lease period, measured on the observer's own monotonic clock. Only a record that
+    expired more than ``skew_s`` ago by the observer's wall clock counts as expired at once (a
+    transaction that died long ago). Thread-safe; one per lakehouse (shared by its transactions).
+    """
+
+    def __init__(self, skew_s: float = 600.0) -> None:
+        self.skew_s = skew_s
+        self._lock = threading.Lock()
+        #: (txn, what was looked at) -> (state, first seen, monotonic)
+        self._seen: dict[tuple[str, str], tuple[str, float]] = {}
+
+    def expired(self, store: ObjectStore, txn: str, marker: MarkerInfo, marker_etag: str, where: str) -> bool:
+        """Is the owner ``txn`` of the marker at ``where`` (``table@version``; its bookkeeping
+        ``marker``, object etag ``marker_etag``) gone? Cost: 1 GET (its heartbeat object)."""
+        try:
+            res = store.get(lease_key(txn))
+        except NotFound:
+            res = None
+        if res is not None:
+            try:
+                body = json.loads(res.data)
+            except ValueError:
+                body = None
+            body = body if isinstance(body, dict) else {}
+            expires = _expiry(body.get("expires"))
+            renewed = _expiry(body.get("renewed"))
+            key, state, period = (txn, "lease"), res.etag, expires - renewed
+        else:
+            expires = marker.lease_expires
+            key, state, period = (txn, where), marker_etag, marker.lease_expires - marker.created
+        if expires + self.skew_s < clock.wall():
+            return True
+        period = period if 0.0 < period < 86_400.0 else 30.0  # garbage: a sane default
+        now = time.monotonic()
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None or seen[0] != state:
+                self._seen[key] = (state, now)
+                if len(self._seen) > 10_000:  # forget the oldest observations
+                    for k in sorted(self._seen, key=lambda k: self._seen[k][1])[:5_000]:
+                        del self._seen[k]
+                return False
+            return now - seen[1] > period
+
+
 class LeaseKeeper:
     """One daemon thread per process renewing the leases of registered transactions."""
 
@@ -87,7 +139,7 @@ class LeaseKeeper:
     def register(self, store: ObjectStore, txn: str, lease_s: float) -> float:
         """Keep ``txn``'s lease: returns its first expiry (now + ``lease_s``), which its markers carry.
         No request now: the heartbeat object is first written when the first renewal is due."""
-        expires = time.time() + lease_s
+        expires = clock.wall() + lease_s
         with self._lock:
             self._txns[txn] = (store, lease_s, time.monotonic() + lease_s / 3)
             if self._thread is None or not self._thread.is_alive():

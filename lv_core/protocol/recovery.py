@@ -238,12 +238,12 @@ _TXN_IN_NAME = re.compile(r"(?:^|/)part-(\d{8}T\d{6}-[0-9a-f]{16})-")
 def alive_until(store: ObjectStore, txn: str, entries: Iterable[SublogEntry] | None = None) -> float:
     """Until when (epoch seconds) ``txn`` may still be alive: its heartbeat's expiry; without one (a
     transaction writes it only once it needs a renewal), the latest expiry its sublog ``entries`` (read
-    if not given) promise, and at least the second after it began (its id holds that time)."""
+    if not given) promise; without those, the second after it began (its id holds that time)."""
     lease = read_lease(store, txn)
     if lease is not None:
         return float(lease["expires"])
-    promised = max((e.lease_expires for e in (read_sublog(store, txn) if entries is None else entries)), default=0.0)
-    return max(_begun_at(txn) + 1.0, promised)
+    promised = [e.lease_expires for e in (read_sublog(store, txn) if entries is None else entries)]
+    return max(promised) if promised else _begun_at(txn) + 1.0
 
 
 def _begun_at(txn: str) -> float:

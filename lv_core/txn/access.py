@@ -10,13 +10,11 @@ a table is read at its global-log version and gets its marker when first written
 
 from __future__ import annotations
 
-import time
-
 from lv_core import events as ev
 from lv_core.delta.features import check_readable
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import LvError, PreconditionFailed
-from lv_core.protocol import layout
+from lv_core.protocol import clock, layout
 from lv_core.protocol.gvl import GvlState, read_versions
 from lv_core.protocol.lease import keeper, write_lease
 from lv_core.protocol.markers import (
@@ -127,7 +125,7 @@ def replace_marker(core: TxnCore, ts: TableState) -> None:
     that ignores markers); the versions in between become predecessors."""
     core.book.lease_expires = write_lease(core.store, core.id, core.settings.lease_s)
     keeper().wrote(core.id)
-    info = MarkerInfo(txn=core.id, created=time.time(), lease_expires=core.book.lease_expires,
+    info = MarkerInfo(txn=core.id, created=clock.wall(), lease_expires=core.book.lease_expires,
                       client=layout.client_label())
     assert ts.marker_version is not None
     start = max(ts.marker_version, core.services.logs.latest_hint(ts.name, core.store)) + 1

@@ -18,9 +18,10 @@ from typing import Any, Callable
 from lv_core import events as ev
 from lv_core.delta.actions import Action
 from lv_core.delta.snapshot import Snapshot
-from lv_core.protocol import ict, layout
+from lv_core.protocol import clock, ict, layout
 from lv_core.protocol.dag import Edge
 from lv_core.protocol.gvl import GlobalLog
+from lv_core.protocol.lease import LeaseObserver
 from lv_core.protocol.markers import MarkerInfo
 from lv_core.protocol.tablelog import TableLogs
 from lv_core.protocol.validation import Policy
@@ -55,12 +56,14 @@ class Settings:
 @dataclass(frozen=True)
 class Services:
     """What the lakehouse offers a transaction: its table-log cache, the global version log, the
-    validation lock, and a callback for what a commit published (caches, checkpoints)."""
+    validation lock, a callback for what a commit published (caches, checkpoints), and its observer of
+    other transactions' leases."""
 
     logs: TableLogs
     glog: GlobalLog
     vlock: ValidationLock
     after_commit: Callable[[str, int, Snapshot, list[Action]], None]
+    leases: LeaseObserver = field(default_factory=LeaseObserver)
 
 
 @dataclass
@@ -82,7 +85,7 @@ class TxnCore:
     lock: threading.RLock = field(default_factory=threading.RLock)
     shift_lock: threading.Lock = field(default_factory=threading.Lock)  # one shift at a time
     t0: float = field(default_factory=time.monotonic)
-    created: float = field(default_factory=time.time)
+    created: float = field(default_factory=clock.wall)
     gvl_version: int | None = None
     validation: dict[str, Any] = field(default_factory=dict)
 

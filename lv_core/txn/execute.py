@@ -8,7 +8,6 @@ back to the first invalidated operation (deleting what it staged) and re-runs fr
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pyarrow as pa
@@ -16,7 +15,7 @@ import pyarrow as pa
 from lv_core import events as ev
 from lv_core.delta.features import check_changes, check_writable
 from lv_core.errors import TransactionError
-from lv_core.protocol import layout
+from lv_core.protocol import clock, layout
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import Conflict
 from lv_core.protocol.sublog import SublogEntry, write_entry
@@ -123,7 +122,7 @@ def write_sublog(core: TxnCore, rec: OpRecord) -> None:
         removes={t: tuple(x.path for x in v) for t, v in r.removes.items()},
         logical=rec.op.logical if rec.mode == "logical" else None,
         blind=rec.op.blind, exposed=rec.op.exposed, attempt=rec.attempt,
-        lease_expires=max(core.book.lease_expires, time.time() + core.settings.lease_s))
+        lease_expires=max(core.book.lease_expires, clock.wall() + core.settings.lease_s))
     write_entry(core.store, core.id, entry)
     core.book.sublog_steps.add(rec.step)
 

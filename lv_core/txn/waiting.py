@@ -17,7 +17,6 @@ from lv_core.errors import LvError, NotFound, PreconditionFailed
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import PredecessorCommit
 from lv_core.protocol.dag import Edge, closes_cycle, edges_from_json, shift_tables
-from lv_core.protocol.lease import lease_expired
 from lv_core.protocol.markers import (
     VersionState,
     encode_freed,
@@ -215,7 +214,9 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
                     on_table, on = part
             if not (on.pending and on.txn != core.id):
                 break
-            if lease_expired(core.store, on.txn or "", on.marker):
+            # (a state known only from the snapshot, without the marker's bookkeeping, is read whole first)
+            if on.marker is not None and core.services.leases.expired(core.store, on.txn or "", on.marker, on.etag,
+                                                                     f"{on_table}@{on.version}"):
                 try:
                     if resolve_expired(core.store, on_table, on, by=core.id,
                                        below_known=on_table == ts.name) == "freed":

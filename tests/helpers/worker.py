@@ -4,6 +4,10 @@ counter WAREHOUSE N        N transactions each adding 1 to kv row 1 (retrying ab
                            prints JSON {"commits", "aborts", "redos"}
 transfer WAREHOUSE LEASE   one transfer kv[1] -= 1, kv2[1] += 1 in one transaction (used with
                            LV_TEST_PAUSE_AT to be SIGKILLed at a protocol step)
+hold WAREHOUSE LEASE       adds 1 to kv row 1, prints HOLDING, commits once a line arrives on stdin;
+                           prints JSON {"state", "versions", "redo"} (or {"state", "rule"})
+add WAREHOUSE LEASE        adds 10 to kv row 1 in one transaction, printing WAITING when it waits for
+                           another; prints JSON like ``hold`` (LV_TEST_CLOCK_SKEW_S skews its clock)
 """
 
 from __future__ import annotations
@@ -41,6 +45,33 @@ def transfer(warehouse: str, lease_s: float, preset: str = "repeatable_read") ->
     print(json.dumps({"versions": res.versions}), flush=True)
 
 
+def _outcome(txn: lv_core.Transaction) -> None:
+    try:
+        res = txn.commit()
+        print(json.dumps({"state": txn.state, "versions": res.versions, "redo": res.redo_count}), flush=True)
+    except TransactionAborted as e:
+        print(json.dumps({"state": txn.state, "rule": e.rule, "reason": str(e)}), flush=True)
+
+
+def hold(warehouse: str, lease_s: float) -> None:
+    lh = lv_core.connect(warehouse, lease_s=lease_s)
+    txn = lh.begin("repeatable_read", timeout_s=60)
+    add_kv(txn, "kv", 1, 1)
+    print("HOLDING", flush=True)
+    sys.stdin.readline()
+    _outcome(txn)
+
+
+def add(warehouse: str, lease_s: float) -> None:
+    from lv_core import events as ev
+
+    lh = lv_core.connect(warehouse, lease_s=lease_s)
+    txn = lh.begin("repeatable_read", timeout_s=60)
+    txn.events.subscribe(lambda e: print("WAITING", flush=True) if isinstance(e, ev.Waiting) else None)
+    add_kv(txn, "kv", 1, 10)
+    _outcome(txn)
+
+
 def transfers(warehouse: str, n: int, seed: int) -> None:
     """N random transfers across tables t0..t3 (accounts 0..3 each); prints outcomes."""
     import random
@@ -76,6 +107,10 @@ if __name__ == "__main__":
         counter(sys.argv[2], int(sys.argv[3]))
     elif cmd == "transfers":
         transfers(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif cmd == "hold":
+        hold(sys.argv[2], float(sys.argv[3]))
+    elif cmd == "add":
+        add(sys.argv[2], float(sys.argv[3]))
     elif cmd == "transfer":
         transfer(sys.argv[2], float(sys.argv[3]), *sys.argv[4:5])
     else:
