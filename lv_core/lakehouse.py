@@ -286,7 +286,8 @@ class Lakehouse:
     def after_commit(self, table: str, version: int, base: Snapshot, actions: list[Action]) -> None:
         """A commit of ``actions`` landed at ``version`` over the resolved snapshot ``base``: cache the
         new snapshot (when ``base`` is the version before it) and write a checkpoint when ``version``
-        is due (``delta.checkpointInterval``, default 10) and every version up to it is resolved.
+        is due (``delta.checkpointInterval``, default 10) and every version up to it is resolved (in
+        the background: the commit does not wait for it; ``close()`` does).
 
         When other commits landed between ``base`` and ``version``, a due checkpoint reads them first
         (the cached snapshot advanced, or the log); pending markers below ``version`` skip it.
@@ -300,6 +301,12 @@ class Lakehouse:
             self.logs.note_committed(table, snap)
         if not should_checkpoint(version, checkpoint_interval((snap or base).metadata)):
             return
+        from lv_core.txn import cleaner
+
+        cleaner.background(f"checkpoint of {table}@{version}", lambda: self._checkpoint(table, version, snap))
+
+    def _checkpoint(self, table: str, version: int, snap: Snapshot | None) -> None:
+        """Write the checkpoint of ``table`` at ``version`` (in the background: a commit does not wait)."""
         with contextlib.suppress(LvError):
             if snap is None:
                 snap, pending = self.logs.resolved_view(table, version)

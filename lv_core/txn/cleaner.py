@@ -21,7 +21,7 @@ from lv_core.errors import LvError
 from lv_core.storage.base import ObjectStore
 from lv_core.storage.instrumented import QUIESCE
 
-__all__ = ["drain", "submit"]
+__all__ = ["background", "drain", "submit"]
 
 log = logging.getLogger("lv_core.txn")
 
@@ -61,6 +61,29 @@ def submit(store: ObjectStore, txn: str, keys: Sequence[str], last: str | None =
         _WORKERS.submit(_run, store, txn, list(keys), last, done)
     except RuntimeError:  # interpreter shutting down: run it here
         _run(store, txn, list(keys), last, done)
+
+
+def background(what: str, fn: Callable[[], object]) -> None:
+    """Run ``fn`` in the background (e.g. a checkpoint: nobody waits for it); errors are logged."""
+    global _pending
+
+    def run() -> None:
+        global _pending
+        try:
+            fn()
+        except Exception:
+            log.exception("background %s failed", what)
+        finally:
+            with _cv:
+                _pending -= 1
+                _cv.notify_all()
+
+    with _cv:
+        _pending += 1
+    try:
+        _WORKERS.submit(run)
+    except RuntimeError:  # interpreter shutting down: run it here
+        run()
 
 
 def drain(timeout_s: float | None = None) -> bool:

@@ -12,6 +12,7 @@ import pytest
 import lv_core
 from lv_core.delta import CommitInfo, DeltaLog, commit, create_table
 from lv_core.engine import arrow_ops as ops
+from lv_core.txn.cleaner import drain
 from tests.helpers.bank import committed_kv, make_kv
 
 PRESETS = ["serializable", "snapshot", "write_serializable", "repeatable_read", "delta"]
@@ -24,6 +25,7 @@ def _append(lh: lv_core.Lakehouse, preset: str, table: str, key: int) -> None:
 
 
 def _checkpoints(root: Path, table: str) -> list[int]:
+    drain(60.0)  # checkpoints are written in the background, after the commit returned
     return sorted(int(p.name.split(".")[0]) for p in (root / table / "_delta_log").glob("*.checkpoint*.parquet"))
 
 
