@@ -31,7 +31,7 @@ from lv_core.errors import AlreadyExists, DeltaLogError, NotFound, PreconditionF
 from lv_core.protocol import ict as _ict
 from lv_core.protocol.ict import FIELD as ICT_FIELD
 from lv_core.protocol.ict import same_commit
-from lv_core.protocol.layout import commit_key, marker_key
+from lv_core.protocol.layout import commit_key, marker_key, markers_prefix
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
 
 KEY = "lakevilla"
@@ -265,13 +265,15 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo) -
     Returns (version, etag, attempts). Each candidate version is claimed (PUT-create of the marker
     object) while the log is checked for it (1 HEAD, at the same time: one round trip): a writer that
     ignores markers may have taken the version, and then the claim is withdrawn (its object deleted)
-    and the next version tried; losing the race for the marker object means: try the next version.
+    and the next version tried; losing the race for the marker object means: try the next version,
+    and after a second loss in a row (the start was stale: others claimed several versions), read
+    forward instead (1 LIST of the claims past it) and try just above the highest.
     A writer that ignores markers may still take the version after the check: the commit then finds
     it taken and the transaction moves its marker.
     """
     data = encode_marker(info)
     v = start
-    attempts = 0
+    attempts = lost = 0
     while True:
         attempts += 1
         held = _PLACING.submit(store.exists, commit_key(table, v))
@@ -279,12 +281,24 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo) -
             etag = store.put(marker_key(table, v), data, mode=CREATE)
         except AlreadyExists:
             held.result()
-            v += 1
+            lost += 1
+            v = _highest_claim(store, table, v) + 1 if lost >= 2 else v + 1
             continue
         if not held.result():
             return v, etag, attempts
         store.delete(marker_key(table, v))  # the log holds it: our claim there means nothing
         v += 1
+
+
+def _highest_claim(store: ObjectStore, table: str, at_least: int) -> int:
+    """The highest version with a marker object at or above ``at_least`` (1 LIST; claims are contiguous:
+    every claimer walks up from a version it saw claimed or in the log)."""
+    top = at_least
+    for meta in store.list(markers_prefix(table), start_after=marker_key(table, at_least)):
+        name = meta.key.rsplit("/", 1)[-1]
+        if name.endswith(".json") and name[:-5].isdigit():
+            top = max(top, int(name[:-5]))
+    return top
 
 
 def update_marker(store: ObjectStore, table: str, version: int, etag: str, data: bytes) -> str:

@@ -344,3 +344,20 @@ def test_lost_marker_is_reclaimed_and_the_owner_continues(tmp_path):
     assert r1.versions["kv"] > r2.versions["kv"] > v1
     assert "MarkerLost" in _kinds(t1)
     assert committed_kv(lh, "kv") == {1: 11.0, 2: 21.0}
+
+
+def test_a_stale_claimer_reads_forward_instead_of_walking(tmp_path):
+    """Others claimed ten versions past a client's hint: after losing two races it lists the claims
+    (1 LIST) and takes the version above the highest, instead of ten more PUT-create + HEAD rounds."""
+    from lv_core.delta import create_table
+    from lv_core.protocol.markers import MarkerInfo, place_marker
+    from lv_core.storage.instrumented import InstrumentedStore
+
+    st = InstrumentedStore(lv_core.connect(str(tmp_path)).store)
+    create_table(st, "t", "id BIGINT")
+    for k in range(10):
+        assert place_marker(st, "t", 1, MarkerInfo(f"other{k}"))[0] == 1 + k
+    st.reset()
+    v, _etag, attempts = place_marker(st, "t", 1, MarkerInfo("late"))
+    c = st.counts()
+    assert (v, attempts) == (11, 3) and c["LIST"] == 1 and c["PUT-create"] == 3 and c["HEAD"] == 3
