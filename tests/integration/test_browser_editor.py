@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 
 WAIT_MS = 30_000  # generous: 2 shared cores
 NOTEBOOK = "editor_sql.ipynb"
-SQL_CELL, PY_CELL, EMPTY_SQL_CELL = 1, 2, 3
+SQL_CELL, PY_CELL, EMPTY_SQL_CELL, LVSQL_CELL = 1, 2, 3, 4
 
 # How the editor of cell ``index`` shows each word: the computed style of the element holding the
 # word's text (a highlighted token's span, or the line itself for an unstyled name), compared with
@@ -89,6 +89,7 @@ def test_sql_magic_cells_are_highlighted_as_sql(notebook: Any) -> None:
     for w in ("SELECT", "UPDATE", "WHERE"):
         assert not py["words"][w]["keyword"], py
     nb.screenshot("editor-1-python-cell", cells.nth(PY_CELL))
+    _wait_keywords(page, LVSQL_CELL, ["DELETE", "FROM", "WHERE"], True)  # %%lvsql too
     # Editing the first line switches: "#%%lvtxn" is a Python comment line, the body Python again.
     first = cells.nth(SQL_CELL).locator(".cm-line").first
     first.click()
