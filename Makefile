@@ -35,7 +35,18 @@ $(STAMPS)/venv: pyproject.toml | $(STAMPS)
 	$(PY) -m pip install -q -e '.[test]'
 	@touch $@
 
-install: $(STAMPS)/venv $(STAMPS)/sysdeps
+# --- the prebuilt JupyterLab extension: SQL highlighting of %%lvtxn / %%lvsql cells (labextension/) --
+# Editable installs skip setuptools' data-files (a wheel installs them): link the committed build
+# where JupyterLab looks (`jupyter labextension list` shows it). No Node.js needed.
+LABEXT := lakevilla-jupyterlab-sql
+
+$(STAMPS)/labext: $(STAMPS)/venv
+	@mkdir -p $(VENV)/share/jupyter/labextensions
+	@rm -rf $(VENV)/share/jupyter/labextensions/$(LABEXT)
+	ln -s $(CURDIR)/lv_magic/labextensions/$(LABEXT) $(VENV)/share/jupyter/labextensions/$(LABEXT)
+	@touch $@
+
+install: $(STAMPS)/venv $(STAMPS)/labext $(STAMPS)/sysdeps
 
 test-fast: $(STAMPS)/venv
 	$(PYTEST) -m "$(UNIT)" -q

@@ -2,7 +2,9 @@
 
 - :class:`LabServer`: ``jupyter lab`` in its own process group, with fresh config/runtime/settings/
   workspace/data dirs, a kernelspec pointing at this venv's Python (``PYTHONPATH`` = the repo, so
-  ``import lv_core, widgets`` works in the kernel), news and notebook windowing turned off.
+  ``import lv_core, widgets`` works in the kernel), news and notebook windowing turned off, and the
+  repo's prebuilt JupyterLab extension (``lv_magic/labextensions``: SQL highlighting of the magics'
+  cells) loaded first, so the tests see the committed build whether or not it is installed.
 - :func:`launch_chromium`: Debian's chromium through Playwright (``executable_path``), every request
   not to 127.0.0.1 aborted (hermetic).
 - :class:`NotebookPage`: open a notebook, wait for the *kernel* to be idle (not the page), run cells
@@ -28,6 +30,7 @@ from typing import Any, Iterator
 from urllib.parse import urlparse
 
 REPO = Path(__file__).resolve().parents[2]
+LABEXTENSIONS = REPO / "lv_magic" / "labextensions"
 ARTIFACTS = REPO / "test-artifacts" / "browser"
 CHROMIUM_CANDIDATES = ("/usr/lib/chromium/chromium", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -118,7 +121,8 @@ class LabServer:
         cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
                f"--port={self.port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
                f"--ServerApp.root_dir={self.root}", "--LabApp.expose_app_in_browser=True",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+               f"--LabApp.extra_labextensions_path={LABEXTENSIONS}"]
         self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         deadline = time.monotonic() + timeout_s
@@ -253,6 +257,9 @@ _OUTPUTS = "([path, index]) => {" + _PANEL + """
   for (let j = 0; j < outs.length; j++) out.push(outs.get(j).toJSON());
   return out;
 }"""
+_SOURCE = "([path, index]) => {" + _PANEL + """
+  return panel(path).content.model.cells.get(index).sharedModel.getSource();
+}"""
 _SAVE = "(path) => {" + _PANEL + """
   return panel(path).context.save().then(() => true);
 }"""
@@ -312,6 +319,10 @@ class NotebookPage:
         """Cell ``index``'s outputs as the frontend holds them (what saving writes to the file)."""
         return self.page.evaluate(_OUTPUTS, [self.notebook, index])
 
+    def source(self, index: int) -> str:
+        """Cell ``index``'s source as the frontend holds it (what the editor shows)."""
+        return self.page.evaluate(_SOURCE, [self.notebook, index])
+
     def save(self) -> None:
         """Save the notebook to disk (as Ctrl+S; awaited)."""
         self.page.evaluate(_SAVE, self.notebook)
@@ -343,5 +354,5 @@ def copy_notebooks(src: Path, dst: Path) -> None:
         shutil.copy(nb, dst / nb.name)
 
 
-__all__ = ["ARTIFACTS", "LabServer", "NotebookPage", "copy_notebooks", "lab_server", "launch_chromium",
+__all__ = ["ARTIFACTS", "LABEXTENSIONS", "LabServer", "NotebookPage", "copy_notebooks", "lab_server", "launch_chromium",
            "missing_requirements"]
