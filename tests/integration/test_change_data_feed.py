@@ -18,6 +18,7 @@ import pytest
 import lv_core
 from lv_core.engine import api
 from lv_core.errors import UnsupportedFeature
+from lv_core.txn.cleaner import drain
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -99,6 +100,7 @@ def test_update_delete_merge_write_change_files(spark: Any, tmp_path: Path, data
         assert _rows(lh.read("cdf").collect()) == want
         # no staged change file left behind (the INSERT-only commit's implied ones were deleted)
         named = {a["cdc"]["path"] for v in range(1, 7) for a in _commit(root, v) if "cdc" in a}
+        drain(60.0)  # staged files of finished transactions are deleted in the background
         on_disk = {str(p.relative_to(root)) for p in (root / "_change_data").rglob("*.parquet")}
         assert on_disk == named
     finally:
@@ -132,6 +134,7 @@ def test_changing_rows_twice_in_one_transaction_is_refused(spark: Any, tmp_path:
             txn.rollback()
             assert _rows(deltalake.DeltaTable(str(root)).to_pyarrow_table().to_pylist()) == _rows(ROWS)
             assert _changes(root, 1) == []  # markers come and go; no data or change file was committed
+            drain(60.0)
             assert not list(root.rglob(f"*{txn.id}*"))
     finally:
         lh.close()
@@ -164,6 +167,7 @@ def test_other_rows_of_a_rewritten_file_change_in_the_same_transaction(spark: An
 
 
 def _on_disk_equals_named(root: Path) -> None:
+    drain(60.0)  # staged files of finished transactions are deleted in the background
     named = {a["cdc"]["path"] for p in sorted((root / "_delta_log").glob("*.json"))
              for a in _commit(root, int(p.stem)) if "cdc" in a}
     on_disk = {str(p.relative_to(root)) for p in (root / "_change_data").rglob("*.parquet")}

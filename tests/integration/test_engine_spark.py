@@ -24,6 +24,7 @@ from lv_core.engine import api, arrow_ops
 from lv_core.engine.spark_io import STAGING
 from lv_core.engine.spark_schema import spark_schema
 from lv_core.errors import ConfigError, EngineError, SchemaError, TransactionAborted
+from lv_core.txn.cleaner import drain
 
 pytestmark = pytest.mark.spark
 
@@ -73,6 +74,7 @@ def adds_removes(lh: lv_core.Lakehouse, table: str, version: int) -> tuple[list[
 
 
 def table_keys(lh: lv_core.Lakehouse, table: str) -> list[str]:
+    drain(60.0)  # a finished transaction's staged files are deleted in the background
     return [m.key for m in lh.store.inner.list(f"{table}/") if "/_delta_log/" not in m.key]
 
 

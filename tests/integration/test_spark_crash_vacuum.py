@@ -18,6 +18,7 @@ import pytest
 import lv_core
 from lv_core.engine.session import local_server
 from lv_core.protocol.lease import read_lease
+from lv_core.txn.cleaner import drain
 
 pytestmark = pytest.mark.spark
 
@@ -47,6 +48,7 @@ _KILLED = textwrap.dedent("""
 
 
 def _files(root: Path) -> set[str]:
+    drain(60.0)  # staged files of finished transactions are deleted in the background
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and "_delta_log" not in p.parts}
 
 

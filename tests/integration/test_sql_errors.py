@@ -11,6 +11,7 @@ import pytest
 import lv_core
 from lv_core.engine.sql import SqlError, UnsupportedStatement
 from lv_core.errors import ConfigError, LvError, SchemaError, TableExists, TableNotFound
+from lv_core.txn.cleaner import drain
 
 pytestmark = pytest.mark.spark
 
@@ -39,6 +40,7 @@ def state(lh: lv_core.Lakehouse) -> dict[str, list[dict[str, Any]]]:
 
 
 def staged(lh: lv_core.Lakehouse, txn: lv_core.Transaction) -> list[str]:
+    drain(60.0)  # staged files of finished transactions are deleted in the background
     return [m.key for t in TABLES for m in lh.store.list(f"{t}/") if txn.id in m.key]
 
 

@@ -16,6 +16,7 @@ import pytest
 import lv_core
 from lv_core.engine import api
 from lv_core.errors import ConstraintViolation, UnsupportedFeature
+from lv_core.txn.cleaner import drain
 from tests.helpers import feature_fixtures as ff
 
 pytestmark = pytest.mark.spark
@@ -28,6 +29,7 @@ def connect(spark: Any, wh: Path, data_path: str) -> lv_core.Lakehouse:
 
 
 def leftovers(root: Path, txn: Any) -> list[str]:
+    drain(60.0)  # staged files of finished transactions are deleted in the background
     return [str(p) for p in root.rglob("*") if txn.id in p.name]
 
 
