@@ -35,6 +35,11 @@ ABORTS: dict[str, AbortRule] = {
     "exposed_read": AbortRule("exposed_read", "a result this transaction already returned (step {step}, {op} on "
                               "{tables}) was changed by transaction {on_txn} committed at {table}@{version}; it "
                               "cannot be repaired by redo.", "run the transaction again."),
+    "first_updater": AbortRule("conflict", "step {step} ({op}) rewrites rows of {table!r} ({files}) that transaction "
+                               "{on_txn}, queued behind this one (marker {table}@{version}), changed first, and "
+                               "that transaction already returned data this one changed: one of the two must "
+                               "abort, and the later updater does (first updater wins, as in PostgreSQL).",
+                               "retry the transaction once that one finished."),
     # LV[CT]: cycles and shifts
     "cycle_unbroken": AbortRule("deadlock", "could not break a dependency cycle after {shifts} marker shifts.",
                                 "retry the transaction; if it keeps happening, fewer concurrent transactions "

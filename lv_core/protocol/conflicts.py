@@ -92,3 +92,34 @@ def first_conflict(ops: Iterable[OpFootprint], predecessors: Iterable[Predecesso
             if c is not None:
                 return c
     return None
+
+
+@dataclass(frozen=True)
+class FirstUpdater:
+    """A later transaction queued behind ours that changed first what our operation now rewrites, and
+    whose results already depend on data we changed (see :func:`first_updater`)."""
+
+    txn: str
+    table: str
+    version: int  # its marker
+    files: tuple[str, ...]  # the files both rewrote
+    doomed_by: tuple[str, ...]  # files it read that we rewrote
+
+
+def first_updater(table: str, now_removed: Iterable[str], ours_removed: Mapping[str, Iterable[str]],
+                  their_reads: Mapping[str, Iterable[str]], their_removes: Mapping[str, Iterable[str]],
+                  txn: str, version: int) -> FirstUpdater | None:
+    """Should our operation give way to a transaction queued behind us (pure)?
+
+    It does when the queued transaction already rewrote a file our operation rewrites on ``table``
+    (it updated those rows first) and a result it returned was read from a file we rewrote (it can no
+    longer be redone after us: it would abort at its commit). One of the two must abort; like
+    PostgreSQL (first updater wins), the later updater does. Otherwise nothing: the queued
+    transaction redoes its work after our commit, or we never touched what it did."""
+    both = sorted(set(now_removed) & set(their_removes.get(table, ())))
+    if not both:
+        return None
+    doomed = sorted(f"{t}/{p}" for t, paths in their_reads.items() for p in set(paths) & set(ours_removed.get(t, ())))
+    if not doomed:
+        return None
+    return FirstUpdater(txn, table, version, tuple(both), tuple(doomed))

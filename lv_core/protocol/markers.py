@@ -24,7 +24,7 @@ import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from lv_core.delta.actions import json_lines
 from lv_core.errors import AlreadyExists, DeltaLogError, NotFound, PreconditionFailed
@@ -41,6 +41,34 @@ COMMIT_OP_PREFIX = "LAKEVILLA "
 
 
 @dataclass(frozen=True)
+class Footprint:
+    """Data files a transaction's results depend on (exposed reads) and files it rewrote, per table."""
+
+    reads: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    removes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reads": {t: sorted(v) for t, v in self.reads.items() if v},
+                "removes": {t: sorted(v) for t, v in self.removes.items() if v}}
+
+    @classmethod
+    def from_json(cls, d: Any) -> "Footprint | None":
+        """The footprint a marker carries; None when missing or malformed (then nothing is known)."""
+        if not isinstance(d, dict):
+            return None
+        out: dict[str, dict[str, frozenset[str]]] = {"reads": {}, "removes": {}}
+        for part in out:
+            m = d.get(part, {})
+            if not isinstance(m, dict):
+                return None
+            for t, paths in m.items():
+                if not isinstance(t, str) or not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+                    return None
+                out[part][t] = frozenset(paths)
+        return cls(out["reads"], out["removes"])
+
+
+@dataclass(frozen=True)
 class MarkerInfo:
     """The bookkeeping a marker carries."""
 
@@ -49,9 +77,13 @@ class MarkerInfo:
     created: float = 0.0
     lease_expires: float = 0.0
     client: str = ""
+    #: what the owner did so far, for the first-updater check of the transaction it queues behind
+    #: (:func:`lv_core.protocol.conflicts.first_updater`): "reads" (data files whose content reached
+    #: the caller) and "removes" (data files it rewrote or deleted), each table -> paths; None: not told
+    footprint: Footprint | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "kind": "marker",
             "txn": self.txn,
             "predecessors": [dict(p) for p in self.predecessors],
@@ -59,6 +91,8 @@ class MarkerInfo:
             "leaseExpires": self.lease_expires,
             "client": self.client,
         }
+        if self.footprint is not None:
+            out["footprint"] = self.footprint.to_json()
         return out
 
 
@@ -169,6 +203,7 @@ def classify(version: int, raw: bytes, etag: str, *, filled: bool = True) -> Ver
             created=_seconds(lv, "created", version, txn),
             lease_expires=_seconds(lv, "leaseExpires", version, txn),
             client=str(lv.get("client") or ""),
+            footprint=Footprint.from_json(lv.get("footprint")),
         )
         return VersionState(version, "marker", etag, txn=txn, marker=info, raw=raw, filled=False)
     if kind == "freed" and n_actions == 1:
@@ -350,6 +385,7 @@ def append_at_tail(store: ObjectStore, table: str, start: int, data: bytes) -> i
 
 __all__ = [
     "append_at_tail",
+    "Footprint",
     "MarkerInfo",
     "NotFound",
     "VersionState",

@@ -106,7 +106,8 @@ def _free_quietly(core: TxnCore, table: str, version: int, etag: str, reason: st
 
 
 def claim_write_marker(core: TxnCore, ts: TableState) -> None:
-    """LV[I] with markers: a table read at its global version gets its marker when first written.
+    """LV[I] with markers: a table read at its global version gets its marker when first written
+    (the operation that writes it is ``core.book.claiming``, not recorded yet).
 
     Versions between the read version and the marker are predecessors, checked at commit."""
     v, etag = _place(core, ts.name, core.services.logs.cached_hint(ts.name, core.store) + 1)

@@ -22,14 +22,18 @@ from lv_core.protocol import clock, ict, layout
 from lv_core.protocol.dag import Edge
 from lv_core.protocol.gvl import GlobalLog
 from lv_core.protocol.lease import LeaseObserver
-from lv_core.protocol.markers import MarkerInfo
+from lv_core.protocol.markers import Footprint, MarkerInfo
 from lv_core.protocol.tablelog import TableLogs
 from lv_core.protocol.validation import Policy
 from lv_core.protocol.vlock import ValidationLock
 from lv_core.storage.instrumented import InstrumentedStore
+from lv_core.txn.ops import Operation, OpResult
 from lv_core.txn.state import Bookkeeping
 
-__all__ = ["POOL", "Services", "Settings", "TxnCore", "out_edges"]
+__all__ = ["FOOTPRINT_MAX", "POOL", "Services", "Settings", "TxnCore", "out_edges"]
+
+#: At most this many paths in a marker's footprint (reads + removes); beyond it none is written.
+FOOTPRINT_MAX = 256
 
 #: Bounded pool for per-table work that runs in parallel (marker overwrites, waits, clean-up deletes).
 POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-table")
@@ -107,11 +111,30 @@ class TxnCore:
         ts = self.book.tables.get(table)
         return ts is not None and ict.enabled(ts.base.protocol, ts.base.metadata)
 
-    def marker_info(self) -> MarkerInfo:
-        """What this transaction's markers carry now (rule II: its outgoing edges)."""
+    def marker_info(self, current: tuple[Operation, OpResult] | None = None) -> MarkerInfo:
+        """What this transaction's markers carry now (rule II: its outgoing edges; under a policy
+        with file-level R1, its footprint, ``current`` included: an operation not recorded yet)."""
         preds = tuple(e.to_json() for e in out_edges(self.id, self.book)) if self.ct else ()
         return MarkerInfo(txn=self.id, predecessors=preds, created=self.created,
-                          lease_expires=self.book.lease_expires, client=layout.client_label())
+                          lease_expires=self.book.lease_expires, client=layout.client_label(),
+                          footprint=self.footprint(current) if self.iso and self.policy.r1_files else None)
+
+    def footprint(self, current: tuple[Operation, OpResult] | None = None) -> Footprint | None:
+        """Files whose content reached the caller and files rewritten so far, per table (None when
+        more than :data:`FOOTPRINT_MAX` paths: markers stay small; nothing is then known)."""
+        current = current or self.book.claiming
+        done = [(rec.op, rec.result) for rec in self.book.ops] + ([current] if current is not None else [])
+        reads: dict[str, set[str]] = {}
+        removes: dict[str, set[str]] = {}
+        for op, res in done:
+            if op.exposed:
+                for t, paths in res.reads.items():
+                    reads.setdefault(t, set()).update(paths)
+            for t, rms in res.removes.items():
+                removes.setdefault(t, set()).update(r.path for r in rms)
+        if sum(map(len, reads.values())) + sum(map(len, removes.values())) > FOOTPRINT_MAX:
+            return None
+        return Footprint({t: frozenset(v) for t, v in reads.items()}, {t: frozenset(v) for t, v in removes.items()})
 
     def requests(self) -> dict[str, int]:
         """Object-store requests made so far, by kind."""

@@ -24,6 +24,7 @@ from lv_core.txn.access import access, claim_write_marker
 from lv_core.txn.context import OpContext
 from lv_core.txn.core import TxnCore
 from lv_core.txn.ops import Operation, OpResult
+from lv_core.txn.precedence import give_way
 from lv_core.txn.state import OpRecord
 
 __all__ = ["execute", "redo_from", "run"]
@@ -72,6 +73,13 @@ def execute(core: TxnCore, op: Operation) -> Any:
         access(core, t)
     step = len(book.ops)
     result = run(core, op, step, 0)
+    try:
+        give_way(core, op, result, step)
+    except BaseException:
+        for t, paths in result.staged().items():  # not recorded in the transaction: delete them here
+            for path in paths:
+                core.store.delete(f"{t}/{path}")
+        raise
     claim = [t for t in op.tables if core.iso and core.markers and book.tables[t].marker_version is None
              and (result.adds.get(t) or result.removes.get(t))]
     named = False
@@ -80,8 +88,12 @@ def execute(core: TxnCore, op: Operation) -> Any:
             if any(result.staged().values()):  # name the staged files before claiming: a crash in between
                 write_sublog(core, OpRecord(op, step, result, "physical", 0))  # leaves them to `lv recover`
                 named = True
-            for t in claim:
-                claim_write_marker(core, book.tables[t])
+            book.claiming = (op, result)
+            try:
+                for t in claim:
+                    claim_write_marker(core, book.tables[t])
+            finally:
+                book.claiming = None
         except BaseException:
             for t, paths in result.staged().items():  # not recorded in the transaction: delete them here
                 for path in paths:

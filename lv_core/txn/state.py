@@ -94,6 +94,9 @@ class Bookkeeping:
 
     tables: dict[str, TableState] = field(default_factory=dict)
     ops: list[OpRecord] = field(default_factory=list)
+    #: the operation whose markers are being claimed (run, not recorded yet): markers written
+    #: meanwhile include it in their footprint
+    claiming: tuple[Operation, OpResult] | None = None
     sublog_steps: set[int] = field(default_factory=set)
     autocommitted: dict[str, int] = field(default_factory=dict)  # preset delta: table -> last version
     statements: int = 0  # preset delta: statements run (each one commits alone)

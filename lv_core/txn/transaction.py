@@ -174,7 +174,11 @@ class Transaction:
             self.ensure_active()
             if not self.markers and not self.iso:
                 return execute_autocommit(self.core, op)
-            return execute_op(self.core, op)
+            try:
+                return execute_op(self.core, op)
+            except TransactionAborted as e:  # e.g. it gave way to a first updater: the transaction ends
+                ending.abort(self.core, e.reason, e.rule)
+                raise
 
     def _plane(self) -> DataPlane:
         if self._data is None:

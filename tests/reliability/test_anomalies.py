@@ -117,19 +117,15 @@ def test_whole_matrix(tmp_root, capsys):
     assert not wrong, "\n\n".join(wrong)
 
 
-#: (anomaly, form) -> why serializable still aborts there a transaction PostgreSQL SERIALIZABLE commits
-KNOWN_NEEDLESS: dict[tuple[str, str], str] = {
-    ("G-single-write-2", "ST"): (
-        "PostgreSQL blocks T2's write of y on T1's row lock (T1 deleted y first), so T1 commits first and T2 "
-        "fails; LakeVilla has no row locks: T2's marker precedes T1's in the table, T2 commits first and T1, "
-        "whose read of x T2 overwrote, cannot be redone (exposed_read). One of the two must abort either way."),
-}
+#: (anomaly, form) -> why serializable still aborts there a transaction PostgreSQL SERIALIZABLE commits (none
+#: since first updater wins across markers: G-single-write-2 on one table, tests/unit/test_first_updater.py)
+KNOWN_NEEDLESS: dict[tuple[str, str], str] = {}
 
 
 def test_aborts_compared_with_postgresql(tmp_root, capsys):
     """Per preset: anomalies and transactions aborted where PostgreSQL 15 SERIALIZABLE commits (its outcomes
     measured on a real server: tests/reliability/postgres_outcomes.json, re-measured by test_postgres.py).
-    Under ``serializable`` no case aborts what PostgreSQL commits, apart from KNOWN_NEEDLESS."""
+    Under ``serializable`` no case aborts what PostgreSQL commits (KNOWN_NEEDLESS is empty)."""
     pg = load_postgres()
     counts = {c: {"anomalies": 0, "needless": 0, "aborts": 0, "txns": 0} for c in CONFIGS}
     rows: dict[str, dict[str, str]] = {}

@@ -1,0 +1,69 @@
+"""First updater wins, across markers: an operation gives way to a transaction queued behind it.
+
+Markers order transactions per table by their first write, not per row. When a transaction queued
+behind ours (its marker above ours) already rewrote a file that our operation now rewrites, and a
+result it returned came from a file we rewrote, one of the two must abort: after our commit it could
+not be redone (``exposed_read``). PostgreSQL blocks the later updater on the row lock and aborts it
+(``could not serialize access due to concurrent update``); we do the same instead of letting the
+earlier updater fail at its commit. The queued transaction tells what it did in its marker's
+footprint (:class:`~lv_core.protocol.markers.Footprint`). Checked only under policies with
+file-level R1 (``serializable``, ``write_serializable``), for an operation that rewrites files of a
+table whose marker we already hold: one GET per marker object above ours (usually one, not found).
+"""
+
+from __future__ import annotations
+
+from lv_core.errors import NotFound
+from lv_core.protocol.aborts import aborted
+from lv_core.protocol.conflicts import FirstUpdater, first_updater
+from lv_core.protocol.layout import marker_key
+from lv_core.protocol.markers import classify
+from lv_core.txn.core import TxnCore
+from lv_core.txn.ops import Operation, OpResult
+
+__all__ = ["give_way"]
+
+#: at most this many marker objects above ours are looked at
+MAX_PROBES = 8
+
+
+def _queued_behind(core: TxnCore, table: str, start: int, op: Operation, result: OpResult) -> FirstUpdater | None:
+    now = {r.path for r in result.removes.get(table, ())}
+    ours: dict[str, set[str]] = {}
+    for res in [rec.result for rec in core.book.ops] + [result]:
+        for t, rms in res.removes.items():
+            ours.setdefault(t, set()).update(r.path for r in rms)
+    for v in range(start + 1, start + 1 + MAX_PROBES):
+        try:
+            got = core.store.get(marker_key(table, v))
+        except NotFound:
+            return None
+        st = classify(v, got.data, got.etag, filled=False)
+        fp = st.marker.footprint if st.pending and st.marker is not None else None
+        if fp is None or st.txn == core.id:
+            continue
+        hit = first_updater(table, now, ours, fp.reads, fp.removes, st.txn or "?", v)
+        if hit is not None:
+            return hit
+    return None
+
+
+def give_way(core: TxnCore, op: Operation, result: OpResult, step: int) -> None:
+    """Abort (rule ``conflict``) when ``op``, about to be recorded at ``step``, rewrites files that a
+    transaction queued behind ours changed first and whose returned results depend on our changes.
+
+    Raises:
+        TransactionAborted: ``first_updater``.
+    """
+    if not (core.iso and core.markers and core.policy.r1_files) or op.blind:
+        return
+    for t in op.tables:
+        ts = core.book.tables[t]
+        if ts.marker_version is None or not result.removes.get(t):
+            continue
+        hit = _queued_behind(core, t, ts.marker_version, op, result)
+        if hit is not None:
+            files = ", ".join(hit.files[:3]) + (", ..." if len(hit.files) > 3 else "")
+            raise aborted("first_updater", {"table": t, "txn": hit.txn, "version": hit.version,
+                                            "files": list(hit.files), "read": list(hit.doomed_by)},
+                          step=step, op=op.name, table=t, on_txn=hit.txn, version=hit.version, files=files)
