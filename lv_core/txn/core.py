@@ -35,8 +35,11 @@ __all__ = ["FOOTPRINT_MAX", "POOL", "Services", "Settings", "TxnCore", "out_edge
 #: At most this many paths in a marker's footprint (reads + removes); beyond it none is written.
 FOOTPRINT_MAX = 256
 
-#: Bounded pool for per-table work that runs in parallel (marker overwrites, waits, clean-up deletes).
-POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-table")
+#: Bounded pool for short per-table requests that run in parallel (commit writes, marker overwrites).
+#: Its tasks never wait for other transactions (waits run on threads of their own: see
+#: :func:`lv_core.txn.waiting.resolve_all`), so a full pool only delays, never deadlocks. Wide enough
+#: that a 32-table commit writes in one round.
+POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="lv-table")
 
 
 @dataclass(frozen=True)

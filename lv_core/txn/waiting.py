@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from lv_core import events as ev
 from lv_core.delta.actions import decode_commit
@@ -256,14 +257,17 @@ def resolve_all(core: TxnCore, group: list[str], deadline: float) -> list[Predec
     book = core.book
     if len(group) == 1 or not core.ct:
         return [p for t in group for p in _resolve_predecessors(core, book.tables[t], deadline)]
-    futures = [POOL.submit(_resolve_predecessors, core, book.tables[t], deadline) for t in group]
+    # One thread per table: these wait for other transactions (possibly of this process, whose commit
+    # needs the shared POOL), so they must not occupy a bounded shared pool.
     out: list[PredecessorCommit] = []
     first_error: BaseException | None = None
-    for f in futures:
-        try:
-            out.extend(f.result())
-        except BaseException as e:  # re-raised below after all finished
-            first_error = first_error or e
+    with ThreadPoolExecutor(max_workers=len(group), thread_name_prefix="lv-wait") as waits:
+        futures = [waits.submit(_resolve_predecessors, core, book.tables[t], deadline) for t in group]
+        for f in futures:
+            try:
+                out.extend(f.result())
+            except BaseException as e:  # re-raised below after all finished
+                first_error = first_error or e
     if first_error is not None:
         raise first_error
     return out

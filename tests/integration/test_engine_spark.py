@@ -263,8 +263,9 @@ def test_a_changed_exposed_read_aborts(engine_lh: lv_core.Lakehouse) -> None:
     writer = lh.begin(features="R")  # LV[R] alone: the redo decides (no validation rule first)
     writer.update("bank_x", {"balance": "balance - 1"}, "id = 1")  # marker first
     reader = lh.begin(features="R")
-    seen = reader.table("bank_x")  # marker after the writer's: it reads without the writer's change
+    seen = reader.table("bank_x")  # read at the latest version, without the writer's pending change
     assert balances(seen.toArrow()) == {1: 5000.0, 2: 5000.0}
+    reader.update("bank_x", {"balance": "balance + 1"}, "id = 2")  # its marker: after the writer's
     writer.commit()
     with pytest.raises(TransactionAborted) as caught:
         reader.commit()
