@@ -46,8 +46,11 @@ def lh(ip: Any, spark: Any, tmp_path: Any) -> Any:
 
 #: Runs for hours unless interrupted; Spark stops its tasks promptly when it is (a cross join of two
 #: ranges checks for task kills; joins with a table scan may not, and would keep a core busy).
-LONG_UPDATE = ("UPDATE acct SET balance = (SELECT count(*) FROM range(1000000) a CROSS JOIN range(1000000000) b) "
-               "WHERE id = 2")
+# A statement that runs until interrupted, in the task itself (Thread.sleep stops when Spark kills the task).
+# (A scalar subquery over a huge cross join was used before: its job was not always stopped by the interrupt
+# and kept the shared Spark server busy for the following tests.)
+LONG_UPDATE = ("UPDATE acct SET balance = balance + coalesce(length(reflect('java.lang.Thread', 'sleep', "
+               "bigint(600000))), 0) WHERE id = 2")
 
 
 def versions(lh: Any) -> dict[str, int]:
