@@ -1,13 +1,11 @@
 """Module #1 for one transaction: first access of a table, and the markers it places and replaces.
 
-With LV[R]/LV[CT] the first table a transaction touches is read at its latest version without a
-marker (a transaction that only reads that table needs none); its marker is claimed when the
-transaction writes it or touches another table. Every other table's first access put-if-absents a
-marker (beside the log) at the next free version ``m`` and reads the snapshot at ``m-1`` (pending
-markers of others read as empty; they are predecessors). The marker's version is later written to
-the Delta log exactly once: with the commit, or with an empty commit once the marker was given up.
-With LV[I] a table is read at its global-log version and gets its marker when first written. With
-neither (preset ``delta``) the latest snapshot is read.
+With LV[R]/LV[CT] the first access put-if-absents a marker (beside the log) at the next free version
+``m`` and reads the snapshot at ``m-1`` (pending markers of others read as empty; they are
+predecessors). The marker's version is later written to the Delta log exactly once: with the commit,
+or with an empty commit once the marker was given up. With LV[I]
+a table is read at its global-log version and gets its marker when first written. With neither
+(preset ``delta``) the latest snapshot is read.
 """
 
 from __future__ import annotations
@@ -34,8 +32,8 @@ from lv_core.txn import waiting
 from lv_core.txn.core import TxnCore
 from lv_core.txn.state import TableState
 
-__all__ = ["access", "claim_deferred", "claim_write_marker", "free_own_marker", "head", "read_version_of",
-           "replace_marker", "write_marker_version"]
+__all__ = ["access", "claim_write_marker", "free_own_marker", "head", "read_version_of", "replace_marker",
+           "write_marker_version"]
 
 
 def head(core: TxnCore) -> GvlState:
@@ -71,17 +69,7 @@ def access(core: TxnCore, name: str) -> TableState:
         ts = TableState(name, logs.latest_snapshot(name, core.store))
         check_readable(ts.base.protocol, ts.base.metadata, table=name)
         book.tables[name] = ts
-    elif not book.tables:
-        # The first table: read at the latest version without a marker. A transaction that reads only
-        # this table needs none (it is ordered at that version); it is claimed once the transaction
-        # writes the table or touches another one (claim_deferred), and the versions in between are
-        # then predecessors, checked at commit like any other.
-        base, pending = logs.resolved_view(name, logs.latest_hint(name, core.store), core.store)
-        check_readable(base.protocol, base.metadata, table=name)
-        ts = TableState(name, base, pending={v: x for v, x in pending.items() if x != core.id}, deferred=True)
-        book.tables[name] = ts
     else:
-        claim_deferred(core)
         v, etag = _place(core, name, logs.cached_hint(name, core.store) + 1)
         crashpoint("marker-placed")
         try:
@@ -117,22 +105,14 @@ def _free_quietly(core: TxnCore, table: str, version: int, etag: str, reason: st
         pass  # expires by lease; any reader frees it then
 
 
-def claim_deferred(core: TxnCore) -> None:
-    """LV[R]: claim the marker of a table read without one (the transaction goes on to another table)."""
-    for ts in list(core.book.tables.values()):
-        if ts.deferred and ts.marker_version is None:
-            claim_write_marker(core, ts)
-
-
 def claim_write_marker(core: TxnCore, ts: TableState) -> None:
-    """A table read without a marker gets it when first written (LV[I] with markers: read at its global
-    version; LV[R]: a deferred first table, also claimed when another table is touched). The operation
-    that writes it is ``core.book.claiming``, not recorded yet.
+    """LV[I] with markers: a table read at its global version gets its marker when first written
+    (the operation that writes it is ``core.book.claiming``, not recorded yet).
 
     Versions between the read version and the marker are predecessors, checked at commit."""
     v, etag = _place(core, ts.name, core.services.logs.cached_hint(ts.name, core.store) + 1)
     crashpoint("marker-placed")
-    ts.marker_version, ts.marker_etag, ts.deferred = v, etag, False
+    ts.marker_version, ts.marker_etag = v, etag
     for pv in range(ts.base.version + 1, v):
         st = read_version(core.store, ts.name, pv)
         if st.pending and st.txn and st.txn != core.id:

@@ -80,8 +80,8 @@ def execute(core: TxnCore, op: Operation) -> Any:
             for path in paths:
                 core.store.delete(f"{t}/{path}")
         raise
-    claim = [t for t in op.tables if core.markers and book.tables[t].marker_version is None
-             and (core.iso or book.tables[t].deferred) and (result.adds.get(t) or result.removes.get(t))]
+    claim = [t for t in op.tables if core.iso and core.markers and book.tables[t].marker_version is None
+             and (result.adds.get(t) or result.removes.get(t))]
     named = False
     if claim:
         try:

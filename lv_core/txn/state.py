@@ -35,9 +35,6 @@ class TableState:
     pending: dict[int, str] = field(default_factory=dict)  # preceding pending markers: version -> txn
     first_step: int | None = None
     read_version: int | None = None  # LV[I]: the global log's version of the table it reads at
-    #: LV[R] without LV[I]: read at the latest version without a marker; the marker is claimed when the
-    #: transaction writes it or touches another table (a one-table read-only transaction never does)
-    deferred: bool = False
 
 
 @dataclass

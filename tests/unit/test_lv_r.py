@@ -46,8 +46,7 @@ def test_commit_overwrites_marker_with_actions_and_cleans_up(lh):
     assert committed_kv(lh, "kv") == {1: 15.0, 2: 20.0}
     drain(60.0)  # the clean-up runs in the background
     assert list(lh.store.list(layout.txn_prefix(txn.id))) == []  # sublog, lease gone
-    # the first table is read at its latest version; the marker is claimed when the transaction writes it
-    assert _kinds(txn)[:3] == ["Began", "SnapshotRead", "MarkerPlaced"] and _kinds(txn)[-1] == "Committed"
+    assert _kinds(txn)[:3] == ["Began", "MarkerPlaced", "SnapshotRead"] and _kinds(txn)[-1] == "Committed"
 
 
 def test_read_your_writes_and_rollback_deletes_staged_files(lh):
@@ -66,53 +65,12 @@ def test_read_your_writes_and_rollback_deletes_staged_files(lh):
         add_kv(txn, "kv", 1, 1)
 
 
-def test_a_one_table_read_only_transaction_places_no_marker_and_writes_nothing(lh):
-    top = lh.version("kv")
+def test_read_only_marker_is_freed_at_commit(lh):
     txn = lh.begin(LV)
     assert read_kv(txn, "kv") == {1: 10.0, 2: 20.0}
-    assert read_kv(txn, "kv") == {1: 10.0, 2: 20.0}
-    assert txn.marker_versions() == {}
     res = txn.commit()
-    assert res.versions == {} and res.freed == {}
-    assert lh.version("kv") == top and list(lh.store.list(layout.markers_prefix("kv"))) == []
-
-
-def test_a_writer_does_not_wait_for_a_one_table_reader(lh):
-    r = lh.begin(LV)
-    assert read_kv(r, "kv") == {1: 10.0, 2: 20.0}
-    w = lh.begin(LV)
-    add_kv(w, "kv", 1, 5)
-    w.commit()  # no marker of the reader to wait behind
-    assert read_kv(r, "kv") == {1: 10.0, 2: 20.0}  # the reader keeps its version
-    r.commit()
-    assert committed_kv(lh, "kv") == {1: 15.0, 2: 20.0}
-
-
-def test_the_first_table_gets_its_marker_once_another_is_touched(lh):
-    make_kv(lh, "kv2", {1: 1.0})
-    txn = lh.begin(LV)
-    read_kv(txn, "kv")
-    assert txn.marker_versions() == {}
-    read_kv(txn, "kv2")
-    assert set(txn.marker_versions()) == {"kv", "kv2"}
-    res = txn.commit()
-    assert res.versions == {} and set(res.freed) == {"kv", "kv2"}
+    assert res.versions == {} and set(res.freed) == {"kv"}
     assert read_version(lh.store, "kv", res.freed["kv"]).kind == "freed"
-
-
-def test_a_commit_between_the_first_read_and_the_marker_is_a_predecessor(lh):
-    """Read kv without a marker, another transaction commits kv, then this one writes kv: the commit in
-    between invalidates the read (its result was returned: exposed), so the transaction aborts."""
-    t1 = lh.begin(LV)
-    v1 = read_kv(t1, "kv", 1)[1]
-    t2 = lh.begin(LV)
-    add_kv(t2, "kv", 1, 1)
-    t2.commit()
-    write_kv(t1, "kv", 1, v1 + 1)
-    with pytest.raises(TransactionAborted) as e:
-        t1.commit()
-    assert e.value.rule == "exposed_read"
-    assert committed_kv(lh, "kv")[1] == 11.0
 
 
 def test_unknown_table_is_a_clear_error_and_places_nothing(lh):
@@ -326,9 +284,13 @@ def test_foreign_checkpoint_while_a_marker_is_pending_cannot_hide_the_commit(lh)
 def test_request_counts_per_transaction(tmp_path):
     """Exact requests of a warm single-table transaction on the instrumented store.
 
-    read-only (one table): what a plain Delta reader makes; no marker is needed.
-    write (update of one row): the table is read at its latest version, the marker is claimed once the
-    update ran; no GET of ``_last_checkpoint`` (the process knows the log).
+    read-only: 1 PUT lease + 1 PUT-create marker (beside the log) + 1 HEAD (the log does not hold the
+    marker's version already) + 1 GET previous version (resolved
+    view) + 2 GET data files + 1 PUT sublog entry + 1 PUT-create of the marker's version in the log (an
+    empty commit) + 2 DELETE (sublog entry, lease).
+    write (update of one row): the same, but the marker's version in the log gets the commit and the
+    new data file costs 1 PUT-create; no GET of ``_last_checkpoint`` (a checkpoint can no longer cover
+    a pending marker: markers are not in the log).
     """
     from lv_core import Lakehouse
     from lv_core.storage.instrumented import InstrumentedStore
@@ -345,9 +307,9 @@ def test_request_counts_per_transaction(tmp_path):
     read_kv(r, "kv")
     res = r.commit()
     drain(60.0)
-    # a one-table read-only transaction: the log's tail (HEAD of the next version) and the data files,
-    # as a plain Delta reader; no marker, no empty commit, no sublog, no heartbeat object
-    assert st.counts() == {"GET": 2, "PUT": 0, "PUT-create": 0, "PUT-if-match": 0, "HEAD": 1, "DELETE": 0, "LIST": 0,
+    # a read-only transaction: marker placed (PUT-create, HEAD of the log), read, marker version written
+    # into the log as an empty commit; no sublog (nothing staged), no heartbeat object (short-lived)
+    assert st.counts() == {"GET": 3, "PUT": 0, "PUT-create": 2, "PUT-if-match": 0, "HEAD": 1, "DELETE": 0, "LIST": 0,
                            "COPY": 0}
     assert res.requests == {k: v for k, v in st.counts().items() if v}  # the transaction counts its own
     assert [e.counts for e in r.events.history if isinstance(e, ev.Requests)] == [res.requests]
@@ -357,9 +319,8 @@ def test_request_counts_per_transaction(tmp_path):
     add_kv(w, "kv", 1, 1)  # reads both files (scan), rewrites one
     w.commit()
     drain(60.0)
-    # + the rewritten file (PUT-create), its sublog entry (PUT), the marker claimed after the update ran
-    # (PUT-create + HEAD of the log), the commit (PUT-create) and the entry's background DELETE
-    assert st.counts() == {"GET": 2, "PUT": 1, "PUT-create": 3, "PUT-if-match": 0, "HEAD": 2, "DELETE": 1, "LIST": 0,
+    # + the rewritten file (PUT-create), its sublog entry (PUT) and the entry's background DELETE
+    assert st.counts() == {"GET": 3, "PUT": 1, "PUT-create": 3, "PUT-if-match": 0, "HEAD": 1, "DELETE": 1, "LIST": 0,
                            "COPY": 0}
 
 
