@@ -255,7 +255,7 @@ def resolve_all(core: TxnCore, group: list[str], deadline: float) -> list[Predec
     A table the transaction only blind-appended to waits too, although nothing before it can
     conflict with a blind append: the Delta log can hold no version above one still pending."""
     book = core.book
-    if len(group) == 1 or not core.ct:
+    if len(group) <= 1 or not core.ct:
         return [p for t in group for p in _resolve_predecessors(core, book.tables[t], deadline)]
     # One thread per table: these wait for other transactions (possibly of this process, whose commit
     # needs the shared POOL), so they must not occupy a bounded shared pool.

@@ -1,0 +1,95 @@
+"""Commit latency vs the number of tables, uncontended, two source trees side by side (issue 21).
+
+    python -m benchmarks.commit_latency --base /path/to/old/checkout [--head .] [--rounds 3]
+
+One transaction at a time inserts one row into each of k tables (``repeatable_read``: LV[R]+LV[CT])
+on a local store with 20 ms per request; the ``commit()`` call is timed (median of ``--reps``
+transactions per round). The trees run in child processes with their own ``lv_core`` (as
+:mod:`benchmarks.aborts`), alternating round by round. Writes ``results/commit_latency.json`` with
+the median per tree and k and the ratio k_max / 1 (target: <= 1.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parents[1]
+
+
+def measure(ks: list[int], reps: int, latency_s: float) -> dict[int, float]:
+    """Median commit latency (ms) per k, in this process's ``lv_core``."""
+    import pyarrow as pa
+
+    import lv_core
+    from lv_core.engine import arrow_ops as aops
+    from lv_core.storage.instrumented import KINDS, InstrumentedStore
+    from lv_core.txn.cleaner import drain
+
+    out: dict[int, float] = {}
+    for k in ks:
+        root = tempfile.mkdtemp(prefix="lv-commitlat-")
+        store = InstrumentedStore(lv_core.connect(root).store, latency={kind: latency_s for kind in KINDS})
+        lh = lv_core.Lakehouse(store)
+        for i in range(k):
+            lh.create_table(f"t{i}", "id BIGINT, v DOUBLE")
+        times = []
+        for r in range(reps + 1):  # the first transaction warms the caches
+            txn = lh.begin("repeatable_read")
+            for i in range(k):
+                txn.execute(aops.append(f"t{i}", pa.table({"id": pa.array([r], pa.int64()), "v": pa.array([1.0])})))
+            t0 = time.perf_counter()
+            txn.commit()
+            if r:
+                times.append((time.perf_counter() - t0) * 1000)
+            drain(60.0)
+        lh.close()
+        out[k] = statistics.median(times)
+    return out
+
+
+def _child(tree: str, ks: list[int], reps: int, latency_s: float) -> dict[int, float]:
+    shim = tempfile.mkdtemp(prefix="lv-tree-")
+    os.symlink(os.path.join(tree, "lv_core"), os.path.join(shim, "lv_core"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([shim, str(HERE)]))
+    code = ("import json; from benchmarks import commit_latency as c; "
+            f"print(json.dumps(c.measure({ks!r}, {reps}, {latency_s})))")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return {int(k): v for k, v in json.loads(res.stdout.strip().splitlines()[-1]).items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", required=True, help="the 'before' source tree")
+    ap.add_argument("--head", default=str(HERE), help="the 'after' source tree (default: this one)")
+    ap.add_argument("--ks", default="1,8,32")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--latency-ms", type=float, default=20.0)
+    ap.add_argument("--out", default=str(HERE / "benchmarks" / "results" / "commit_latency.json"))
+    args = ap.parse_args(argv)
+    ks = [int(k) for k in args.ks.split(",")]
+    runs: dict[str, list[dict[int, float]]] = {"before": [], "after": []}
+    for _ in range(args.rounds):
+        for name, tree in (("before", args.base), ("after", args.head)):
+            runs[name].append(_child(tree, ks, args.reps, args.latency_ms / 1000))
+    summary: dict[str, Any] = {}
+    for name, rs in runs.items():
+        med = {k: round(statistics.median(r[k] for r in rs), 1) for k in ks}
+        summary[name] = {"commit_ms_p50": med, f"ratio_{ks[-1]}_to_{ks[0]}": round(med[ks[-1]] / med[ks[0]], 2)}
+    data = {"base": args.base, "head": args.head, "latency_ms": args.latency_ms, "reps": args.reps,
+            "rounds": args.rounds, "runs": runs, "summary": summary}
+    Path(args.out).write_text(json.dumps(data, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
