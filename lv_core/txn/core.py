@@ -13,7 +13,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from lv_core import events as ev
 from lv_core.delta.actions import Action
@@ -30,7 +30,7 @@ from lv_core.storage.instrumented import InstrumentedStore
 from lv_core.txn.ops import Operation, OpResult
 from lv_core.txn.state import Bookkeeping
 
-__all__ = ["FOOTPRINT_MAX", "POOL", "Services", "Settings", "TxnCore", "out_edges"]
+__all__ = ["FOOTPRINT_MAX", "POOL", "Services", "Settings", "TxnCore", "out_edges", "removed_files"]
 
 #: At most this many paths in a marker's footprint (reads + removes); beyond it none is written.
 FOOTPRINT_MAX = 256
@@ -114,27 +114,29 @@ class TxnCore:
         ts = self.book.tables.get(table)
         return ts is not None and ict.enabled(ts.base.protocol, ts.base.metadata)
 
-    def marker_info(self, current: tuple[Operation, OpResult] | None = None) -> MarkerInfo:
+    def marker_info(self) -> MarkerInfo:
         """What this transaction's markers carry now (rule II: its outgoing edges; under a policy
-        with file-level R1, its footprint, ``current`` included: an operation not recorded yet)."""
+        with file-level R1, its footprint)."""
         preds = tuple(e.to_json() for e in out_edges(self.id, self.book)) if self.ct else ()
         return MarkerInfo(txn=self.id, predecessors=preds, created=self.created,
                           lease_expires=self.book.lease_expires, client=layout.client_label(),
-                          footprint=self.footprint(current) if self.iso and self.policy.r1_files else None)
+                          footprint=self.footprint() if self.iso and self.policy.r1_files else None)
 
-    def footprint(self, current: tuple[Operation, OpResult] | None = None) -> Footprint | None:
+    def results(self) -> list[tuple[Operation, OpResult]]:
+        """Every operation run so far with its result, the one whose markers are being claimed last."""
+        done = [(rec.op, rec.result) for rec in self.book.ops]
+        return done + ([self.book.claiming] if self.book.claiming is not None else [])
+
+    def footprint(self) -> Footprint | None:
         """Files whose content reached the caller and files rewritten so far, per table (None when
         more than :data:`FOOTPRINT_MAX` paths: markers stay small; nothing is then known)."""
-        current = current or self.book.claiming
-        done = [(rec.op, rec.result) for rec in self.book.ops] + ([current] if current is not None else [])
+        done = self.results()
         reads: dict[str, set[str]] = {}
-        removes: dict[str, set[str]] = {}
         for op, res in done:
             if op.exposed:
                 for t, paths in res.reads.items():
                     reads.setdefault(t, set()).update(paths)
-            for t, rms in res.removes.items():
-                removes.setdefault(t, set()).update(r.path for r in rms)
+        removes = removed_files(res for _, res in done)
         if sum(map(len, reads.values())) + sum(map(len, removes.values())) > FOOTPRINT_MAX:
             return None
         return Footprint({t: frozenset(v) for t, v in reads.items()}, {t: frozenset(v) for t, v in removes.items()})
@@ -142,6 +144,15 @@ class TxnCore:
     def requests(self) -> dict[str, int]:
         """Object-store requests made so far, by kind."""
         return {k: v for k, v in self.store.counts().items() if v}
+
+
+def removed_files(results: Iterable[OpResult]) -> dict[str, set[str]]:
+    """Table -> paths of every data file the results removed (rewrote or deleted)."""
+    out: dict[str, set[str]] = {}
+    for res in results:
+        for t, rms in res.removes.items():
+            out.setdefault(t, set()).update(r.path for r in rms)
+    return out
 
 
 def out_edges(txn_id: str, book: Bookkeeping) -> list[Edge]:

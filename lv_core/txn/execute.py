@@ -66,6 +66,13 @@ def _delete_staged(core: TxnCore, tables: tuple[str, ...], ctx: OpContext) -> No
                 core.store.delete(meta.key)
 
 
+def _delete_unrecorded(core: TxnCore, result: OpResult) -> None:
+    """Delete the files an execution staged that the transaction has not recorded (it gave up on them)."""
+    for t, paths in result.staged().items():
+        for path in paths:
+            core.store.delete(f"{t}/{path}")
+
+
 def execute(core: TxnCore, op: Operation) -> Any:
     """Run ``op`` inside a transaction with markers or LV[I]; returns its value."""
     book = core.book
@@ -76,9 +83,7 @@ def execute(core: TxnCore, op: Operation) -> Any:
     try:
         give_way(core, op, result, step)
     except BaseException:
-        for t, paths in result.staged().items():  # not recorded in the transaction: delete them here
-            for path in paths:
-                core.store.delete(f"{t}/{path}")
+        _delete_unrecorded(core, result)
         raise
     claim = [t for t in op.tables if core.iso and core.markers and book.tables[t].marker_version is None
              and (result.adds.get(t) or result.removes.get(t))]
@@ -95,9 +100,7 @@ def execute(core: TxnCore, op: Operation) -> Any:
             finally:
                 book.claiming = None
         except BaseException:
-            for t, paths in result.staged().items():  # not recorded in the transaction: delete them here
-                for path in paths:
-                    core.store.delete(f"{t}/{path}")
+            _delete_unrecorded(core, result)
             if named:
                 core.store.delete(layout.sublog_key(core.id, step))
                 book.sublog_steps.discard(step)

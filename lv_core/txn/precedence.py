@@ -18,7 +18,7 @@ from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import FirstUpdater, first_updater
 from lv_core.protocol.layout import marker_key
 from lv_core.protocol.markers import classify
-from lv_core.txn.core import TxnCore
+from lv_core.txn.core import TxnCore, removed_files
 from lv_core.txn.ops import Operation, OpResult
 
 __all__ = ["give_way"]
@@ -27,12 +27,9 @@ __all__ = ["give_way"]
 MAX_PROBES = 8
 
 
-def _queued_behind(core: TxnCore, table: str, start: int, op: Operation, result: OpResult) -> FirstUpdater | None:
-    now = {r.path for r in result.removes.get(table, ())}
-    ours: dict[str, set[str]] = {}
-    for res in [rec.result for rec in core.book.ops] + [result]:
-        for t, rms in res.removes.items():
-            ours.setdefault(t, set()).update(r.path for r in rms)
+def _queued_behind(core: TxnCore, table: str, start: int, now: set[str],
+                   ours: dict[str, set[str]]) -> FirstUpdater | None:
+    """The first transaction queued behind our marker ``start`` on ``table`` we must give way to."""
     for v in range(start + 1, start + 1 + MAX_PROBES):
         try:
             got = core.store.get(marker_key(table, v))
@@ -57,11 +54,14 @@ def give_way(core: TxnCore, op: Operation, result: OpResult, step: int) -> None:
     """
     if not (core.iso and core.markers and core.policy.r1_files) or op.blind:
         return
-    for t in op.tables:
-        ts = core.book.tables[t]
-        if ts.marker_version is None or not result.removes.get(t):
-            continue
-        hit = _queued_behind(core, t, ts.marker_version, op, result)
+    held = [t for t in op.tables if core.book.tables[t].marker_version is not None and result.removes.get(t)]
+    if not held:
+        return
+    ours = removed_files([rec.result for rec in core.book.ops] + [result])
+    for t in held:
+        marker = core.book.tables[t].marker_version
+        assert marker is not None
+        hit = _queued_behind(core, t, marker, {r.path for r in result.removes[t]}, ours)
         if hit is not None:
             files = ", ".join(hit.files[:3]) + (", ..." if len(hit.files) > 3 else "")
             raise aborted("first_updater", {"table": t, "txn": hit.txn, "version": hit.version,
