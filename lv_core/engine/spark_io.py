@@ -3,8 +3,9 @@
 ``direct``: Spark reads and writes the table's files itself (a local folder with the embedded server,
 or a cluster that reaches the bucket: ``s3://`` is handed to Spark as ``s3a://`` by default). Writes
 go to a staging folder inside the table folder (``<table>/_lv_staging/part-<txn>-<step>-<attempt>-s<id>/``),
-their stats and partition values come from one Spark aggregate over the staged files (grouped by
-``_metadata.file_path``; only one row per file reaches Python), then each file is moved to its final
+their stats come from the files' Parquet footers and their partition values from the folders Spark
+wrote (:mod:`lv_core.engine.footer_stats`; when a footer cannot give exact stats, one Spark aggregate
+over the staged files grouped by ``_metadata.file_path``), then each file is moved to its final
 name (:meth:`OpContext.new_path`) and the staging folder (``_SUCCESS``/``.crc`` debris) is deleted.
 Nothing is visible to Delta readers until the commit names the files.
 
@@ -27,12 +28,14 @@ import shutil
 import threading
 import uuid
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequence
 from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lv_core.delta.actions import AddCDCFile, AddFile, now_ms
 from lv_core.delta.colmap import column_mapping
@@ -44,12 +47,14 @@ from lv_core.delta.features import (
     identity_refusal,
     variant_refusal,
 )
+from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import spark_partition_text
 from lv_core.delta.writer import conform, write_data_files
 from lv_core.engine import cdf
 from lv_core.engine.arrow_io import read_data_files
 from lv_core.engine.colmap import logical_frame, physical_frame
+from lv_core.engine.footer_stats import FOLDER_TYPES, folder_values, footer_stats, read_footer
 from lv_core.engine.spark_checks import check_rows, enforce
 from lv_core.engine.spark_schema import (
     col,
@@ -362,7 +367,6 @@ class SparkEngine:
 
     def _direct_write(self, ctx: "OpContext", table: str, snapshot: Snapshot, df: "DataFrame",
                       new_path: Optional[Callable[[Mapping[str, Optional[str]]], str]] = None) -> list[AddFile]:
-        from pyspark.sql import functions as F
 
         cm = column_mapping(snapshot)  # files, partition values and stats use physical names
         schema, parts = cm.physical, list(cm.physical_partition_columns)
@@ -390,24 +394,15 @@ class SparkEngine:
                     writer = writer.partitionBy(*parts)
                 writer.parquet(stage_url)
             staged = self._staged_files(stage_key)
-            if not staged:
-                return []
-            aggs, decode = stats_aggregates(schema, parts)
-            with spark_errors(f"computing stats of the files written to {table!r}"):
-                back = (self.spark.read.schema(spark_schema(schema)).option("basePath", stage_url)
-                        .parquet(*[self.url(f"{stage_key}/{k}") for k in staged]))
-                rows = back.groupBy(F.col("_metadata.file_path").alias("f")).agg(*aggs).collect()
-            stage_raw = self._raw(stage_key) + "/"
+            facts = self._footer_facts(stage_key, staged, schema, parts)
+            if facts is None:
+                facts = self._aggregate_facts(table, stage_key, staged, schema, parts)
             adds = []
-            for row in rows:
-                src = self._decoded(row["f"])
-                if not src.startswith(stage_raw):
-                    raise EngineError(f"Spark reported an unexpected staged file {row['f']!r}")
-                values, stats = decode(row)
+            for rel_staged, values, size, stats in facts:
                 rel = new_path(values) if new_path is not None else ctx.new_path(table, values)
-                self._move(f"{stage_key}/{src[len(stage_raw):]}", f"{table}/{rel}")
+                self._move(f"{stage_key}/{rel_staged}", f"{table}/{rel}")
                 moved.append(f"{table}/{rel}")
-                adds.append(AddFile(rel, values, int(row["size"]), now_ms(), True, stats))
+                adds.append(AddFile(rel, values, size, now_ms(), True, stats))
             return adds
         except BaseException:
             for key in moved:
@@ -423,18 +418,68 @@ class SparkEngine:
             self._stream = StreamFiles(self.spark, self.store)
         return self._stream
 
-    def _staged_files(self, stage_key: str) -> list[str]:
-        """Parquet files Spark left in the staging folder (relative to it)."""
+    def _staged_files(self, stage_key: str) -> list[tuple[str, int]]:
+        """Parquet files Spark left in the staging folder (relative to it) and their sizes."""
         if self.store.scheme == "file":
             root = _local_root(self.store) / stage_key
             out = []
             for dirpath, _dirs, names in os.walk(root):
                 for n in names:
                     if n.endswith(".parquet") and not n.startswith((".", "_")):
-                        out.append(os.path.relpath(os.path.join(dirpath, n), root).replace(os.sep, "/"))
+                        full = os.path.join(dirpath, n)
+                        out.append((os.path.relpath(full, root).replace(os.sep, "/"), os.path.getsize(full)))
             return sorted(out)
-        return sorted(m.key[len(stage_key) + 1:] for m in self.store.list(stage_key + "/")
+        return sorted((m.key[len(stage_key) + 1:], m.size) for m in self.store.list(stage_key + "/")
                       if m.key.endswith(".parquet") and not m.key.rsplit("/", 1)[-1].startswith((".", "_")))
+
+    def _footer_facts(self, stage_key: str, staged: Sequence[tuple[str, int]], schema: DeltaSchema,
+                      parts: Sequence[str]) -> Optional[list[tuple[str, dict[str, Optional[str]], int, str]]]:
+        """(file, partition values, size, stats) of each staged file holding rows, from the Parquet
+        footers (a few KiB per file, read in parallel) and the folder names; None when those cannot
+        give them exactly (see :mod:`lv_core.engine.footer_stats`)."""
+        if any(schema.field(p).type not in FOLDER_TYPES for p in parts):
+            return None
+        local = _local_root(self.store) if self.store.scheme == "file" else None
+
+        def one(item: tuple[str, int]) -> Optional[tuple[str, dict[str, Optional[str]], int, str, int]]:
+            rel, size = item
+            values = folder_values(rel, parts)
+            if values is None:
+                return None
+            key = f"{stage_key}/{rel}"
+            md = pq.read_metadata(str(local / key)) if local is not None else read_footer(self.store, key, size)
+            stats = footer_stats(md, schema, parts)
+            return None if stats is None else (rel, values, size, stats, md.num_rows)
+
+        if len(staged) <= 1:
+            got = [one(item) for item in staged]
+        else:
+            with ThreadPoolExecutor(min(16, len(staged)), thread_name_prefix="lv-footer") as pool:
+                got = list(pool.map(one, staged))
+        if any(g is None for g in got):
+            return None
+        return [(rel, values, size, stats) for rel, values, size, stats, n in (g for g in got if g) if n]
+
+    def _aggregate_facts(self, table: str, stage_key: str, staged: Sequence[tuple[str, int]], schema: DeltaSchema,
+                         parts: Sequence[str]) -> list[tuple[str, dict[str, Optional[str]], int, str]]:
+        """The same facts from one Spark aggregate over the staged files (reads them again)."""
+        from pyspark.sql import functions as F
+
+        stage_url = self.url(stage_key)
+        aggs, decode = stats_aggregates(schema, parts)
+        with spark_errors(f"computing stats of the files written to {table!r}"):
+            back = (self.spark.read.schema(spark_schema(schema)).option("basePath", stage_url)
+                    .parquet(*[self.url(f"{stage_key}/{k}") for k, _size in staged]))
+            rows = back.groupBy(F.col("_metadata.file_path").alias("f")).agg(*aggs).collect()
+        stage_raw = self._raw(stage_key) + "/"
+        out = []
+        for row in rows:
+            src = self._decoded(row["f"])
+            if not src.startswith(stage_raw):
+                raise EngineError(f"Spark reported an unexpected staged file {row['f']!r}")
+            values, stats = decode(row)
+            out.append((src[len(stage_raw):], values, int(row["size"]), stats))
+        return sorted(out)
 
     def _move(self, src: str, dst: str) -> None:
         """Give a staged file its final name: a store copy (a hard link in a folder, server-side on S3,
