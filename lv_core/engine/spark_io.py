@@ -91,6 +91,13 @@ STAGING = "_lv_staging"
 _KEY = "__lv_scan_file"
 _ROW = "__lv_scan_row"
 _PART = "__lv_scan_part_"
+#: From this many rows a scan that needs each row's file joins on the URIs Spark reports (learnt with
+#: one extra call) instead of decoding every row's ``_metadata.file_path``.
+_URI_ROWS = 1_000_000
+
+
+def _rows(files: Sequence[AddFile]) -> int:
+    return sum(f.num_records if f.num_records is not None else _URI_ROWS for f in files)
 
 
 def _local_root(store: ObjectStore) -> Path:
@@ -123,6 +130,9 @@ class SparkEngine:
         self.scans: deque[tuple[str, tuple[str, ...]]] = deque(maxlen=1000)
         self._lock = threading.Lock()
         self._stream: Optional[StreamFiles] = None
+        #: raw path (:meth:`_raw`) -> the URI Spark reports as ``_metadata.file_path`` (files never change)
+        self._uris: dict[str, str] = {}
+        self._uri_form: Optional[bool] = None  #: whether those URIs are known to match (None: not checked)
         with spark_errors("configuring the Spark session"):
             # Standard Parquet timestamps (not INT96): readable by every Delta reader, with stats.
             spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -237,7 +247,11 @@ class SparkEngine:
                 # recursiveFileLookup: no partition discovery from folder names (the log has the values)
                 df = (self.spark.read.schema(data_schema).option("recursiveFileLookup", "true")
                       .parquet(*[self.url(f"{table}/{f.path}") for f in files]))
-                if need_files or gone:
+                uris = self._file_uris(df, raws) if need_files and not gone and _rows(files) >= _URI_ROWS else None
+                if uris is not None:  # join on the URI as Spark reports it: no per-row decoding
+                    df = df.withColumn(_KEY, F.col("_metadata.file_path"))
+                    raws = uris
+                elif need_files or gone:
                     df = df.withColumn(_KEY, self._key_expr())
                 if gone:
                     df = df.withColumn(_ROW, F.col("_metadata.row_index"))
@@ -265,6 +279,37 @@ class SparkEngine:
             if file_col:
                 cols.append(F.col(FILE_COL))
             return logical_frame(df.select(*cols), cm, [FILE_COL] if file_col else [])
+
+    def _file_uris(self, df: "DataFrame", raws: Sequence[str]) -> Optional[list[str]]:
+        """The ``_metadata.file_path`` URIs of ``raws`` (files of ``df``'s read), learnt with one
+        ``inputFiles`` call for files not seen before; None if they cannot be known for sure.
+
+        ``inputFiles`` writes ``file:///x`` where ``_metadata.file_path`` says ``file:/x``; once per
+        engine one row's ``_metadata.file_path`` confirms the form, else this engine never joins on URIs
+        (a wrong key would drop rows)."""
+        from pyspark.sql import functions as F
+
+        if self._uri_form is False:
+            return None
+        if any(r not in self._uris for r in raws):
+            if len(self._uris) > 200_000:
+                self._uris.clear()
+            for uri in df.inputFiles():
+                if uri.startswith("file:///"):
+                    uri = "file:/" + uri[len("file:///"):]
+                self._uris.setdefault(self._decoded(uri), uri)
+        got = [self._uris.get(r) for r in raws]
+        if any(u is None for u in got) or len(set(got)) != len(got):
+            return None
+        if self._uri_form is None:
+            seen = df.select(F.col("_metadata.file_path")).limit(1).collect()
+            if not seen:
+                return None
+            self._uri_form = seen[0][0] in self._uris.values()
+            if not self._uri_form:
+                log.info("Spark names files unlike inputFiles (%s): scans decode each row's file path", seen[0][0])
+                return None
+        return [u for u in got if u is not None]
 
     def _key_expr(self) -> "Column":
         """Spark's ``_metadata.file_path`` (a percent-encoded URI) as :meth:`_raw` writes the file: the

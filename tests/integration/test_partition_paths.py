@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lv_core
-from lv_core.engine import api
+from lv_core.engine import api, spark_io
 
 pytestmark = pytest.mark.spark
 
@@ -129,8 +129,13 @@ def written_by(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-@pytest.fixture(params=["direct", "arrow"])
-def data_path(request: pytest.FixtureRequest) -> str:
+@pytest.fixture(params=["direct", "direct-uri", "arrow"])
+def data_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``direct-uri``: the direct path joining every scan on the file URIs Spark reports (as it does
+    from 1M rows on) instead of decoding each row's file path."""
+    if request.param == "direct-uri":
+        monkeypatch.setattr(spark_io, "_URI_ROWS", 0)
+        return "direct"
     return request.param
 
 
@@ -187,5 +192,7 @@ def test_escaped_partition_values_stay_consistent_with_delta_rs(spark: Any, tmp_
         # what LakeVilla wrote uses Spark's folder escaping (kept: + space ! ( ) @ , ü; escaped: % : = / ? #)
         written = {a["add"]["path"].split("/part-")[0] for v, a in raw_log(root) if v > 0 and "add" in a}
         assert "p=new%20+%25252521%20ü(x)@,%253A%253D%252F%253F%2523" in written
+        if spark_io._URI_ROWS == 0:  # direct-uri: the scans really joined on Spark's URIs
+            assert api.engine(lh)._uri_form is True
     finally:
         lh.close()
