@@ -1,13 +1,15 @@
 """Data files <-> Spark DataFrames: the engine's two data paths.
 
 ``direct``: Spark reads and writes the table's files itself (a local folder with the embedded server,
-or a cluster that reaches the bucket: ``s3://`` is handed to Spark as ``s3a://`` by default). Writes
-go to a staging folder inside the table folder (``<table>/_lv_staging/part-<txn>-<step>-<attempt>-s<id>/``),
-their stats come from the files' Parquet footers and their partition values from the folders Spark
-wrote (:mod:`lv_core.engine.footer_stats`; when a footer cannot give exact stats, one Spark aggregate
-over the staged files grouped by ``_metadata.file_path``), then each file is moved to its final
-name (:meth:`OpContext.new_path`) and the staging folder (``_SUCCESS``/``.crc`` debris) is deleted.
-Nothing is visible to Delta readers until the commit names the files.
+or a cluster that reaches the bucket: ``s3://`` is handed to Spark as ``s3a://`` by default). Each write
+goes to a fresh folder inside the table folder (``<table>/part-<txn>-<step>-<attempt>-s<id>/``, Hive-style
+partition folders below it) and its files stay there: no copy, no rename. Their stats come from the
+files' Parquet footers and their partition values from the folders Spark wrote
+(:mod:`lv_core.engine.footer_stats`; when a footer cannot give exact stats, one Spark aggregate over
+the files grouped by ``_metadata.file_path``). Change data files are written to a staging folder
+(``<table>/_lv_staging/``) and then get their names under ``_change_data/``. Nothing is visible to
+Delta readers until the commit names the files; a write that fails deletes its folder, and
+``lv recover`` finds the folders of crashed transactions by their names.
 
 ``arrow``: data moves through this client as Arrow: pyarrow reads the files from the object store
 and Spark receives them with ``createDataFrame``; Spark results come back with ``toArrow`` and pyarrow
@@ -416,38 +418,42 @@ class SparkEngine:
         cm = column_mapping(snapshot)  # files, partition values and stats use physical names
         schema, parts = cm.physical, list(cm.physical_partition_columns)
         df = physical_frame(df, cm)
-        stage_rel = f"{STAGING}/part-{ctx.txn_id}-{ctx.step:04d}-{ctx.attempt}-s{uuid.uuid4().hex[:8]}"
+        # Data files stay where Spark writes them: one fresh folder per write, named after the transaction
+        # (``lv recover`` finds a dead one's files by that name). Change data files go under _change_data/
+        # (``new_path``): they are written to the staging folder and then get their names.
+        folder = f"part-{ctx.txn_id}-{ctx.step:04d}-{ctx.attempt}-s{uuid.uuid4().hex[:8]}"
+        in_place = new_path is None
+        stage_rel = folder if in_place else f"{STAGING}/{folder}"
         stage_key = f"{table}/{stage_rel}"
-        stage_url = self.url(stage_key)
         moved: list[str] = []
+        staged: list[tuple[str, int]] = []
+        done = False
         try:
             if self.data_path == "stream":
                 with spark_errors(f"writing to {table!r}"):
                     written = self._streams().write(df, stage_key, cm.physical_arrow, parts)
-                adds: list[AddFile] = []
-                for entry in written:
-                    values = dict(entry["values"])
-                    rel = new_path(values) if new_path is not None else ctx.new_path(table, values)
-                    self._move(f"{stage_key}/{entry['file']}", f"{table}/{rel}")
-                    moved.append(f"{table}/{rel}")
-                    adds.append(AddFile(rel, values, int(entry["size"]), now_ms(), True, entry["stats"]))
-                return adds
-            with spark_errors(f"writing to {table!r}"):
-                w = df.repartition(*[col(p) for p in parts]) if parts else df
-                writer = w.write.mode("error").option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-                if parts:
-                    writer = writer.partitionBy(*parts)
-                writer.parquet(stage_url)
-            staged = self._staged_files(stage_key)
-            facts = self._footer_facts(stage_key, staged, schema, parts)
-            if facts is None:
-                facts = self._aggregate_facts(table, stage_key, staged, schema, parts)
-            adds = []
+                facts = [(e["file"], dict(e["values"]), int(e["size"]), e["stats"]) for e in written]
+            else:
+                with spark_errors(f"writing to {table!r}"):
+                    writer = df.write.mode("error").option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+                    if parts:
+                        writer = writer.partitionBy(*parts)
+                    writer.parquet(self.url(stage_key))
+                staged = self._staged_files(stage_key)
+                got = self._footer_facts(stage_key, staged, schema, parts)
+                facts = got if got is not None else self._aggregate_facts(table, stage_key, staged, schema, parts)
+            adds: list[AddFile] = []
             for rel_staged, values, size, stats in facts:
-                rel = new_path(values) if new_path is not None else ctx.new_path(table, values)
-                self._move(f"{stage_key}/{rel_staged}", f"{table}/{rel}")
-                moved.append(f"{table}/{rel}")
+                if in_place:
+                    rel = f"{folder}/{rel_staged}"
+                else:
+                    rel = new_path(values) if new_path is not None else ctx.new_path(table, values)
+                    self._move(f"{stage_key}/{rel_staged}", f"{table}/{rel}")
+                    moved.append(f"{table}/{rel}")
                 adds.append(AddFile(rel, values, size, now_ms(), True, stats))
+            if in_place and self.data_path != "stream":  # the stream writer leaves only files with rows
+                self._drop_debris(stage_key, {rel for rel, *_x in facts}, staged)
+            done = True
             return adds
         except BaseException:
             for key in moved:
@@ -455,7 +461,8 @@ class SparkEngine:
                     self.store.delete(key)
             raise
         finally:
-            self._drop_staging(stage_key)
+            if not (in_place and done):
+                self._drop_staging(stage_key)
 
     def _streams(self) -> StreamFiles:
         """The ``lv_files`` data source of this session and store (registered on first use)."""
@@ -534,15 +541,37 @@ class SparkEngine:
         self.store.delete(src)
 
     def _drop_staging(self, stage_key: str) -> None:
+        """Delete a write's folder and everything in it (a failed write, or the staging of moved files)."""
         if self.store.scheme == "file":
             root = _local_root(self.store)
             shutil.rmtree(root / stage_key, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                (root / stage_key).parent.rmdir()  # _lv_staging, when no other operation is writing
+            if f"/{STAGING}/" in stage_key:
+                with contextlib.suppress(OSError):
+                    (root / stage_key).parent.rmdir()  # _lv_staging, when no other operation is writing
             return
         with contextlib.suppress(LvError):
             for m in list(self.store.list(stage_key + "/")):
                 self.store.delete(m.key)
+
+    def _drop_debris(self, stage_key: str, keep: set[str], staged: Sequence[tuple[str, int]]) -> None:
+        """Delete what a write left in its folder besides the data files ``keep`` (relative to it):
+        files without rows (``staged`` lists the Parquet files) and, in a local folder, the checksum
+        files of Spark's local file system; the whole folder if nothing is kept."""
+        if not keep:
+            self._drop_staging(stage_key)
+        elif self.store.scheme == "file":
+            root = _local_root(self.store) / stage_key
+            for dirpath, _dirs, names in os.walk(root):
+                for n in names:
+                    full = os.path.join(dirpath, n)
+                    if os.path.relpath(full, root).replace(os.sep, "/") not in keep:
+                        with contextlib.suppress(OSError):
+                            os.unlink(full)
+        else:
+            for rel, _size in staged:
+                if rel not in keep:
+                    with contextlib.suppress(LvError):
+                        self.store.delete(f"{stage_key}/{rel}")
 
     def _identity(self, ctx: "OpContext", table: str, snapshot: Snapshot, rewrite: bool) -> None:
         identity = identity_columns(snapshot.metadata)

@@ -89,14 +89,14 @@ class StreamFiles:
 
     def write(self, df: "DataFrame", stage_key: str, schema: pa.Schema, parts: Sequence[str]) -> list[dict[str, Any]]:
         """Write ``df`` (columns of ``schema``, the physical Arrow schema) as Parquet files under
-        ``stage_key``, one per partition value per task; return the manifest entries: ``file``
+        ``stage_key``, one per partition value per task (tasks write in parallel); return the manifest entries: ``file``
         (relative to ``stage_key``), ``values`` (partition values), ``size``, ``stats`` (JSON)."""
         from pyspark.sql import functions as F
 
         from lv_core.engine.pyds import NAME, schema_option
 
         manifest = f"{stage_key}/_lv_manifest-{uuid.uuid4().hex}.json"
-        w = df.repartition(*[F.col(p) for p in parts]).sortWithinPartitions(*parts) if parts else df
+        w = df.sortWithinPartitions(*[F.col(p) for p in parts]) if parts else df  # every task writes
         (w.write.format(NAME).mode("append").options(**self._options)
          .option("stage", self.root + stage_key).option("manifest", self.root + manifest)
          .option("arrow_schema", schema_option(schema)).option("partition_columns", json.dumps(list(parts)))

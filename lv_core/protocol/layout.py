@@ -4,9 +4,11 @@ Spark engine's short-lived staging folder.
 ```
 <warehouse>/
   <table>/_delta_log/<v:020d>.json            Delta commits, each written once (put-if-absent), never changed
-  <table>/<data files>                         data files, named part-<txn>-<step>-<attempt>-<n>.parquet
-  <table>/_lv_staging/                         Spark's output before the files get their names
-                                               (lv_core.engine.spark_io; deleted after each write)
+  <table>/<data files>                         data files, named part-<txn>-<step>-<attempt>-<n>.parquet,
+                                               or Spark's own names inside one folder per write,
+                                               part-<txn>-<step>-<attempt>-s<id>/ (lv_core.engine.spark_io)
+  <table>/_lv_staging/                         Spark's change data output before it gets its names
+                                               (deleted after each write)
   _lakevilla/markers/<table>/<v:020d>.json     marker reserving Delta version v of <table> (mutable)
   _lakevilla/txns/<txn>/lease.json             heartbeat: owner, expiry (overwritten by the owner)
   _lakevilla/txns/<txn>/sublog/<step:06d>.json one sublog entry per operation (a redo overwrites it)

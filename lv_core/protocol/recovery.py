@@ -7,8 +7,9 @@
   ``lease_grace_s`` ago); after that, staged data files that no version of the table references are
   deleted together with the sublog, lease and decision objects.
 - Files a dead transaction staged before any sublog entry named them (a kernel killed mid-INSERT:
-  Spark output under ``<table>/_lv_staging/part-<txn>-...``, or data files ``part-<txn>-...`` already
-  moved to their final names) are found by their names (one LIST per table) and deleted once that
+  Spark's write folders ``<table>/part-<txn>-...-s<id>/``, change data output under
+  ``<table>/_lv_staging/part-<txn>-...``, or data files ``part-<txn>-...`` already
+  written under their final names) are found by their names (one LIST per table) and deleted once that
   transaction is dead: its lease ran out more than ``lease_grace_s`` ago, or it has no lease and its
   id (which starts with its begin time) is older than the grace period (a transaction writes its lease
   before any file, so a live one always has one). Never a file the table's latest snapshot lists or

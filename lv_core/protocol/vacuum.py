@@ -12,10 +12,10 @@ Also removed: the marker objects (``_lakevilla/markers/<table>/``) of versions t
 nobody reads any more (pending markers lie past the log's tail and are kept).
 
 Never deleted either: anything under ``_delta_log/``, hidden names (``_*``, ``.*``; partition
-folders such as ``_c=1`` excepted) and so ``<table>/_lv_staging/`` (Spark output of running
+folders such as ``_c=1`` excepted) and so ``<table>/_lv_staging/`` (change data output of running
 transactions), files a transaction sublog names (running transactions' staged files; those of dead
 transactions are ``lv recover``'s), and files younger than the window that no version lists (a
-writer may be about to commit them).
+writer may be about to commit them: so a running write's folder ``part-<txn>-...-s<id>/``).
 
 The retention must not be shorter than the table's ``delta.deletedFileRetentionDuration`` (default
 7 days = 168 hours) unless the caller turns the check off (``enforce_retention=False``; in SQL the

@@ -25,22 +25,19 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 
 # A second client of the test's Spark server: begins an INSERT ... SELECT writing 8 partitions and
-# SIGKILLs itself after Spark wrote the files and two of them got their final names (no sublog entry
-# names them yet).
+# SIGKILLs itself after Spark wrote the files where they stay, before a sublog entry names them.
 _KILLED = textwrap.dedent("""
     import os, signal, sys
     import lv_core
     from lv_core.storage.local import LocalStore
 
-    class KillOnThirdCopy(LocalStore):
-        copies = 0
-        def copy(self, src, dst):
-            KillOnThirdCopy.copies += 1
-            if KillOnThirdCopy.copies == 3:
+    class KillOnSublog(LocalStore):
+        def put(self, key, data, **kw):
+            if "/sublog/" in key:
                 os.kill(os.getpid(), signal.SIGKILL)
-            return super().copy(src, dst)
+            return super().put(key, data, **kw)
 
-    lh = lv_core.Lakehouse(KillOnThirdCopy(sys.argv[1]), spark=sys.argv[2], lease_s=1.0)
+    lh = lv_core.Lakehouse(KillOnSublog(sys.argv[1]), spark=sys.argv[2], lease_s=1.0)
     txn = lh.begin("serializable")
     print(txn.id, flush=True)
     txn.sql("INSERT INTO t SELECT id + 100, CAST(id % 8 AS INT) FROM range(80)")
@@ -72,9 +69,8 @@ def test_recover_removes_what_a_sigkilled_spark_insert_staged(spark: Any, tmp_pa
     assert proc.returncode == -9, proc.stderr[-3000:]
     dead = proc.stdout.strip()
     staged = _files(root) - committed
-    final_named = {f for f in staged if not f.startswith("_lv_staging/")}
-    assert len(final_named) == 2 and all(f"part-{dead}-" in f.rsplit("/", 1)[-1] for f in final_named)
-    assert any(f.startswith(f"_lv_staging/part-{dead}-") and f.endswith(".parquet") for f in staged)
+    assert sum(f.endswith(".parquet") for f in staged) >= 8  # one file per partition value at least
+    assert all(f.startswith(f"part-{dead}-") for f in staged)  # in the write's folder, named after it
 
     # Wall-clock time must pass: the lease (1 s, if one was written) and the grace (1 s); without a
     # lease, the transaction id (whole seconds) must be older than the grace.
