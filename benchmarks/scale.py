@@ -1,6 +1,7 @@
 """Large-table operations through the Spark data plane (issue 20 items 4 and 6), as ratios in one run.
 
     python -m benchmarks.scale --rows 1000000 --files 16 [--stores local,s3] [--out benchmarks/results]
+                               [--base /old/checkout [--head .] [--rounds N]]
 
 Both stores run in one process standing for the notebook kernel (one embedded Spark server; its
 peak RSS, ``ru_maxrss``, covers both), each operation on one store right after the other (load from
@@ -16,9 +17,12 @@ contiguous per file:
 - ``update_contiguous`` / ``delete_contiguous``: 1% of the rows, in one file (data skipping);
 - ``merge``: ``MERGE`` of 1% of the rows (half matched, half new).
 
-Local baselines in the same process: ``plain_parquet_write`` (Spark writes the same rows as plain
-Parquet, no Delta, no transaction) and ``full_rewrite`` (Spark reads all of it and writes it all
-back with one column changed: what an UPDATE without file-level skipping would cost).
+Local baselines in the same process, each right after the operation it is compared with:
+``plain_parquet_write`` (Spark writes the same rows as plain Parquet, no Delta, no transaction) and
+``full_rewrite`` (Spark reads all of it and writes it all back with one column changed: what an UPDATE
+without file-level skipping would cost). With ``--base``, the same runs for an older source tree
+(``lv_core`` imported from it; each tree in its own process and server, alternating), per-operation
+medians over the rounds, and after/before per operation.
 Ratios: ``insert_select / plain_parquet_write``, ``update_scattered / full_rewrite``,
 ``update_contiguous / update_scattered``, and per operation ``s3 / local``.
 Writes ``results/scale.json`` and ``results/scale.png`` (``--name`` changes the file names).
@@ -30,6 +34,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -75,40 +80,51 @@ def run_stores(kinds: list[str], rows: int, files: int, locations: dict[str, str
         lh.sql("SELECT count(*), sum(v) FROM w").collect()
         lh.sql("CREATE TABLE t (id BIGINT, k INT, v DOUBLE, s STRING)")
         out["stores"][k]["data_path"] = api.engine(lh).data_path
+    plain = os.path.join(locations["local"], "_plain") if "local" in locations else ""
     for name, sql in steps:
         for k, lh in lhs.items():
             t0 = time.perf_counter()
             lh.sql(sql).collect()
             out["stores"][k]["seconds"][name] = round(time.perf_counter() - t0, 3)
+        if "local" in lhs and name in ("insert_select", "update_scattered"):  # its baseline, right after it
+            out["stores"]["local"]["seconds"].update(_baseline(lhs["local"].spark, name, plain, rows, files))
     for k, lh in lhs.items():
         got = lh.sql("SELECT count(*) FROM t").collect()
         assert got[0][0] == rows, (k, got)
-    if "local" in lhs:
-        spark = lhs["local"].spark
-        base = os.path.join(locations["local"], "_plain")
-        spark.range(10).write.parquet("file:" + base + "/warm")
-        secs = out["stores"]["local"]["seconds"]
-        frame = spark.range(0, rows, 1, files).selectExpr("id", "CAST(id % 1000 AS INT) AS k", "id * 0.5 AS v",
-                                                          "concat('row-', id) AS s")
-        t0 = time.perf_counter()
-        frame.write.parquet("file:" + base + "/a")
-        secs["plain_parquet_write"] = round(time.perf_counter() - t0, 3)
-        t0 = time.perf_counter()
-        changed = "CASE WHEN id % 100 = 0 THEN v + 1 ELSE v END AS v"
-        src = spark.read.parquet("file:" + base + "/a")
-        src.selectExpr("id", "k", changed, "s").write.parquet("file:" + base + "/b")
-        secs["full_rewrite"] = round(time.perf_counter() - t0, 3)
     out["rss_mb_peak"] = round(_rss_mb(), 1)
     for lh in lhs.values():
         lh.close()
     return out
 
 
+def _baseline(spark: Any, after: str, base: str, rows: int, files: int) -> dict[str, float]:
+    """Plain Spark doing the same work without Delta or transactions: after ``insert_select``, writing
+    the same rows as Parquet; after ``update_scattered``, reading them all and writing them all back
+    with the column changed (an UPDATE without file-level skipping)."""
+    if after == "insert_select":
+        spark.range(10).write.parquet("file:" + base + "/warm")
+        frame = spark.range(0, rows, 1, files).selectExpr("id", "CAST(id % 1000 AS INT) AS k", "id * 0.5 AS v",
+                                                          "concat('row-', id) AS s")
+        t0 = time.perf_counter()
+        frame.write.parquet("file:" + base + "/a")
+        return {"plain_parquet_write": round(time.perf_counter() - t0, 3)}
+    t0 = time.perf_counter()
+    changed = "CASE WHEN id % 100 = 0 THEN v + 1 ELSE v END AS v"
+    spark.read.parquet("file:" + base + "/a").selectExpr("id", "k", changed, "s").write.parquet("file:" + base + "/b")
+    return {"full_rewrite": round(time.perf_counter() - t0, 3)}
+
+
 def _child(kinds: list[str], rows: int, files: int, locations: dict[str, str],
-           s3: dict[str, str] | None) -> dict[str, Any]:
+           s3: dict[str, str] | None, tree: str | None = None) -> dict[str, Any]:
+    """One measuring process; ``tree``: import ``lv_core`` from that source tree (a before/after run)."""
     cmd = [sys.executable, "-m", "benchmarks.scale", "--child", ",".join(kinds), "--rows", str(rows),
            "--files", str(files), "--location", json.dumps(locations)]
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    path = [str(HERE)]
+    if tree is not None:
+        shim = tempfile.mkdtemp(prefix="lv-tree-")
+        os.symlink(os.path.join(tree, "lv_core"), os.path.join(shim, "lv_core"))
+        path.insert(0, shim)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     if s3:
         env["LV_BENCH_S3"] = json.dumps(s3)  # the child's options: never on a command line
     res = subprocess.run(cmd, cwd=HERE, env=env, capture_output=True, text=True)
@@ -122,12 +138,23 @@ def ratios(res: dict[str, Any]) -> dict[str, Any]:
     loc = res["stores"].get("local", {}).get("seconds", {})
     if loc:
         for a, b in (("insert_select", "plain_parquet_write"), ("update_scattered", "full_rewrite"),
-                     ("update_contiguous", "update_scattered"), ("delete_contiguous", "update_scattered")):
+                     ("update_contiguous", "update_scattered"), ("delete_contiguous", "update_scattered"),
+                     ("update_contiguous", "full_rewrite"), ("delete_contiguous", "full_rewrite")):
             out[f"{a} / {b} (local)"] = round(loc[a] / loc[b], 2)
     s3 = res["stores"].get("s3", {}).get("seconds", {})
     if loc and s3:
         out["s3 stream / local direct"] = {op: round(s3[op] / loc[op], 2) for op in OPS}
     return out
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run made of the per-operation medians of ``runs`` (peak RSS: the largest)."""
+    first = runs[0]
+    stores = {k: {"data_path": st["data_path"],
+                  "seconds": {op: statistics.median(r["stores"][k]["seconds"][op] for r in runs)
+                              for op in st["seconds"]}} for k, st in first["stores"].items()}
+    return {"stores": stores, "rss_mb_peak": max(r["rss_mb_peak"] for r in runs),
+            "rss_mb_start": first["rss_mb_start"]}
 
 
 def plot(res: dict[str, Any], path: Path) -> None:
@@ -136,15 +163,17 @@ def plot(res: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    kinds = list(res["stores"])
+    fig, ax = plt.subplots(figsize=(11, 4.8))
+    series = []
+    for tree, run in ([("before", res["before"]), ("after", res)] if "before" in res else [("", res)]):
+        for kind, st in run["stores"].items():
+            series.append((f"{kind} ({st['data_path']}){' ' + tree if tree else ''}", st["seconds"]))
     names = list(OPS) + ["plain_parquet_write", "full_rewrite"]
-    width = 0.8 / max(1, len(kinds))
-    for i, kind in enumerate(kinds):
-        st = res["stores"][kind]
-        ax.bar([x + i * width for x in range(len(names))], [st["seconds"].get(n, 0.0) for n in names], width=width,
-               label=f"{kind} ({st['data_path']})")
-    ax.set_xticks([x + width * (len(kinds) - 1) / 2 for x in range(len(names))])
+    width = 0.8 / max(1, len(series))
+    for i, (label, secs) in enumerate(series):
+        ax.bar([x + i * width for x in range(len(names))], [secs.get(n, 0.0) for n in names], width=width,
+               label=label)
+    ax.set_xticks([x + width * (len(series) - 1) / 2 for x in range(len(names))])
     ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("seconds")
     ax.set_title(f"{res['rows']:,} rows in {res['files']} files; kernel peak RSS {res['rss_mb_peak']:.0f} MB "
@@ -162,6 +191,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--stores", default="local,s3")
     ap.add_argument("--out", default=str(HERE / "benchmarks" / "results"))
     ap.add_argument("--name", default="scale", help="result file names: NAME.json, NAME.png")
+    ap.add_argument("--base", help="a 'before' source tree: both trees run, alternating, --rounds times")
+    ap.add_argument("--head", default=str(HERE), help="the 'after' source tree (with --base; default: this one)")
+    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--location", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -174,25 +206,40 @@ def main(argv: list[str] | None = None) -> None:
     kinds = args.stores.split(",")
     res: dict[str, Any] = {"rows": args.rows, "files": args.files, "machine": environment(),
                            "load_average_before": os.getloadavg()}
+    trees: list[tuple[str, str | None]] = [("before", args.base), ("after", args.head)] if args.base else [
+        ("after", None)]
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _t in trees}
     server = S3Server() if "s3" in kinds else None
     try:
-        with tempfile.TemporaryDirectory(prefix="lv-bench-scale-") as tmp:
-            locations = {"local": os.path.join(tmp, "wh")}
-            if server is not None:
-                locations["s3"] = f"s3://{server.bucket}/wh"
-            got = _child(kinds, args.rows, args.files, locations, s3_options(server.endpoint) if server else None)
+        for r in range(args.rounds):
+            for name, tree in trees:
+                with tempfile.TemporaryDirectory(prefix="lv-bench-scale-") as tmp:
+                    locations = {"local": os.path.join(tmp, "wh")}
+                    if server is not None:
+                        locations["s3"] = f"s3://{server.bucket}/wh-{name}-{r}"
+                    got = _child(kinds, args.rows, args.files, locations,
+                                 s3_options(server.endpoint) if server else None, tree)
+                print(name, json.dumps(got["stores"]), flush=True)
+                runs[name].append(got)
     finally:
         if server is not None:
             server.stop()
-    res.update(got)
     res["load_average_after"] = os.getloadavg()
-    print(json.dumps(res["stores"]), flush=True)
+    res.update(_median_run(runs["after"]))
     res["ratios"] = ratios(res)
+    if args.base:
+        res["base"], res["head"], res["rounds"], res["runs"] = args.base, args.head, args.rounds, runs
+        res["before"] = _median_run(runs["before"])
+        res["before"]["ratios"] = ratios(res["before"])
+        res["after_over_before"] = {k: {op: round(v / res["before"]["stores"][k]["seconds"][op], 2)
+                                        for op, v in st["seconds"].items()} for k, st in res["stores"].items()}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.name}.json").write_text(json.dumps(res, indent=1))
     plot(res, out / f"{args.name}.png")
-    print(json.dumps(res["ratios"], indent=1))
+    print(json.dumps({k: res[k] for k in ("ratios", "after_over_before") if k in res}, indent=1))
+    if args.base:
+        print(json.dumps({"before ratios": res["before"]["ratios"]}, indent=1))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,10 @@ _local = threading.local()
 _lock = threading.Lock()
 _installed: set[int] = set()  # id() of the sessions our handler is registered on
 _cancelled: set[str] = set()  # transactions whose running statement was interrupted
+_running: dict[str, int] = {}  # transactions with a statement running (how many threads)
+#: While a cancelled statement runs on, its operations are interrupted this often: a cancel landing
+#: between two Spark operations of one statement must stop the next one too.
+_REPEAT_S = 0.2
 
 
 @dataclass
@@ -93,6 +97,8 @@ def statement(spark: Any, txn: Any, number: int) -> Iterator[None]:
     _install(spark)
     run = _Run(txn.events, txn.id, number, time.monotonic())
     _local.run = run
+    with _lock:
+        _running[txn.id] = _running.get(txn.id, 0) + 1
     tag = tag_of(txn.id)
     tagged = False
     with contextlib.suppress(Exception):
@@ -107,6 +113,10 @@ def statement(spark: Any, txn: Any, number: int) -> Iterator[None]:
         raise
     finally:
         _local.run = outer
+        with _lock:
+            left = _running.pop(txn.id, 1) - 1
+            if left > 0:
+                _running[txn.id] = left
         if tagged:
             with contextlib.suppress(Exception):
                 spark.removeTag(tag)
@@ -139,9 +149,31 @@ def interrupt(spark: Any, txn_id: str) -> None:
     :class:`~lv_core.errors.Interrupted`, and so does its next one if none was running."""
     with _lock:
         _cancelled.add(txn_id)
-    if spark is not None:
+    if spark is None:
+        return
+
+    def stop() -> None:
         with contextlib.suppress(Exception):  # nothing running, or a session that cannot interrupt
             spark.interruptTag(tag_of(txn_id))
+
+    def unseen() -> bool:
+        """The statement still runs and has not seen the cancel."""
+        with _lock:
+            return txn_id in _cancelled and txn_id in _running
+
+    def until_seen() -> None:
+        # Again while the statement runs on: the cancel may have fallen between two of its
+        # operations (hitting nothing), and the next one must not run to its end.
+        deadline = time.monotonic() + 600.0
+        while time.monotonic() < deadline:
+            time.sleep(_REPEAT_S)
+            if not unseen():
+                return
+            stop()
+
+    stop()
+    if unseen():
+        threading.Thread(target=until_seen, name=f"lv-cancel-{txn_id}", daemon=True).start()
 
 
 def forget(txn_id: str) -> None:

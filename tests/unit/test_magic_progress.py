@@ -4,6 +4,8 @@ text fallback line, against a recording stand-in for the Spark Connect session."
 from __future__ import annotations
 
 import io
+import threading
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -64,6 +66,29 @@ def test_cancel_interrupts_the_tagged_operation_and_the_statement_says_so() -> N
     assert [e.stage for e in txn.events.history if isinstance(e, ev.Progress)] == ["failed"]
     with progress.statement(spark, txn, 2):  # the request was used up: the next statement runs
         pass
+
+
+def test_a_cancel_between_two_operations_interrupts_the_next_one() -> None:
+    """The cancel lands after the statement's first Spark operation ended (it interrupts nothing);
+    the statement's next operation is interrupted too, not left to run to its end."""
+    again = threading.Event()
+
+    class Spark(RecordingSpark):
+        def interruptTag(self, tag: str) -> list[str]:  # noqa: N802
+            super().interruptTag(tag)
+            if len(self.interrupted) == 2:
+                again.set()
+            return []
+
+    spark, txn = Spark(), SimpleNamespace(id="T-4", events=ev.EventStream())
+    with pytest.raises(Interrupted, match="cancelled"):
+        with progress.statement(spark, txn, 1):
+            progress.interrupt(spark, "T-4")  # between operations: nothing to interrupt yet
+            assert again.wait(10.0)  # the second operation runs: it is interrupted as well
+            raise RuntimeError("OPERATION_CANCELED")
+    n = len(spark.interrupted)
+    time.sleep(3 * progress._REPEAT_S)  # noqa: SLF001 - no event marks "nothing happens": give it time
+    assert len(spark.interrupted) == n  # the statement saw the cancel: no more interrupts
 
 
 def test_text_fallback_line_overwrites_itself_and_is_erased() -> None:
