@@ -32,6 +32,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
+from benchmarks.common import tree_process
+
 HERE = Path(__file__).resolve().parents[1]
 PRESETS = ("serializable", "write_serializable", "snapshot")
 TABLES = ("bank_a", "bank_b")
@@ -197,14 +199,15 @@ def run(*, clients: int = 8, records: int = 1000, ops: int = 400, accounts: int 
 # ----------------------------------------------------------------------------------- before/after
 def _run_tree(tree: Path, kw: dict[str, int]) -> dict[str, Any]:
     """``run`` with ``tree``'s lv_core (and this tree's benchmark code) in a subprocess."""
-    with tempfile.TemporaryDirectory(prefix="lv-tree-") as shim:
-        os.symlink(tree / "lv_core", Path(shim) / "lv_core")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([shim, str(HERE)])}
+    shim, env = tree_process(tree)
+    try:
         code = f"import json; from benchmarks import aborts; print(json.dumps(aborts.run(**{kw!r})))"
-        res = subprocess.run([sys.executable, "-c", code], cwd=HERE, env=env, capture_output=True, text=True)
+        res = subprocess.run([sys.executable, "-c", code], cwd=shim, env=env, capture_output=True, text=True)
         if res.returncode != 0:
             raise RuntimeError(f"{tree}: {res.stderr[-3000:]}")
         return json.loads(res.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(shim, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> None:

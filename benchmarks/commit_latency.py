@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -21,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.common import tree_process
 
 HERE = Path(__file__).resolve().parents[1]
 
@@ -57,12 +58,10 @@ def measure(ks: list[int], reps: int, latency_s: float) -> dict[int, float]:
 
 
 def _child(tree: str, ks: list[int], reps: int, latency_s: float) -> dict[int, float]:
-    shim = tempfile.mkdtemp(prefix="lv-tree-")
-    os.symlink(os.path.join(tree, "lv_core"), os.path.join(shim, "lv_core"))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([shim, str(HERE)]))
+    shim, env = tree_process(tree)
     code = ("import json; from benchmarks import commit_latency as c; "
             f"print(json.dumps(c.measure({ks!r}, {reps}, {latency_s})))")
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    res = subprocess.run([sys.executable, "-c", code], cwd=shim, env=env, capture_output=True, text=True, check=True)
     return {int(k): v for k, v in json.loads(res.stdout.strip().splitlines()[-1]).items()}
 
 

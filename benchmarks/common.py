@@ -257,6 +257,20 @@ class S3Server:
 
 
 # ------------------------------------------------------------------------------------- statistics
+def tree_process(tree: str | Path) -> tuple[str, dict[str, str]]:
+    """Working folder and environment of a child process that must import ``lv_core`` from the source
+    tree ``tree`` and ``benchmarks`` from this checkout (a before/after run). Python puts the working
+    folder first on ``sys.path`` (``-c``, ``-m``, and spawned multiprocessing children inherit it),
+    ahead of ``PYTHONPATH``: the child runs in a folder holding only those two links, or it would
+    import this checkout's ``lv_core`` whatever ``PYTHONPATH`` says."""
+    import tempfile
+
+    shim = tempfile.mkdtemp(prefix="lv-tree-")
+    os.symlink(Path(tree).resolve() / "lv_core", Path(shim) / "lv_core")
+    os.symlink(Path(__file__).resolve().parent, Path(shim) / "benchmarks")
+    return shim, {**os.environ, "PYTHONPATH": shim}
+
+
 def percentile(values: Iterable[float], p: float) -> float | None:
     """Nearest-rank percentile (p in 0..100); None for no values."""
     xs = sorted(values)

@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import tree_process
+
 HERE = Path(__file__).resolve().parents[1]
 OPS = ("insert_select", "count", "update_scattered", "update_contiguous", "delete_contiguous", "merge")
 
@@ -119,15 +121,10 @@ def _child(kinds: list[str], rows: int, files: int, locations: dict[str, str],
     """One measuring process; ``tree``: import ``lv_core`` from that source tree (a before/after run)."""
     cmd = [sys.executable, "-m", "benchmarks.scale", "--child", ",".join(kinds), "--rows", str(rows),
            "--files", str(files), "--location", json.dumps(locations)]
-    path = [str(HERE)]
-    if tree is not None:
-        shim = tempfile.mkdtemp(prefix="lv-tree-")
-        os.symlink(os.path.join(tree, "lv_core"), os.path.join(shim, "lv_core"))
-        path.insert(0, shim)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    cwd, env = (str(HERE), {**os.environ, "PYTHONPATH": str(HERE)}) if tree is None else tree_process(tree)
     if s3:
         env["LV_BENCH_S3"] = json.dumps(s3)  # the child's options: never on a command line
-    res = subprocess.run(cmd, cwd=HERE, env=env, capture_output=True, text=True)
+    res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if res.returncode:
         raise RuntimeError(res.stderr[-3000:])
     return json.loads(res.stdout.strip().splitlines()[-1])

@@ -20,7 +20,7 @@ from typing import Any, Optional
 from lv_core import events as ev
 from lv_core.errors import Interrupted
 
-__all__ = ["forget", "interrupt", "numbering", "statement", "tag_of"]
+__all__ = ["forget", "interrupt", "numbering", "raise_if_cancelled", "statement", "tag_of"]
 
 _local = threading.local()
 _lock = threading.Lock()
@@ -134,6 +134,14 @@ def numbering(txn_id: str, number: int) -> Iterator[None]:
         yield
     finally:
         _local.number = outer
+
+
+def raise_if_cancelled(txn_id: str) -> None:
+    """Before a statement's next Spark operation: raise :class:`~lv_core.errors.Interrupted` if its
+    transaction was cancelled meanwhile. An interrupt that reaches Spark while a write job sets up
+    its output folder is lost (Hadoop's local file system swallows it while it runs ``chmod``), so a
+    cancel must not rely on reaching the next operation in time."""
+    _check(txn_id)
 
 
 def _check(txn_id: str) -> None:

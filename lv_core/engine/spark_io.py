@@ -53,7 +53,7 @@ from lv_core.delta.schema import DeltaSchema
 from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.stats import spark_partition_text
 from lv_core.delta.writer import conform, write_data_files
-from lv_core.engine import cdf
+from lv_core.engine import cdf, progress
 from lv_core.engine.arrow_io import read_data_files
 from lv_core.engine.colmap import logical_frame, physical_frame
 from lv_core.engine.footer_stats import FOLDER_TYPES, folder_values, footer_stats, read_footer
@@ -368,6 +368,7 @@ class SparkEngine:
             SchemaError: the data does not fit the table (nothing is left behind).
             UnsupportedFeature: new rows for a table with an identity column.
         """
+        progress.raise_if_cancelled(ctx.txn_id)
         snapshot = ctx.snapshot(table)
         self._identity(ctx, table, snapshot, rewrite)
         if not conformed:
@@ -393,6 +394,7 @@ class SparkEngine:
     def write_changes(self, ctx: "OpContext", table: str, df: "DataFrame") -> list[AddCDCFile]:
         """Write change rows (the table's columns plus ``_change_type``, see :mod:`lv_core.engine.cdf`) as
         change data files under ``_change_data/``; return their ``cdc`` actions."""
+        progress.raise_if_cancelled(ctx.txn_id)
         snapshot = cdf.change_snapshot(ctx.snapshot(table))
 
         def new_path(values: Mapping[str, Optional[str]]) -> str:
