@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 from lv_core.delta.paths import HIVE_NULL, partition_folder
 from lv_core.errors import DeltaLogError, SchemaError
 
-__all__ = ["HIVE_NULL", "STRING_STATS_PREFIX", "compute_stats", "parse_partition_value", "partition_path",
-           "serialize_partition_value", "spark_partition_text", "timestamp_bounds", "timestamp_stat"]
+__all__ = ["HIVE_NULL", "STRING_STATS_PREFIX", "compute_stats", "nest_struct", "parse_partition_value",
+           "partition_path", "serialize_partition_value", "spark_partition_text", "timestamp_bounds", "timestamp_stat"]
 
 STRING_STATS_PREFIX = 32
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -95,6 +95,16 @@ def _minmax(col: pa.ChunkedArray) -> Optional[tuple[Any, Any]]:
     return None
 
 
+def nest_struct(name: str, child: tuple[dict, dict, dict], out: tuple[dict, dict, dict]) -> None:
+    """Put a struct column's (minValues, maxValues, nullCount) under ``name`` in ``out``: the bounds only
+    when some child has one, the null counts always (as the spec nests them)."""
+    if child[0]:
+        out[0][name] = child[0]
+    if child[1]:
+        out[1][name] = child[1]
+    out[2][name] = child[2]
+
+
 def _column_stats(col: pa.ChunkedArray, out_min: dict, out_max: dict, out_nulls: dict, name: str) -> None:
     t = col.type
     if pa.types.is_struct(t):
@@ -105,11 +115,7 @@ def _column_stats(col: pa.ChunkedArray, out_min: dict, out_max: dict, out_nulls:
                 for i in range(t.num_fields)]
         for i in range(t.num_fields):
             _column_stats(flat[i], mins, maxs, nulls, t.field(i).name)
-        if mins:
-            out_min[name] = mins
-        if maxs:
-            out_max[name] = maxs
-        out_nulls[name] = nulls
+        nest_struct(name, (mins, maxs, nulls), (out_min, out_max, out_nulls))
         return
     out_nulls[name] = col.null_count
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from lv_core.delta.paths import HIVE_NULL
 from lv_core.delta.schema import ArrayType, DeltaSchema, MapType, StructType
-from lv_core.delta.stats import STRING_STATS_PREFIX, timestamp_bounds
+from lv_core.delta.stats import STRING_STATS_PREFIX, nest_struct, timestamp_bounds
 from lv_core.storage.base import ObjectStore
 
 __all__ = ["FOLDER_TYPES", "footer_stats", "folder_values", "read_footer"]
@@ -121,11 +121,7 @@ def _field(name: str, t: Any, path: tuple[str, ...], chunks: dict[str, list[Any]
         nn: dict[str, Any] = {}
         for sub in t.fields:
             _field(sub.name, sub.type, path + (sub.name,), chunks, rows, lo, hi, nn)
-        if lo:
-            mins[name] = lo
-        if hi:
-            maxs[name] = hi
-        nulls[name] = nn
+        nest_struct(name, (lo, hi, nn), (mins, maxs, nulls))
         return
     if isinstance(t, (ArrayType, MapType)):
         raise _Unusable(name)  # Parquet counts null elements, Delta null lists
