@@ -25,19 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import shutil
 import threading
 import uuid
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequence
 from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lv_core.delta.actions import AddCDCFile, AddFile, now_ms
 from lv_core.delta.colmap import column_mapping
@@ -56,7 +51,6 @@ from lv_core.delta.writer import conform, write_data_files
 from lv_core.engine import cdf, progress
 from lv_core.engine.arrow_io import read_data_files
 from lv_core.engine.colmap import logical_frame, physical_frame
-from lv_core.engine.footer_stats import FOLDER_TYPES, folder_values, footer_stats, read_footer
 from lv_core.engine.spark_checks import check_rows, enforce
 from lv_core.engine.spark_schema import (
     col,
@@ -70,6 +64,7 @@ from lv_core.engine.spark_schema import (
 from lv_core.engine.spark_stats import stats_aggregates, unmask
 from lv_core.engine.stream_io import StreamFiles
 from lv_core.engine.stream_io import supported as stream_supported
+from lv_core.engine.write_folder import STAGING, drop_debris, drop_folder, footer_facts, local_root, staged_files
 from lv_core.errors import ConfigError, EngineError, LvError, TableError
 from lv_core.storage.base import ObjectStore
 
@@ -86,8 +81,6 @@ log = logging.getLogger("lv_core.engine")
 DATA_PATHS = ("auto", "direct", "stream", "arrow")
 #: Name of the column a scan can add: which data file (Delta path) each row came from.
 FILE_COL = "__lv_file"
-#: Folder inside a table where Spark writes before files get their final names.
-STAGING = "_lv_staging"
 # Internal columns of a direct scan: the file (as :meth:`SparkEngine._raw`), a row's index in its file,
 # and the partition values (strings, cast to the column type after the join).
 _KEY = "__lv_scan_file"
@@ -100,10 +93,6 @@ _URI_ROWS = 1_000_000
 
 def _rows(files: Sequence[AddFile]) -> int:
     return sum(f.num_records if f.num_records is not None else _URI_ROWS for f in files)
-
-
-def _local_root(store: ObjectStore) -> Path:
-    return Path(unquote(urlparse(store.url()).path))
 
 
 class SparkEngine:
@@ -146,7 +135,7 @@ class SparkEngine:
     def url(self, key: str) -> str:
         """The URL Spark uses for a store key (raw characters, not percent-encoded)."""
         if self.store.scheme == "file":
-            return "file:" + str(_local_root(self.store) / key)
+            return "file:" + str(local_root(self.store) / key)
         u = self.store.url(key)
         scheme, rest = u.split("://", 1)
         return f"{self.s3_scheme if scheme == 's3' else scheme}://{rest}"
@@ -441,8 +430,8 @@ class SparkEngine:
                     if parts:
                         writer = writer.partitionBy(*parts)
                     writer.parquet(self.url(stage_key))
-                staged = self._staged_files(stage_key)
-                got = self._footer_facts(stage_key, staged, schema, parts)
+                staged = staged_files(self.store, stage_key)
+                got = footer_facts(self.store, stage_key, staged, schema, parts)
                 facts = got if got is not None else self._aggregate_facts(table, stage_key, staged, schema, parts)
             adds: list[AddFile] = []
             for rel_staged, values, size, stats in facts:
@@ -454,7 +443,7 @@ class SparkEngine:
                     moved.append(f"{table}/{rel}")
                 adds.append(AddFile(rel, values, size, now_ms(), True, stats))
             if in_place and self.data_path != "stream":  # the stream writer leaves only files with rows
-                self._drop_debris(stage_key, {rel for rel, *_x in facts}, staged)
+                drop_debris(self.store, stage_key, {rel for rel, *_x in facts}, staged)
             done = True
             return adds
         except BaseException:
@@ -464,55 +453,13 @@ class SparkEngine:
             raise
         finally:
             if not (in_place and done):
-                self._drop_staging(stage_key)
+                drop_folder(self.store, stage_key)
 
     def _streams(self) -> StreamFiles:
         """The ``lv_files`` data source of this session and store (registered on first use)."""
         if self._stream is None:
             self._stream = StreamFiles(self.spark, self.store)
         return self._stream
-
-    def _staged_files(self, stage_key: str) -> list[tuple[str, int]]:
-        """Parquet files Spark left in the staging folder (relative to it) and their sizes."""
-        if self.store.scheme == "file":
-            root = _local_root(self.store) / stage_key
-            out = []
-            for dirpath, _dirs, names in os.walk(root):
-                for n in names:
-                    if n.endswith(".parquet") and not n.startswith((".", "_")):
-                        full = os.path.join(dirpath, n)
-                        out.append((os.path.relpath(full, root).replace(os.sep, "/"), os.path.getsize(full)))
-            return sorted(out)
-        return sorted((m.key[len(stage_key) + 1:], m.size) for m in self.store.list(stage_key + "/")
-                      if m.key.endswith(".parquet") and not m.key.rsplit("/", 1)[-1].startswith((".", "_")))
-
-    def _footer_facts(self, stage_key: str, staged: Sequence[tuple[str, int]], schema: DeltaSchema,
-                      parts: Sequence[str]) -> Optional[list[tuple[str, dict[str, Optional[str]], int, str]]]:
-        """(file, partition values, size, stats) of each staged file holding rows, from the Parquet
-        footers (a few KiB per file, read in parallel) and the folder names; None when those cannot
-        give them exactly (see :mod:`lv_core.engine.footer_stats`)."""
-        if any(schema.field(p).type not in FOLDER_TYPES for p in parts):
-            return None
-        local = _local_root(self.store) if self.store.scheme == "file" else None
-
-        def one(item: tuple[str, int]) -> Optional[tuple[str, dict[str, Optional[str]], int, str, int]]:
-            rel, size = item
-            values = folder_values(rel, parts)
-            if values is None:
-                return None
-            key = f"{stage_key}/{rel}"
-            md = pq.read_metadata(str(local / key)) if local is not None else read_footer(self.store, key, size)
-            stats = footer_stats(md, schema, parts)
-            return None if stats is None else (rel, values, size, stats, md.num_rows)
-
-        if len(staged) <= 1:
-            got = [one(item) for item in staged]
-        else:
-            with ThreadPoolExecutor(min(16, len(staged)), thread_name_prefix="lv-footer") as pool:
-                got = list(pool.map(one, staged))
-        if any(g is None for g in got):
-            return None
-        return [(rel, values, size, stats) for rel, values, size, stats, n in (g for g in got if g) if n]
 
     def _aggregate_facts(self, table: str, stage_key: str, staged: Sequence[tuple[str, int]], schema: DeltaSchema,
                          parts: Sequence[str]) -> list[tuple[str, dict[str, Optional[str]], int, str]]:
@@ -541,39 +488,6 @@ class SparkEngine:
         (:meth:`OpContext.new_path`), so nothing is replaced."""
         self.store.copy(src, dst)
         self.store.delete(src)
-
-    def _drop_staging(self, stage_key: str) -> None:
-        """Delete a write's folder and everything in it (a failed write, or the staging of moved files)."""
-        if self.store.scheme == "file":
-            root = _local_root(self.store)
-            shutil.rmtree(root / stage_key, ignore_errors=True)
-            if f"/{STAGING}/" in stage_key:
-                with contextlib.suppress(OSError):
-                    (root / stage_key).parent.rmdir()  # _lv_staging, when no other operation is writing
-            return
-        with contextlib.suppress(LvError):
-            for m in list(self.store.list(stage_key + "/")):
-                self.store.delete(m.key)
-
-    def _drop_debris(self, stage_key: str, keep: set[str], staged: Sequence[tuple[str, int]]) -> None:
-        """Delete what a write left in its folder besides the data files ``keep`` (relative to it):
-        files without rows (``staged`` lists the Parquet files) and, in a local folder, the checksum
-        files of Spark's local file system; the whole folder if nothing is kept."""
-        if not keep:
-            self._drop_staging(stage_key)
-        elif self.store.scheme == "file":
-            root = _local_root(self.store) / stage_key
-            for dirpath, _dirs, names in os.walk(root):
-                for n in names:
-                    full = os.path.join(dirpath, n)
-                    if os.path.relpath(full, root).replace(os.sep, "/") not in keep:
-                        with contextlib.suppress(OSError):
-                            os.unlink(full)
-        else:
-            for rel, _size in staged:
-                if rel not in keep:
-                    with contextlib.suppress(LvError):
-                        self.store.delete(f"{stage_key}/{rel}")
 
     def _identity(self, ctx: "OpContext", table: str, snapshot: Snapshot, rewrite: bool) -> None:
         identity = identity_columns(snapshot.metadata)

@@ -26,6 +26,7 @@ from lv_core.engine import api
 from lv_core.engine.footer_stats import footer_stats, read_footer
 from lv_core.engine.spark_io import STAGING
 from lv_core.engine.spark_schema import spark_schema
+from lv_core.engine.write_folder import footer_facts, staged_files
 
 pytestmark = pytest.mark.spark
 
@@ -78,9 +79,9 @@ def _stage(lh: Any, table: str, parts: list[str], *, row_group_bytes: int = 0) -
 @pytest.mark.parametrize("parts", [[], ["p"], ["p", "q"]])
 def test_footer_facts_equal_the_aggregate_over_the_files(lh: Any, parts: list[str]) -> None:
     eng, key, schema = _stage(lh, "t", parts, row_group_bytes=16 * 1024)
-    staged = eng._staged_files(key)
+    staged = staged_files(lh.store, key)
     assert staged
-    footers = eng._footer_facts(key, staged, schema, parts)
+    footers = footer_facts(lh.store, key, staged, schema, parts)
     assert footers is not None
     aggregate = eng._aggregate_facts("t", key, staged, schema, parts)
     assert [(r, v, n) for r, v, n, _s in footers] == [(r, v, n) for r, v, n, _s in aggregate]
@@ -93,7 +94,7 @@ def test_footer_stats_equal_compute_stats_of_each_file(lh: Any) -> None:
     eng, key, schema = _stage(lh, "t", [], row_group_bytes=16 * 1024)
     root = Path(lh.store.root)
     saw_groups = saw_nan = 0
-    for rel, size in eng._staged_files(key):
+    for rel, size in staged_files(lh.store, key):
         md = pq.read_metadata(root / key / rel)
         saw_groups = max(saw_groups, md.num_row_groups)
         rows = pq.read_table(root / key / rel)
