@@ -199,15 +199,12 @@ def run(*, clients: int = 8, records: int = 1000, ops: int = 400, accounts: int 
 # ----------------------------------------------------------------------------------- before/after
 def _run_tree(tree: Path, kw: dict[str, int]) -> dict[str, Any]:
     """``run`` with ``tree``'s lv_core (and this tree's benchmark code) in a subprocess."""
-    shim, env = tree_process(tree)
-    try:
+    with tree_process(tree) as (shim, env):
         code = f"import json; from benchmarks import aborts; print(json.dumps(aborts.run(**{kw!r})))"
         res = subprocess.run([sys.executable, "-c", code], cwd=shim, env=env, capture_output=True, text=True)
-        if res.returncode != 0:
-            raise RuntimeError(f"{tree}: {res.stderr[-3000:]}")
-        return json.loads(res.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(shim, ignore_errors=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"{tree}: {res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> None:

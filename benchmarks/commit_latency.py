@@ -58,10 +58,11 @@ def measure(ks: list[int], reps: int, latency_s: float) -> dict[int, float]:
 
 
 def _child(tree: str, ks: list[int], reps: int, latency_s: float) -> dict[int, float]:
-    shim, env = tree_process(tree)
     code = ("import json; from benchmarks import commit_latency as c; "
             f"print(json.dumps(c.measure({ks!r}, {reps}, {latency_s})))")
-    res = subprocess.run([sys.executable, "-c", code], cwd=shim, env=env, capture_output=True, text=True, check=True)
+    with tree_process(tree) as (shim, env):
+        res = subprocess.run([sys.executable, "-c", code], cwd=shim, env=env, capture_output=True, text=True,
+                             check=True)
     return {int(k): v for k, v in json.loads(res.stdout.strip().splitlines()[-1]).items()}
 
 

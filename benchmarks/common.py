@@ -9,6 +9,7 @@ counted by the server itself, which is the only way to count delta-rs (its objec
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import multiprocessing as mp
@@ -22,7 +23,7 @@ import urllib.request
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -257,18 +258,19 @@ class S3Server:
 
 
 # ------------------------------------------------------------------------------------- statistics
-def tree_process(tree: str | Path) -> tuple[str, dict[str, str]]:
+@contextlib.contextmanager
+def tree_process(tree: str | Path) -> Iterator[tuple[str, dict[str, str]]]:
     """Working folder and environment of a child process that must import ``lv_core`` from the source
     tree ``tree`` and ``benchmarks`` from this checkout (a before/after run). Python puts the working
     folder first on ``sys.path`` (``-c``, ``-m``, and spawned multiprocessing children inherit it),
     ahead of ``PYTHONPATH``: the child runs in a folder holding only those two links, or it would
-    import this checkout's ``lv_core`` whatever ``PYTHONPATH`` says."""
+    import this checkout's ``lv_core`` whatever ``PYTHONPATH`` says. The folder goes on exit."""
     import tempfile
 
-    shim = tempfile.mkdtemp(prefix="lv-tree-")
-    os.symlink(Path(tree).resolve() / "lv_core", Path(shim) / "lv_core")
-    os.symlink(Path(__file__).resolve().parent, Path(shim) / "benchmarks")
-    return shim, {**os.environ, "PYTHONPATH": shim}
+    with tempfile.TemporaryDirectory(prefix="lv-tree-") as shim:
+        os.symlink(Path(tree).resolve() / "lv_core", Path(shim) / "lv_core")
+        os.symlink(Path(__file__).resolve().parent, Path(shim) / "benchmarks")
+        yield shim, {**os.environ, "PYTHONPATH": shim}
 
 
 def percentile(values: Iterable[float], p: float) -> float | None:

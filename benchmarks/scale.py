@@ -31,6 +31,7 @@ Writes ``results/scale.json`` and ``results/scale.png`` (``--name`` changes the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -121,10 +122,11 @@ def _child(kinds: list[str], rows: int, files: int, locations: dict[str, str],
     """One measuring process; ``tree``: import ``lv_core`` from that source tree (a before/after run)."""
     cmd = [sys.executable, "-m", "benchmarks.scale", "--child", ",".join(kinds), "--rows", str(rows),
            "--files", str(files), "--location", json.dumps(locations)]
-    cwd, env = (str(HERE), {**os.environ, "PYTHONPATH": str(HERE)}) if tree is None else tree_process(tree)
-    if s3:
-        env["LV_BENCH_S3"] = json.dumps(s3)  # the child's options: never on a command line
-    res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    here = contextlib.nullcontext((str(HERE), {**os.environ, "PYTHONPATH": str(HERE)}))
+    with here if tree is None else tree_process(tree) as (cwd, env):
+        if s3:
+            env["LV_BENCH_S3"] = json.dumps(s3)  # the child's options: never on a command line
+        res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if res.returncode:
         raise RuntimeError(res.stderr[-3000:])
     return json.loads(res.stdout.strip().splitlines()[-1])

@@ -64,7 +64,7 @@ from lv_core.engine.spark_schema import (
 from lv_core.engine.spark_stats import stats_aggregates, unmask
 from lv_core.engine.stream_io import StreamFiles
 from lv_core.engine.stream_io import supported as stream_supported
-from lv_core.engine.write_folder import STAGING, drop_debris, drop_folder, footer_facts, local_root, staged_files
+from lv_core.engine.write_folder import STAGING, Fact, drop_debris, drop_folder, footer_facts, local_root, staged_files
 from lv_core.errors import ConfigError, EngineError, LvError, TableError
 from lv_core.storage.base import ObjectStore
 
@@ -405,7 +405,6 @@ class SparkEngine:
 
     def _direct_write(self, ctx: "OpContext", table: str, snapshot: Snapshot, df: "DataFrame",
                       new_path: Optional[Callable[[Mapping[str, Optional[str]]], str]] = None) -> list[AddFile]:
-
         cm = column_mapping(snapshot)  # files, partition values and stats use physical names
         schema, parts = cm.physical, list(cm.physical_partition_columns)
         df = physical_frame(df, cm)
@@ -435,10 +434,10 @@ class SparkEngine:
                 facts = got if got is not None else self._aggregate_facts(table, stage_key, staged, schema, parts)
             adds: list[AddFile] = []
             for rel_staged, values, size, stats in facts:
-                if in_place:
+                if new_path is None:
                     rel = f"{folder}/{rel_staged}"
                 else:
-                    rel = new_path(values) if new_path is not None else ctx.new_path(table, values)
+                    rel = new_path(values)
                     self._move(f"{stage_key}/{rel_staged}", f"{table}/{rel}")
                     moved.append(f"{table}/{rel}")
                 adds.append(AddFile(rel, values, size, now_ms(), True, stats))
@@ -462,7 +461,7 @@ class SparkEngine:
         return self._stream
 
     def _aggregate_facts(self, table: str, stage_key: str, staged: Sequence[tuple[str, int]], schema: DeltaSchema,
-                         parts: Sequence[str]) -> list[tuple[str, dict[str, Optional[str]], int, str]]:
+                         parts: Sequence[str]) -> list[Fact]:
         """The same facts from one Spark aggregate over the staged files (reads them again)."""
         from pyspark.sql import functions as F
 
