@@ -8,6 +8,7 @@ back to the first invalidated operation (deleting what it staged) and re-runs fr
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pyarrow as pa
@@ -28,6 +29,8 @@ from lv_core.txn.precedence import give_way
 from lv_core.txn.state import OpRecord
 
 __all__ = ["execute", "redo_from", "run"]
+
+log = logging.getLogger("lv_core.txn")
 
 
 def context(core: TxnCore, step: int, attempt: int) -> OpContext:
@@ -152,8 +155,13 @@ def _same_value(a: Any, b: Any) -> bool:
         return False
 
 
-def redo_from(core: TxnCore, conflict: Conflict) -> None:
+def redo_from(core: TxnCore, conflict: Conflict, *, must_complete: bool = False) -> None:
     """Undo back to the operation ``conflict`` invalidated and redo from there on the new state.
+
+    An operation that changed a table whose commit is already published (LV[R] alone commits table
+    by table; a decided LV[CT] commit may be half published) is kept as it was: its result is in the
+    log. ``must_complete``: the transaction cannot abort any more (part of its decided commit is
+    published); a changed exposed result is then logged instead of aborting.
 
     Raises:
         TransactionAborted: ``exposed_read``: a redone result the caller already saw changed.
@@ -161,21 +169,34 @@ def redo_from(core: TxnCore, conflict: Conflict) -> None:
     book = core.book
     step = conflict.step
     undone = book.ops[step:]
+
+    def published(rec: OpRecord) -> bool:
+        return any(t in book.published for t in (*rec.result.adds, *rec.result.removes))
+
     old_values = {rec.step: rec.result.value for rec in undone if rec.op.exposed}
     for rec in reversed(undone):  # undo: compensations newest to oldest
+        if published(rec):
+            continue
         for t, paths in rec.result.staged().items():
             for path in paths:
-                if path not in book.published_paths.get(t, ()):  # LV[R] alone: published stays
-                    core.store.delete(f"{t}/{path}")
+                core.store.delete(f"{t}/{path}")
     book.ops = book.ops[:step]
     book.redo_count += 1
     core.events.emit(ev.Redo(core.id, from_step=step, attempt=book.redo_count))
     for rec in undone:  # redo: oldest to newest on the new state
+        if published(rec):
+            book.ops.append(rec)
+            continue
         result = run(core, rec.op, rec.step, book.redo_count)
         new = OpRecord(rec.op, rec.step, result, "logical" if not rec.op.blind else rec.mode, book.redo_count)
         book.ops.append(new)
         write_sublog(core, new)
         if rec.step in old_values and not _same_value(old_values[rec.step], result.value):
+            if must_complete:
+                log.warning("transaction %s: a result it returned (step %d) changed in a redo after part of "
+                            "its decided commit was published (%s@%s, by %s); completing it", core.id, rec.step,
+                            conflict.table, conflict.version, conflict.txn)
+                continue
             raise aborted("exposed_read", {"table": conflict.table, "version": conflict.version, "step": rec.step},
                           step=rec.step, op=rec.op.name, tables=",".join(rec.op.tables), on_txn=conflict.txn,
                           table=conflict.table, version=conflict.version)

@@ -68,7 +68,9 @@ def settle_group(core: TxnCore, group: list[str], deadline: float, redos: int = 
             preds = resolve_all(core, group, deadline)
         except Restart:
             continue
-        conflict = first_conflict(book.footprints(), preds) if book.decision is None else None
+        # Also after a decision: a marker lost and claimed again later (a writer that ignores markers
+        # took its version) has new predecessors, and their changes must be redone into our commit.
+        conflict = first_conflict(book.footprints(), preds)
         for t in group:
             ts = book.tables[t]
             ts.base = rebase(ts.base, [p for p in preds if p.table == t])
@@ -80,6 +82,12 @@ def settle_group(core: TxnCore, group: list[str], deadline: float, redos: int = 
         core.events.emit(ev.ConflictFound(core.id, table=conflict.table, version=conflict.version,
                                           step=conflict.step, files=conflict.files))
         details = {"table": conflict.table, "version": conflict.version}
+        if book.decision is not None and book.published:
+            # Decided, and part of the commit is in the log: the rest can only be completed. Redo
+            # until it builds on final state (bounded by the deadline, not by ``retries``).
+            redo_from(core, conflict, must_complete=True)
+            redos += 1
+            continue
         if core.iso and not core.policy.check_r1 and _in_global_log(preds, conflict):
             # Snapshot isolation: the conflicting commit is ordered in the global log after our
             # snapshot; a redo would mix the snapshot with newer state (first committer wins).

@@ -11,6 +11,7 @@ of (SEED, PROC, CONFIGS); the interleaving is not.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import sys
@@ -118,6 +119,10 @@ def main(argv: list[str]) -> None:
         writer.write(log)
         if os.environ.get("LV_CHECK_CACHE"):
             _check_cache(lh, log)
+        if os.environ.get("LV_TRACE_EVENTS"):  # debug aid: every event of every transaction, one JSON line each
+            with open(out + ".events", "a") as f:
+                for e in txn.events.history:
+                    f.write(json.dumps({"name": log.name, **e.to_dict()}, default=str) + "\n")
     writer.close()
     print(f"proc {proc}: {seq} transactions", flush=True)
 

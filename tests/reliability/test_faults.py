@@ -449,3 +449,59 @@ def _loads_at(plain, table: str, version: int):
         return O.table_rows(plain.store.url(table), version)
     except Exception as e:
         return f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+
+
+class _BargeIn(InstrumentedStore):
+    """Runs ``before`` once, just before the first PUT-create of a key containing ``key_contains``."""
+
+    def __init__(self, inner, key_contains: str, before) -> None:
+        super().__init__(inner)
+        self.key_contains, self.before, self.fired = key_contains, before, False
+
+    def _request(self, kind, key, call):  # the base class's signature
+        if kind == "PUT-create" and self.key_contains in key and not self.fired:
+            self.fired = True
+            self.before()
+        return super()._request(kind, key, call)
+
+
+@pytest.mark.parametrize("exposed,kv_last", [(False, False), (True, False), (False, True)])
+def test_decided_commit_whose_marker_is_taken_redoes_onto_what_committed_meanwhile(tmp_path, exposed, kv_last):
+    """A repeatable_read transfer is decided; just before it writes kv2's version, a delta-preset insert
+    (which ignores markers) takes that version and another transaction commits an update of the same
+    kv2 row at the next one. The transfer publishes kv, claims a new kv2 marker behind that update and
+    must redo its kv2 write onto it (it cannot abort any more: kv is published). Before the fix the
+    redo was skipped once decided: kv2 ended with two rows for key 1 (the old commit's and the other's).
+    With kv written last, the redo from the kv2 step must keep the published kv write as it is (a
+    re-run would stage a new file that the process's cache then named although clean-up deleted it)."""
+    plain = lv_core.connect(str(tmp_path / "wh"))
+    setup_tables(plain, {"kv": [(1, 100.0)], "kv2": [(1, 100.0)]})
+    other = lv_core.connect(str(tmp_path / "wh"))
+
+    def barge_in() -> None:
+        d = other.begin("delta")
+        O.run_op(d, O.insert("kv2", 50, 1.0))  # takes the transfer's marker version in the log
+        d.commit()
+        t2 = other.begin("repeatable_read")
+        O.run_op(t2, O.add("kv2", 1, 7))        # its marker comes next: nothing pending below it
+        t2.commit()
+
+    store = _BargeIn(plain.store, "kv2/_delta_log/", barge_in)
+    lh = lv_core.Lakehouse(store)
+    txn = lh.begin("repeatable_read")
+    if not kv_last:
+        O.run_op(txn, O.add("kv", 1, -5))
+    if exposed:
+        assert O.run_op(txn, O.read("kv2", 1)) == 100.0  # returned to the caller: changes in the redo
+    O.run_op(txn, O.add("kv2", 1, 5))
+    if kv_last:
+        O.run_op(txn, O.add("kv", 1, -5))
+    res = txn.commit()
+    assert store.fired
+    assert O.table_rows(plain.store.url("kv")) == [(1, 95.0)]
+    assert O.table_rows(plain.store.url("kv2")) == [(1, 112.0), (50, 1.0)]
+    assert res.redo_count >= 1
+    later = lh.begin("repeatable_read")  # reads through the process's cached snapshots
+    assert O.run_op(later, O.read("kv", 1)) == 95.0 and O.run_op(later, O.read("kv2", 1)) == 112.0
+    later.commit()
+    drain()
