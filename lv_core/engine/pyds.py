@@ -126,9 +126,13 @@ class _Reader(DataSourceReader):
         for key, raw, values in partition.files:
             with fs.open_input_file(f"{bucket}/{key}") as f:
                 pf = pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
-                names = [n.lower() for n in pf.schema_arrow.names]
+                # only the columns asked for (Spark pushes no column pruning down to a Python data
+                # source; the SQL layer asks for fewer columns instead), at least one for the row count
+                wanted = {fld.name.lower() for fld in target if fld.name not in (key_col, row_col, *parts)}
+                read = [n for n in pf.schema_arrow.names if n.lower() in wanted] or pf.schema_arrow.names[:1]
                 start = 0
-                for batch in pf.iter_batches(batch_size=BATCH_ROWS):
+                for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=read):
+                    names = [x.lower() for x in batch.schema.names]
                     n = batch.num_rows
                     cols: list[pa.Array] = []
                     for fld in target:

@@ -24,11 +24,12 @@ and :attr:`SparkEngine.data_path_reason`. Both paths produce the same files' con
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import uuid
 from collections import deque
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Mapping, Optional, Sequence
 from urllib.parse import unquote, urlparse
 
 import numpy as np
@@ -189,12 +190,15 @@ class SparkEngine:
 
     # -- reads -------------------------------------------------------------------------------
     def scan(self, table: str, snapshot: Snapshot, files: Sequence[AddFile], *, file_col: bool = False,
-             cache: Optional[dict[str, pa.Table]] = None) -> "DataFrame":
+             cache: Optional[dict[str, pa.Table]] = None, columns: Optional[Collection[str]] = None) -> "DataFrame":
         """The rows of ``files`` as a DataFrame with the table's columns (partition columns filled from
         ``partitionValues``), all nullable, without the rows the files' deletion vectors delete;
         ``file_col`` adds :data:`FILE_COL` holding each row's file (its Delta path; map it with
-        :meth:`file_of`). ``cache`` (arrow path) keeps the Arrow data of files already fetched."""
+        :meth:`file_of`). ``cache`` (arrow path) keeps the Arrow data of files already fetched.
+        ``columns`` (lower-cased names; None: all): the only columns the caller may use; the ``stream``
+        path then leaves the others out (its reader gets no column pruning from Spark)."""
         check_readable(snapshot.protocol, snapshot.metadata, table=table)
+        snapshot = self._pruned(table, snapshot, columns)
         for f in files:
             if "://" in f.path or f.path.startswith("/"):
                 raise TableError(f"table {table!r}: data file {f.path!r} uses an absolute path, which this "
@@ -336,8 +340,24 @@ class SparkEngine:
         known = {f.path for f in files}
         return lambda v: v if v in known else None
 
-    def read(self, table: str, snapshot: Snapshot, files: Sequence[AddFile]) -> "DataFrame":
-        """A user-facing DataFrame over ``files`` with the table's exact schema (types, nullability)."""
+    def _pruned(self, table: str, snapshot: Snapshot, columns: Optional[Collection[str]]) -> Snapshot:
+        """``snapshot`` with only the fields named in ``columns`` and the partition columns (at least one
+        field), on the ``stream`` path; else ``snapshot`` itself."""
+        if columns is None or self.ensure_path(table) != "stream":
+            return snapshot
+        schema = snapshot.schema
+        parts = {p.lower() for p in snapshot.partition_columns}
+        keep = tuple(f for f in schema if f.name.lower() in columns or f.name.lower() in parts) or schema.fields[:1]
+        if len(keep) == len(schema):
+            return snapshot
+        md = dataclasses.replace(snapshot.metadata, schema_string=DeltaSchema(keep).to_json_string())
+        return dataclasses.replace(snapshot, metadata=md)
+
+    def read(self, table: str, snapshot: Snapshot, files: Sequence[AddFile], *,
+             columns: Optional[Collection[str]] = None) -> "DataFrame":
+        """A user-facing DataFrame over ``files`` with the table's exact schema (types, nullability);
+        ``columns`` as for :meth:`scan`."""
+        snapshot = self._pruned(table, snapshot, columns)
         df = self.scan(table, snapshot, files)
         if self.data_path == "arrow" or not files:
             return df  # createDataFrame(schema=...) keeps the declared nullability

@@ -46,6 +46,7 @@ from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import NOT_NULL_TAG, col, fits, nullable_type, spark_errors, spark_schema
 from lv_core.engine.sql_ast import SqlError, Statement, UpdateSpec
 from lv_core.engine.sql_bind import Renderer, has_subquery, q, skip_text
+from lv_core.engine.sql_cols import referenced
 from lv_core.errors import ConfigError, EngineError, LvError, SchemaError
 from lv_core.txn.context import OpContext
 from lv_core.txn.ops import Operation, OpResult
@@ -173,8 +174,9 @@ class RunScope:
     """
 
     def __init__(self, engine: SparkEngine, ctx: OpContext, names: Mapping[str, str], what: str, *,
-                 exact: bool = False) -> None:
+                 exact: bool = False, columns: Optional[frozenset[str]] = None) -> None:
         self.engine, self.ctx, self.names, self.what, self.exact = engine, ctx, names, what, exact
+        self.columns = columns  # the only columns the statement can name (None: any), see sql_cols
         self.reads: dict[str, set[str]] = {}
         self.scans: set[str] = set()
         self.files: dict[str, frozenset[tuple[str, int]]] = {}
@@ -202,8 +204,8 @@ class RunScope:
             snap = self.ctx.snapshot(t)
             files = sorted(self.ctx.files(t).values(), key=lambda f: f.path)
             with sql_errors(self.what):
-                df = (self.engine.read(t, snap, files) if self.exact
-                      else self.engine.scan(t, snap, files, cache=self.cache))
+                df = (self.engine.read(t, snap, files, columns=self.columns) if self.exact
+                      else self.engine.scan(t, snap, files, cache=self.cache, columns=self.columns))
             self._frames[t] = df
             self.reads.setdefault(t, set()).update(f.path for f in files)
             self.scans.add(t)
@@ -276,7 +278,7 @@ def select_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> O
     """An exposed read: the query's DataFrame over the transaction's view of every table it names."""
 
     def run(ctx: OpContext) -> OpResult:
-        scope = RunScope(engine, ctx, names, "SELECT", exact=True)
+        scope = RunScope(engine, ctx, names, "SELECT", exact=True, columns=referenced(st.tree))
         r = Renderer()
         df = scope.sql(r.expr(st.tree), r)
         return scope.result(SqlRead(dict(scope.files), df))
@@ -297,7 +299,7 @@ def insert_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> O
     def run(ctx: OpContext) -> OpResult:
         from pyspark.sql import functions as F
 
-        scope = RunScope(engine, ctx, names, what)
+        scope = RunScope(engine, ctx, names, what, columns=referenced(spec.query) if spec.rows is None else None)
         snap = ctx.snapshot(target)
         check_writable(snap.protocol, snap.metadata, table=target)  # refuse before any Spark work
         fields = target_fields(spark_schema(snap.schema))
@@ -386,7 +388,9 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
         cond = f"({r.expr(spec.where)})" if spec.where is not None else "TRUE"
         exprs = [r.expr(e) for _, e in sets]
         tkey = r.frame("target")
-        frames = {"target": engine.scan(target, snap, candidates, file_col=True, cache=scope.cache)}
+        changes = cdf.enabled(snap)
+        named = None if changes else referenced(spec.where, *[e for _, e in sets])  # CDF checks read every column
+        frames = {"target": engine.scan(target, snap, candidates, file_col=True, cache=scope.cache, columns=named)}
         types = []
         if is_update:  # type-check SET before touching data: a bad type fails the same way on any data
             probe = scope.sql(f"SELECT {', '.join(f'({e}) AS `__lv_s{i}`' for i, e in enumerate(exprs))} "
@@ -401,7 +405,6 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
             extra["may_match"] = {target: may_match}
         if not candidates:  # no row can match: what subqueries would read cannot change that
             return scope.result(0, **extra)
-        changes = cdf.enabled(snap)
         if not is_update and spec.where is None and not changes and all(f.num_records is not None for f in candidates):
             extra["reads"] = {target: set()}  # DELETE of everything: metadata only, like Delta
             extra["removes"] = {target: [f.remove() for f in candidates]}

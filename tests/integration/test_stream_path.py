@@ -123,3 +123,29 @@ def test_without_lv_files_on_the_workers_the_data_moves_as_arrow(lh: Any, monkey
     eng = api.engine(lh)
     assert eng.data_path == "arrow" and "cannot run the lv_files data source" in eng.data_path_reason
     assert _rows(lh, "t") == [(1,), (2,)]
+
+
+def _plan(df: Any) -> str:
+    return df._explain_string(extended=True)
+
+
+def test_stream_reads_only_the_columns_a_statement_names(lh: Any) -> None:
+    """The Python data source gets no column pruning from Spark: the SQL layer gives it only the columns
+    a statement can name (a SELECT's, an UPDATE/DELETE find pass's), and every column where it must."""
+    lh.sql("CREATE TABLE w (id BIGINT, k INT, v DOUBLE, payload_text_col STRING)")
+    lh.sql("CREATE TABLE ks (k INT)")
+    lh.sql("INSERT INTO w SELECT id, CAST(id % 10 AS INT), CAST(id AS DOUBLE), repeat('x', 50) || id FROM range(2000)")
+    lh.sql("INSERT INTO ks VALUES (3), (4)")
+    narrow = lh.sql("SELECT count(*), sum(V) FROM w WHERE k < 5")
+    assert "payload_text_col" not in _plan(narrow)
+    assert [tuple(r) for r in narrow.collect()] == [(1000, float(sum(i for i in range(2000) if i % 10 < 5)))]
+    assert "payload_text_col" in _plan(lh.sql("SELECT * FROM w WHERE k < 5"))  # a star needs every column
+    assert "payload_text_col" in _plan(lh.sql("SELECT w.* FROM w"))
+    # the find pass reads k (and v for SET's type); the rewrite keeps every column
+    lh.sql("UPDATE w SET v = v + 0.5 WHERE k IN (SELECT k FROM ks) AND id < 100")
+    lh.sql("DELETE FROM w WHERE k = 9")
+    rows = {r[0]: r for r in _rows(lh, "w")}
+    assert len(rows) == 1800
+    assert rows[3] == (3, 3, 3.5, "x" * 50 + "3") and rows[13] == (13, 3, 13.5, "x" * 50 + "13")
+    assert rows[103] == (103, 3, 103.0, "x" * 50 + "103") and 9 not in rows
+    assert [tuple(r) for r in lh.sql("SELECT count(*) FROM w").collect()] == [(1800,)]
