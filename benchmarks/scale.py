@@ -21,7 +21,8 @@ Local baselines in the same process, each right after the operation it is compar
 ``plain_parquet_write`` (Spark writes the same rows as plain Parquet, no Delta, no transaction) and
 ``full_rewrite`` (Spark reads all of it and writes it all back with one column changed: what an UPDATE
 without file-level skipping would cost). With ``--base``, the same runs for an older source tree
-(``lv_core`` imported from it; each tree in its own process and server, alternating), per-operation
+(``lv_core`` imported from it; each tree in its own process, Spark server and S3 server, alternating
+which goes first per round), per-operation
 medians over the rounds, and after/before per operation.
 Ratios: ``insert_select / plain_parquet_write``, ``update_scattered / full_rewrite``,
 ``update_contiguous / update_scattered``, and per operation ``s3 / local``.
@@ -208,21 +209,22 @@ def main(argv: list[str] | None = None) -> None:
     trees: list[tuple[str, str | None]] = [("before", args.base), ("after", args.head)] if args.base else [
         ("after", None)]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _t in trees}
-    server = S3Server() if "s3" in kinds else None
-    try:
-        for r in range(args.rounds):
-            for name, tree in trees:
+    for r in range(args.rounds):
+        for name, tree in (trees if r % 2 == 0 else trees[::-1]):  # who goes first alternates per round
+            # a fresh S3 server per run: moto keeps every object in memory, a second run would share it
+            server = S3Server() if "s3" in kinds else None
+            try:
                 with tempfile.TemporaryDirectory(prefix="lv-bench-scale-") as tmp:
                     locations = {"local": os.path.join(tmp, "wh")}
                     if server is not None:
                         locations["s3"] = f"s3://{server.bucket}/wh-{name}-{r}"
                     got = _child(kinds, args.rows, args.files, locations,
                                  s3_options(server.endpoint) if server else None, tree)
-                print(name, json.dumps(got["stores"]), flush=True)
-                runs[name].append(got)
-    finally:
-        if server is not None:
-            server.stop()
+            finally:
+                if server is not None:
+                    server.stop()
+            print(name, json.dumps(got["stores"]), flush=True)
+            runs[name].append(got)
     res["load_average_after"] = os.getloadavg()
     res.update(_median_run(runs["after"]))
     res["ratios"] = ratios(res)

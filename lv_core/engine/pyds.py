@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Optional
 from urllib.parse import urlparse
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -46,6 +47,11 @@ __all__ = ["NAME", "LvFiles", "merge_stats", "schema_option"]
 
 NAME = "lv_files"
 BATCH_ROWS = 65536
+#: files up to this size are read with one request (larger ones: ranged reads of the columns asked for)
+WHOLE_FILE_BYTES = 64 << 20
+#: the stream writer's row groups: this many rows, or this many bytes in memory, whichever comes first
+ROW_GROUP_ROWS = 1 << 20
+ROW_GROUP_BYTES = 64 << 20
 
 
 def schema_option(schema: pa.Schema) -> str:
@@ -87,6 +93,13 @@ def _fit(arr: pa.Array, target: pa.DataType) -> pa.Array:
 # -------------------------------------------------------------------------------------------- reading
 
 
+def _repeat(value: Optional[str], n: int, dtype: pa.DataType) -> pa.Array:
+    """``value`` ``n`` times as an array of ``dtype`` (built in Arrow, not from a Python list)."""
+    if value is None:
+        return pa.nulls(n, dtype)
+    return pa.repeat(pa.scalar(value, pa.string()), n).cast(dtype)
+
+
 @dataclass
 class _Files(InputPartition):
     files: list[list[Any]]  # [bucket key, raw name, {partition column: text}]
@@ -125,7 +138,10 @@ class _Reader(DataSourceReader):
         bucket = self.options["bucket"]
         for key, raw, values in partition.files:
             with fs.open_input_file(f"{bucket}/{key}") as f:
-                pf = pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
+                # A file up to WHOLE_FILE_BYTES is fetched with one GET: reading some columns of a file
+                # in place costs a ranged GET per row group and column, which on S3 outweighs the bytes.
+                src = pa.BufferReader(f.read()) if f.size() <= WHOLE_FILE_BYTES else f
+                pf = pq.ParquetFile(src, coerce_int96_timestamp_unit="us")
                 # only the columns asked for (Spark pushes no column pruning down to a Python data
                 # source; the SQL layer asks for fewer columns instead), at least one for the row count
                 wanted = {fld.name.lower() for fld in target if fld.name not in (key_col, row_col, *parts)}
@@ -137,11 +153,11 @@ class _Reader(DataSourceReader):
                     cols: list[pa.Array] = []
                     for fld in target:
                         if fld.name == key_col:
-                            cols.append(pa.array([raw] * n, fld.type))
+                            cols.append(_repeat(raw, n, fld.type))
                         elif fld.name == row_col:
-                            cols.append(pa.array(range(start, start + n), fld.type))
+                            cols.append(pa.array(np.arange(start, start + n, dtype=np.int64)).cast(fld.type))
                         elif fld.name in parts:
-                            cols.append(pa.array([values.get(fld.name)] * n, fld.type))
+                            cols.append(_repeat(values.get(fld.name), n, fld.type))
                         elif fld.name.lower() in names:
                             cols.append(_fit(batch.column(names.index(fld.name.lower())), fld.type))
                         else:
@@ -215,8 +231,14 @@ class _Writer(DataSourceArrowWriter):
         done: list[dict[str, Any]] = []
         current: Optional[dict[str, Any]] = None
 
+        def flush(cur: dict[str, Any]) -> None:
+            if cur["pending"]:
+                cur["writer"].write_table(pa.concat_tables(cur["pending"]))
+                cur["pending"], cur["rows"], cur["bytes"] = [], 0, 0
+
         def close(cur: Optional[dict[str, Any]]) -> None:
             if cur is not None:
+                flush(cur)
                 cur["writer"].close()
                 cur["sink"].close()
                 done.append({"file": cur["file"], "values": cur["values"], "stats": json.dumps(cur["stats"]),
@@ -235,8 +257,14 @@ class _Writer(DataSourceArrowWriter):
                         name = f"part-{uuid.uuid4().hex}.parquet"
                         sink = fs.open_output_stream(f"{prefix}/{name}")
                         current = {"file": name, "values": values, "sink": sink, "stats": None,
-                                   "writer": pq.ParquetWriter(sink, data_schema, compression="snappy")}
-                    current["writer"].write_table(rows)
+                                   "writer": pq.ParquetWriter(sink, data_schema, compression="snappy"),
+                                   "pending": [], "rows": 0, "bytes": 0}
+                    # Spark hands over small batches: row groups of ROW_GROUP_ROWS rows (or bytes) instead
+                    current["pending"].append(rows)
+                    current["rows"] += rows.num_rows
+                    current["bytes"] += rows.nbytes
+                    if current["rows"] >= ROW_GROUP_ROWS or current["bytes"] >= ROW_GROUP_BYTES:
+                        flush(current)
                     current["stats"] = merge_stats(current["stats"], json.loads(compute_stats(rows)))
             close(current)
             current = None

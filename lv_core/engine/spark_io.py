@@ -234,10 +234,12 @@ class SparkEngine:
                 gone.append((raw, rows))
         need_files = bool(parts) or file_col
         with spark_errors(f"reading {table!r}"):
-            if self.data_path == "stream":  # the file key and row index come from the reader
+            if self.data_path == "stream":  # the file key and row index come from the reader, when needed
+                schema = data_schema.add(_KEY, "string") if need_files or gone else data_schema
                 df = self._streams().scan([f"{table}/{f.path}" for f in files], raws, [{} for _ in files],
-                                          [f.size for f in files], data_schema.add(_KEY, "string").add(_ROW, "long"),
-                                          (), key_column=_KEY, row_column=_ROW)
+                                          [f.size for f in files], schema.add(_ROW, "long") if gone else schema,
+                                          (), key_column=_KEY if need_files or gone else None,
+                                          row_column=_ROW if gone else None)
             else:
                 # recursiveFileLookup: no partition discovery from folder names (the log has the values)
                 df = (self.spark.read.schema(data_schema).option("recursiveFileLookup", "true")
