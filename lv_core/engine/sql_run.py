@@ -390,7 +390,9 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
         tkey = r.frame("target")
         changes = cdf.enabled(snap)
         named = None if changes else referenced(spec.where, *[e for _, e in sets])  # CDF checks read every column
-        frames = {"target": engine.scan(target, snap, candidates, file_col=True, cache=scope.cache, columns=named)}
+        single = len(candidates) == 1 and not changes  # data skipping left one file: no per-row file column
+        frames = {"target": engine.scan(target, snap, candidates, file_col=not single, cache=scope.cache,
+                                        columns=named)}
         types = []
         if is_update:  # type-check SET before touching data: a bad type fails the same way on any data
             probe = scope.sql(f"SELECT {', '.join(f'({e}) AS `__lv_s{i}`' for i, e in enumerate(exprs))} "
@@ -409,17 +411,24 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
             extra["reads"] = {target: set()}  # DELETE of everything: metadata only, like Delta
             extra["removes"] = {target: [f.remove() for f in candidates]}
             return scope.result(sum(live_records(f) or 0 for f in candidates), **extra)
-        hits = scope.sql(f"SELECT `{FILE_COL}` AS f, count(*) AS n FROM {tkey} AS {alias} WHERE {cond} "
-                         f"GROUP BY `{FILE_COL}`", r, frames)
-        with sql_errors(what):
-            rows = hits.collect()
-        resolve = engine.file_of(target, candidates)
         touched: dict[str, int] = {}
-        for row in rows:
-            path = resolve(row["f"])
-            if path is None:
-                raise SqlError(f"{what}: Spark reported rows from an unknown file {row['f']!r}")
-            touched[path] = int(row["n"])
+        if single:
+            hits = scope.sql(f"SELECT count(*) AS n FROM {tkey} AS {alias} WHERE {cond}", r, frames)
+            with sql_errors(what):
+                n = int(hits.collect()[0]["n"])
+            if n:
+                touched[candidates[0].path] = n
+        else:
+            hits = scope.sql(f"SELECT `{FILE_COL}` AS f, count(*) AS n FROM {tkey} AS {alias} WHERE {cond} "
+                             f"GROUP BY `{FILE_COL}`", r, frames)
+            with sql_errors(what):
+                rows = hits.collect()
+            resolve = engine.file_of(target, candidates)
+            for row in rows:
+                path = resolve(row["f"])
+                if path is None:
+                    raise SqlError(f"{what}: Spark reported rows from an unknown file {row['f']!r}")
+                touched[path] = int(row["n"])
         if not touched:
             return scope.result(0, **extra)
         files = [view[p] for p in sorted(touched)]
