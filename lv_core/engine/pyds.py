@@ -225,6 +225,7 @@ class _Writer(DataSourceArrowWriter):
 
         schema = _schema_of(self.options["arrow_schema"])
         parts = json.loads(self.options.get("partition_columns", "[]"))
+        max_rows = int(self.options.get("max_rows") or 0)  # 0: no limit
         data_schema = pa.schema([f for f in schema if f.name not in parts])
         fs = filesystem(self.options)
         prefix = f"{self.options['bucket']}/{self.options['stage']}"
@@ -251,21 +252,25 @@ class _Writer(DataSourceArrowWriter):
                 by_name = {n.lower(): i for i, n in enumerate(batch.schema.names)}
                 t = pa.Table.from_arrays([_fit(unmask(batch.column(by_name[f.name.lower()]), f.type), f.type)
                                           for f in schema], schema=schema)
-                for values, rows in _split(t, parts, serialize_partition_value):
-                    if current is None or current["values"] != values:
-                        close(current)
-                        name = f"part-{uuid.uuid4().hex}.parquet"
-                        sink = fs.open_output_stream(f"{prefix}/{name}")
-                        current = {"file": name, "values": values, "sink": sink, "stats": None,
-                                   "writer": pq.ParquetWriter(sink, data_schema, compression="snappy"),
-                                   "pending": [], "rows": 0, "bytes": 0}
-                    # Spark hands over small batches: row groups of ROW_GROUP_ROWS rows (or bytes) instead
-                    current["pending"].append(rows)
-                    current["rows"] += rows.num_rows
-                    current["bytes"] += rows.nbytes
-                    if current["rows"] >= ROW_GROUP_ROWS or current["bytes"] >= ROW_GROUP_BYTES:
-                        flush(current)
-                    current["stats"] = merge_stats(current["stats"], json.loads(compute_stats(rows)))
+                for values, all_rows in _split(t, parts, serialize_partition_value):
+                    same = current is not None and current["values"] == values
+                    for rows in _slices(all_rows, current["total"] if current is not None and same else 0, max_rows):
+                        full = current is not None and max_rows and current["total"] >= max_rows
+                        if current is None or current["values"] != values or full:
+                            close(current)
+                            name = f"part-{uuid.uuid4().hex}.parquet"
+                            sink = fs.open_output_stream(f"{prefix}/{name}")
+                            current = {"file": name, "values": values, "sink": sink, "stats": None,
+                                       "writer": pq.ParquetWriter(sink, data_schema, compression="snappy"),
+                                       "pending": [], "rows": 0, "bytes": 0, "total": 0}
+                        # Spark hands over small batches: row groups of ROW_GROUP_ROWS rows (or bytes) instead
+                        current["pending"].append(rows)
+                        current["rows"] += rows.num_rows
+                        current["total"] += rows.num_rows
+                        current["bytes"] += rows.nbytes
+                        if current["rows"] >= ROW_GROUP_ROWS or current["bytes"] >= ROW_GROUP_BYTES:
+                            flush(current)
+                        current["stats"] = merge_stats(current["stats"], json.loads(compute_stats(rows)))
             close(current)
             current = None
         except BaseException:
@@ -285,6 +290,20 @@ class _Writer(DataSourceArrowWriter):
         for m in messages:
             for f in (m.files if isinstance(m, _Written) else ()):
                 fs.delete_file(f"{self.options['bucket']}/{self.options['stage']}/{f['file']}")
+
+
+def _slices(t: pa.Table, used: int, max_rows: int) -> Iterator[pa.Table]:
+    """``t`` cut so that the first piece fills a file holding ``used`` rows up to ``max_rows`` and every
+    later piece fills one file (``max_rows`` 0: ``t`` whole)."""
+    if not max_rows:
+        yield t
+        return
+    start = 0
+    room = max_rows - used if 0 < max_rows - used else max_rows
+    while start < t.num_rows:
+        yield t.slice(start, room)
+        start += room
+        room = max_rows
 
 
 def _split(t: pa.Table, parts: list[str], text: Any) -> Iterator[tuple[dict[str, Optional[str]], pa.Table]]:

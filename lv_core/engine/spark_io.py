@@ -80,6 +80,8 @@ __all__ = ["DATA_PATHS", "FILE_COL", "STAGING", "SparkEngine"]
 log = logging.getLogger("lv_core.engine")
 
 DATA_PATHS = ("auto", "direct", "stream", "arrow")
+#: a rewrite's files get at most as many rows as the largest file rewritten, but at least this many
+REWRITE_MIN_ROWS = 1 << 17
 #: Name of the column a scan can add: which data file (Delta path) each row came from.
 FILE_COL = "__lv_file"
 # Internal columns of a direct scan: the file (as :meth:`SparkEngine._raw`), a row's index in its file,
@@ -370,10 +372,12 @@ class SparkEngine:
 
     # -- writes ------------------------------------------------------------------------------
     def write(self, ctx: "OpContext", table: str, df: "DataFrame", *, conformed: bool = False,
-              rewrite: bool = False) -> list[AddFile]:
+              rewrite: bool = False, like: Sequence[AddFile] = ()) -> list[AddFile]:
         """Write a DataFrame as new data files of ``table`` (named by ``ctx.new_path``); return their adds.
         ``rewrite``: the rows are existing rows of the table rewritten by UPDATE/DELETE/MERGE (their
-        identity column values unchanged), not new rows.
+        identity column values unchanged), not new rows. ``like``: the files these rows come from; no
+        written file gets more rows than the largest of them (at least :data:`REWRITE_MIN_ROWS`), so a
+        rewrite keeps the table's file granularity (Spark packs many small files into one task).
 
         Raises:
             SchemaError: the data does not fit the table (nothing is left behind).
@@ -400,7 +404,8 @@ class SparkEngine:
                                             names=data.column_names)
             return write_data_files(self.store, table, snapshot, data,
                                     new_path=lambda values: ctx.new_path(table, values))
-        return self._direct_write(ctx, table, snapshot, df)
+        most = max((f.num_records or 0 for f in like), default=0)
+        return self._direct_write(ctx, table, snapshot, df, max_rows=max(most, REWRITE_MIN_ROWS) if most else None)
 
     def write_changes(self, ctx: "OpContext", table: str, df: "DataFrame") -> list[AddCDCFile]:
         """Write change rows (the table's columns plus ``_change_type``, see :mod:`lv_core.engine.cdf`) as
@@ -426,7 +431,8 @@ class SparkEngine:
         return self.write_changes(ctx, table, cdf.tagged(df, [col(f.name) for f in snapshot.schema], "insert"))
 
     def _direct_write(self, ctx: "OpContext", table: str, snapshot: Snapshot, df: "DataFrame",
-                      new_path: Optional[Callable[[Mapping[str, Optional[str]]], str]] = None) -> list[AddFile]:
+                      new_path: Optional[Callable[[Mapping[str, Optional[str]]], str]] = None,
+                      max_rows: Optional[int] = None) -> list[AddFile]:
         cm = column_mapping(snapshot)  # files, partition values and stats use physical names
         schema, parts = cm.physical, list(cm.physical_partition_columns)
         df = physical_frame(df, cm)
@@ -443,11 +449,13 @@ class SparkEngine:
         try:
             if self.data_path == "stream":
                 with spark_errors(f"writing to {table!r}"):
-                    written = self._streams().write(df, stage_key, cm.physical_arrow, parts)
+                    written = self._streams().write(df, stage_key, cm.physical_arrow, parts, max_rows)
                 facts = [(e["file"], dict(e["values"]), int(e["size"]), e["stats"]) for e in written]
             else:
                 with spark_errors(f"writing to {table!r}"):
                     writer = df.write.mode("error").option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+                    if max_rows:
+                        writer = writer.option("maxRecordsPerFile", str(max_rows))
                     if parts:
                         writer = writer.partitionBy(*parts)
                     writer.parquet(self.url(stage_key))

@@ -219,7 +219,7 @@ def _dml(engine: SparkEngine, table: str, where: Optional[str], assignments: Opt
                 out = src.select(*cols)
             else:
                 out = src.where(~F.coalesce(cond, F.lit(False)))
-            adds = engine.write(ctx, table, out, conformed=True, rewrite=True)
+            adds = engine.write(ctx, table, out, conformed=True, rewrite=True, like=files)
             if changes:  # the matched rows of the same scan: before/after, or deleted
                 hit = src.where(F.coalesce(cond, F.lit(False)))
                 old = [col(f.name) for f in target.fields]

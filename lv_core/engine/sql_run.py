@@ -463,7 +463,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
                 changed = cdf.tagged(scope.sql(f"SELECT {alias}.* FROM {skey} AS {alias} WHERE coalesce({cond}, false)",
                                                r, frames), [col(f.name) for f in fields.values()], "delete")
         with sql_errors(what):
-            adds = engine.write(ctx, target, out, rewrite=True)
+            adds = engine.write(ctx, target, out, rewrite=True, like=files)
             if changes:
                 extra["cdc"] = {target: engine.write_changes(ctx, target, changed)}
         extra["adds"] = {target: adds}

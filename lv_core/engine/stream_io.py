@@ -87,10 +87,12 @@ class StreamFiles:
             reader = reader.option("row_column", row_column)
         return reader.load()
 
-    def write(self, df: "DataFrame", stage_key: str, schema: pa.Schema, parts: Sequence[str]) -> list[dict[str, Any]]:
+    def write(self, df: "DataFrame", stage_key: str, schema: pa.Schema, parts: Sequence[str],
+              max_rows: Optional[int] = None) -> list[dict[str, Any]]:
         """Write ``df`` (columns of ``schema``, the physical Arrow schema) as Parquet files under
-        ``stage_key``, one per partition value per task (tasks write in parallel); return the manifest entries: ``file``
-        (relative to ``stage_key``), ``values`` (partition values), ``size``, ``stats`` (JSON)."""
+        ``stage_key``, one per partition value per task (tasks write in parallel; a new file after
+        ``max_rows`` rows); return the manifest entries: ``file`` (relative to ``stage_key``), ``values``
+        (partition values), ``size``, ``stats`` (JSON)."""
         from pyspark.sql import functions as F
 
         from lv_core.engine.pyds import NAME, schema_option
@@ -100,7 +102,7 @@ class StreamFiles:
         (w.write.format(NAME).mode("append").options(**self._options)
          .option("stage", self.root + stage_key).option("manifest", self.root + manifest)
          .option("arrow_schema", schema_option(schema)).option("partition_columns", json.dumps(list(parts)))
-         .save())
+         .option("max_rows", str(max_rows or 0)).save())
         try:
             data = self.store.get(manifest).data
         except NotFound:

@@ -140,3 +140,22 @@ def test_writes_read_no_output_back(lh: Any, monkeypatch: pytest.MonkeyPatch) ->
     assert calls == ["l"]
     files = DeltaLog(lh.store, "l").snapshot().files.values()
     assert files and all(json.loads(f.stats)["nullCount"] == {"id": 0, "xs": 0} for f in files)
+
+
+def test_a_rewrite_keeps_the_files_granularity(lh: Any) -> None:
+    """Spark packs small files into one task; an UPDATE rewriting them must not merge them into bigger
+    files (a later UPDATE of a few rows would then rewrite all of them): no written file gets more rows
+    than the largest file rewritten (at least REWRITE_MIN_ROWS)."""
+    from lv_core.engine.spark_io import REWRITE_MIN_ROWS
+
+    per_file = REWRITE_MIN_ROWS + 20_000
+    lh.sql("CREATE TABLE g (id BIGINT, v DOUBLE)")
+    lh.sql(f"INSERT INTO g SELECT id, 0.0 FROM range(0, {4 * per_file}, 1, 4)")
+    before = DeltaLog(lh.store, "g").snapshot().files.values()
+    assert sorted(f.num_records for f in before) == [per_file] * 4
+    lh.sql("UPDATE g SET v = 1.0 WHERE id % 1000 = 0")  # every file
+    after = DeltaLog(lh.store, "g").snapshot().files.values()
+    assert sum(f.num_records or 0 for f in after) == 4 * per_file
+    assert max(f.num_records or 0 for f in after) <= per_file, sorted(f.num_records for f in after)
+    got = [tuple(r) for r in lh.sql("SELECT count(*), sum(v) FROM g").collect()]
+    assert got == [(4 * per_file, 4 * per_file // 1000 + 1)]

@@ -1,4 +1,5 @@
-"""lv_core.engine.sql_cols: the columns a statement can name (superset), or None when it can use any."""
+"""Helpers of the stream data path: the columns a statement can name (lv_core.engine.sql_cols), and how the
+stream writer cuts rows into files (lv_core.engine.pyds)."""
 
 from __future__ import annotations
 
@@ -27,3 +28,15 @@ def test_referenced(sql: str, want: set[str] | None) -> None:
 def test_several_trees_and_none() -> None:
     assert referenced(None) == frozenset()
     assert referenced(parse_one("a > 1", read="spark"), None, parse_one("b + c", read="spark")) == {"a", "b", "c"}
+
+
+def test_stream_writer_slices_fill_files_up_to_max_rows() -> None:
+    import pyarrow as pa
+
+    from lv_core.engine.pyds import _slices
+
+    t = pa.table({"a": list(range(10))})
+    assert [x.num_rows for x in _slices(t, 0, 0)] == [10]        # no limit
+    assert [x.num_rows for x in _slices(t, 0, 4)] == [4, 4, 2]
+    assert [x.num_rows for x in _slices(t, 3, 4)] == [1, 4, 4, 1]  # the open file has room for 1
+    assert [x.num_rows for x in _slices(t, 4, 4)] == [4, 4, 2]     # the open file is full
