@@ -25,7 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-ROOT = Path(__file__).resolve().parent.parent
+# Not resolved: in a before/after child (tree_process) ``benchmarks`` is a link inside a folder whose
+# ``lv_core`` is the tree under test; resolving the link would put this checkout's lv_core first.
+ROOT = Path(__file__).absolute().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
