@@ -81,7 +81,7 @@ log = logging.getLogger("lv_core.engine")
 
 DATA_PATHS = ("auto", "direct", "stream", "arrow")
 #: a rewrite's files get at most as many rows as the largest file rewritten, but at least this many
-REWRITE_MIN_ROWS = 1 << 17
+REWRITE_MIN_ROWS = 1 << 20
 #: Name of the column a scan can add: which data file (Delta path) each row came from.
 FILE_COL = "__lv_file"
 # Internal columns of a direct scan: the file (as :meth:`SparkEngine._raw`), a row's index in its file,
