@@ -253,8 +253,8 @@ class _Writer(DataSourceArrowWriter):
                 t = pa.Table.from_arrays([_fit(unmask(batch.column(by_name[f.name.lower()]), f.type), f.type)
                                           for f in schema], schema=schema)
                 for values, all_rows in _split(t, parts, serialize_partition_value):
-                    same = current is not None and current["values"] == values
-                    for rows in _slices(all_rows, current["total"] if current is not None and same else 0, max_rows):
+                    used = current["total"] if current is not None and current["values"] == values else 0
+                    for rows in _slices(all_rows, used, max_rows):
                         full = current is not None and max_rows and current["total"] >= max_rows
                         if current is None or current["values"] != values or full:
                             close(current)
