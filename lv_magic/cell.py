@@ -9,7 +9,9 @@ says why (the failed statement, an interrupt, the abort rule), and its statement
 
 from __future__ import annotations
 
+import contextlib
 import html
+import threading
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -21,7 +23,7 @@ from lv_core.errors import Interrupted, LvError, TransactionAborted
 from lv_magic.args import LvtxnArgs, parse_lvtxn
 from lv_magic.context import MagicContext
 from lv_magic.display import txn_widget
-from lv_magic.sqlcell import Transcript, prepare, progress_printer, run_statements
+from lv_magic.sqlcell import Lingering, Transcript, prepare, progress_printer, run_statements
 from lv_magic.state import OpenTxn, commit_in_background
 
 
@@ -100,7 +102,7 @@ def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optio
         run_body(ctx, lh, txn, args, cell, plan, out)
     except (KeyboardInterrupt, Interrupted) as e:
         how = "interrupted (kernel interrupt)" if isinstance(e, KeyboardInterrupt) else "cancelled"
-        raise stop(txn, label, how, out.ran + 1) from None
+        raise stop(txn, label, how, out.ran + 1, e) from None
     except BaseException as e:
         what = "the cell" if plan is None else f"statement {out.ran + 1}"
         ours = isinstance(e, LvError) and not isinstance(e, TransactionAborted)
@@ -161,13 +163,27 @@ def txn_future(txn: Any) -> Any:
     return fut
 
 
-def stop(txn: Any, label: str, how: str, number: int) -> LvError:
-    """Interrupt the running Spark operation, roll back, and say so in one line."""
+def stop(txn: Any, label: str, how: str, number: int, err: Optional[BaseException] = None) -> LvError:
+    """Interrupt the running Spark operation, roll back, and say so in one line. When the statement
+    runs on (``err`` is :class:`Lingering`), the rollback waits for it in the background."""
     try:
         txn.cancel()
     except Exception:  # best effort: the rollback below is what matters
         pass
-    txn.rollback(f"{how} during statement {number}", "interrupt")
+    reason = f"{how} during statement {number}"
+    if isinstance(err, Lingering):
+        done = err.done
+
+        def later() -> None:
+            done.wait()
+            with contextlib.suppress(Exception):
+                txn.rollback(reason, "interrupt")
+            progress.forget(txn.id)
+
+        threading.Thread(target=later, name=f"lv-rollback-{txn.id}", daemon=True).start()
+        return Interrupted(f"{how}: statement {number} did not stop yet (Spark ignored the interrupt); transaction "
+                           f"{label} rolls back as soon as it ends; nothing is committed")
+    txn.rollback(reason, "interrupt")
     progress.forget(txn.id)
     return Interrupted(f"{how}: statement {number} stopped, transaction {label} rolled back; nothing changed")
 

@@ -110,7 +110,7 @@ def _in_open(ctx: MagicContext, lh: Any, ot: OpenTxn, st: Statement, number: int
         how = "interrupted (kernel interrupt)" if isinstance(e, KeyboardInterrupt) else "cancelled"
         if atomic_mark is not None:
             del out.items[atomic_mark:]
-        raise stop(ot.txn, label, how, number) from None
+        raise stop(ot.txn, label, how, number, e) from None
     except LvError as e:
         if atomic_mark is None:
             kept = f"transaction {label} stays open (this statement changed nothing): go on, COMMIT or ROLLBACK"
@@ -141,7 +141,7 @@ def _autocommit(ctx: MagicContext, lh: Any, st: Statement, number: int, out: Tra
         except (KeyboardInterrupt, Interrupted) as e:
             del out.items[mark:]
             how = "interrupted (kernel interrupt)" if isinstance(e, KeyboardInterrupt) else "cancelled"
-            raise stop(txn, label, how, number) from None
+            raise stop(txn, label, how, number, e) from None
         except BaseException as e:
             del out.items[mark:]
             txn.rollback(f"statement {number} failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}",

@@ -169,12 +169,23 @@ def _one(ctx: MagicContext, lh: Any, txn: Any, st: Statement, number: int, out: 
     return result
 
 
+class Lingering(KeyboardInterrupt):
+    """An interrupted statement whose worker still runs after the grace period (Spark can lose an
+    interrupt, e.g. one landing while a write job sets up its output folder); ``done`` is set when
+    the worker ends."""
+
+    def __init__(self, done: threading.Event) -> None:
+        super().__init__()
+        self.done = done
+
+
 def in_worker(txn: Any, fn: Callable[[], Any], *, grace_s: float = 60.0) -> Any:
     """``fn()`` in a worker thread while this (the kernel's main) thread waits for it.
 
     A kernel interrupt then lands here, never inside the Spark client's gRPC calls (an interrupt
     there can leave the client's channel locked): it cancels ``txn``'s running operation, waits up
-    to ``grace_s`` for the worker to end, and raises KeyboardInterrupt.
+    to ``grace_s`` for the worker to end, and raises KeyboardInterrupt (:class:`Lingering` if the
+    worker still runs: the kernel is free again while it ends on its own).
     """
     done = threading.Event()
     box: dict[str, Any] = {}
@@ -199,6 +210,8 @@ def in_worker(txn: Any, fn: Callable[[], Any], *, grace_s: float = 60.0) -> Any:
                 done.wait(0.25)
             except KeyboardInterrupt:  # a second interrupt: still let the worker end first
                 pass
+        if not done.is_set():
+            raise Lingering(done) from None
         raise
     if "error" in box:
         raise box["error"]

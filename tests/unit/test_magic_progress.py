@@ -118,3 +118,54 @@ def test_connect_says_the_engine_is_starting_and_how_long_it_took(capsys: Any) -
     assert lines[0] == "connecting to Spark at sc://spark.example:15002 ..."
     assert lines[1].startswith("Spark engine ready in ") and lines[1].endswith(" s")
     assert Lakehouse.touched == 1
+
+
+class _Stubborn:
+    """A transaction port whose running statement ignores cancels (as Spark does when an interrupt
+    lands while a write job sets up its output folder): it ends only when ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.id = "t-stubborn"
+        self.cancels = 0
+        self.rolled_back = threading.Event()
+        self.release = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancels += 1
+
+    def rollback(self, reason: str, rule: str) -> None:
+        assert self.release.is_set(), "rolled back while the statement still ran"
+        self.rolled_back.set()
+
+
+def test_an_interrupt_spark_ignores_frees_the_kernel_and_rolls_back_when_the_statement_ends() -> None:
+    import _thread
+    import signal
+
+    from lv_magic.cell import stop
+    from lv_magic.sqlcell import Lingering, in_worker
+
+    txn, started = _Stubborn(), threading.Event()
+
+    def statement() -> None:
+        started.set()
+        txn.release.wait(30)
+
+    def interrupter() -> None:
+        started.wait(10)
+        _thread.interrupt_main()
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupter, daemon=True).start()
+        t0 = time.monotonic()
+        with pytest.raises(Lingering) as caught:
+            in_worker(txn, statement, grace_s=0.5)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert txn.cancels == 1 and time.monotonic() - t0 < 10
+    err = stop(txn, "t", "interrupted (kernel interrupt)", 2, caught.value)
+    assert "did not stop yet" in str(err) and "rolls back as soon as it ends" in str(err)
+    assert not txn.rolled_back.is_set()  # the statement still runs: no rollback under it
+    txn.release.set()
+    assert txn.rolled_back.wait(10)
