@@ -294,7 +294,8 @@ def fill_version(store: ObjectStore, table: str, version: int, st: VersionState,
 _PLACING = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-place")
 
 
-def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo) -> tuple[int, str, int]:
+def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo, *,
+                 check_log: bool = True) -> tuple[int, str, int]:
     """Put-if-absent a marker object at the first free version >= ``start`` that the log does not hold.
 
     Returns (version, etag, attempts). Each candidate version is claimed (PUT-create of the marker
@@ -304,22 +305,24 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo) -
     and after a second loss in a row (the start was stale: others claimed several versions), read
     forward instead (1 LIST of the claims past it) and try just above the highest.
     A writer that ignores markers may still take the version after the check: the commit then finds
-    it taken and the transaction moves its marker.
+    it taken and the transaction moves its marker. ``check_log=False`` skips the check for the first
+    candidate (the caller has just seen the log end below it; the commit still finds a taken version).
     """
     data = encode_marker(info)
     v = start
     attempts = lost = 0
     while True:
         attempts += 1
-        held = _PLACING.submit(store.exists, commit_key(table, v))
+        held = _PLACING.submit(store.exists, commit_key(table, v)) if check_log or attempts > 1 else None
         try:
             etag = store.put(marker_key(table, v), data, mode=CREATE)
         except AlreadyExists:
-            held.result()
+            if held is not None:
+                held.result()
             lost += 1
             v = _highest_claim(store, table, v) + 1 if lost >= 2 else v + 1
             continue
-        if not held.result():
+        if held is None or not held.result():
             return v, etag, attempts
         store.delete(marker_key(table, v))  # the log holds it: our claim there means nothing
         v += 1

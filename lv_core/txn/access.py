@@ -1,11 +1,12 @@
 """Module #1 for one transaction: first access of a table, and the markers it places and replaces.
 
-With LV[R]/LV[CT] the first access put-if-absents a marker (beside the log) at the next free version
+With LV[R]+LV[CT] the first access put-if-absents a marker (beside the log) at the next free version
 ``m`` and reads the snapshot at ``m-1`` (pending markers of others read as empty; they are
 predecessors). The marker's version is later written to the Delta log exactly once: with the commit,
 or with an empty commit once the marker was given up. With LV[I]
-a table is read at its global-log version and gets its marker when first written. With neither
-(preset ``delta``) the latest snapshot is read.
+a table is read at its global-log version and gets its marker when first written; LV[R] alone (no
+LV[CT]) reads the latest snapshot and does the same. With neither (preset ``delta``) the latest
+snapshot is read.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def access(core: TxnCore, name: str) -> TableState:
         check_readable(base.protocol, base.metadata, table=name)
         ts = TableState(name, base, read_version=r, pending={v: x for v, x in pending.items() if x != core.id})
         book.tables[name] = ts
-    elif not core.markers:
+    elif not core.markers or core.claims_at_write:  # the baseline, or LV[R] alone (marker at the first write)
         ts = TableState(name, logs.latest_snapshot(name, core.store))
         check_readable(ts.base.protocol, ts.base.metadata, table=name)
         book.tables[name] = ts
@@ -86,11 +87,11 @@ def access(core: TxnCore, name: str) -> TableState:
     return ts
 
 
-def _place(core: TxnCore, name: str, start: int) -> tuple[int, str]:
+def _place(core: TxnCore, name: str, start: int, check_log: bool = True) -> tuple[int, str]:
     """Put-if-absent a marker at the first free version >= ``start`` (writing the lease first)."""
     if core.book.lease_expires == 0.0:
         core.book.lease_expires = keeper().register(core.store, core.id, core.settings.lease_s)
-    v, etag, attempts = place_marker(core.store, name, start, core.marker_info())
+    v, etag, attempts = place_marker(core.store, name, start, core.marker_info(), check_log=check_log)
     core.services.logs.note_claimed(name, v)
     core.events.emit(ev.MarkerPlaced(core.id, table=name, version=v, attempts=attempts))
     return v, etag
@@ -106,11 +107,13 @@ def _free_quietly(core: TxnCore, table: str, version: int, etag: str, reason: st
 
 
 def claim_write_marker(core: TxnCore, ts: TableState) -> None:
-    """LV[I] with markers: a table read at its global version gets its marker when first written
+    """LV[I] with markers, or LV[R] alone: a table read without a marker gets one when first written
     (the operation that writes it is ``core.book.claiming``, not recorded yet).
 
     Versions between the read version and the marker are predecessors, checked at commit."""
-    v, etag = _place(core, ts.name, core.services.logs.cached_hint(ts.name, core.store) + 1)
+    start = core.services.logs.cached_hint(ts.name, core.store) + 1
+    # LV[R] alone read the log's end at its first access: no second look at the same version
+    v, etag = _place(core, ts.name, start, check_log=core.iso or start != ts.base.version + 1)
     crashpoint("marker-placed")
     ts.marker_version, ts.marker_etag = v, etag
     for pv in range(ts.base.version + 1, v):

@@ -109,6 +109,13 @@ class TxnCore:
     def iso(self) -> bool:
         return "I" in self.features
 
+    @property
+    def claims_at_write(self) -> bool:
+        """Tables are read without a marker and get one at their first write: LV[I] (reads are
+        checked by validation) and LV[R] alone (reads need no marker: nothing tracks dependencies,
+        and what committed between the read and the marker is redone at commit)."""
+        return self.markers and (self.iso or not self.ct)
+
     def ict(self, table: str) -> bool:
         """``table`` has in-commit timestamps (at the snapshot this transaction builds on)."""
         ts = self.book.tables.get(table)

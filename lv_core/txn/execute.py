@@ -88,7 +88,7 @@ def execute(core: TxnCore, op: Operation) -> Any:
     except BaseException:
         _delete_unrecorded(core, result)
         raise
-    claim = [t for t in op.tables if core.iso and core.markers and book.tables[t].marker_version is None
+    claim = [t for t in op.tables if core.claims_at_write and book.tables[t].marker_version is None
              and (result.adds.get(t) or result.removes.get(t))]
     named = False
     if claim:

@@ -148,7 +148,7 @@ def publish(core: TxnCore, prepared: Prepared) -> list[str]:
 def commit_markers(core: TxnCore, deadline: float) -> Published:
     """LV[R]/LV[CT] commit: settle -> prepare -> publish for every group until no marker was lost."""
     book = core.book
-    groups = [list(book.tables)] if core.ct else [[t] for t in book.tables]
+    groups = [list(book.tables)] if core.ct else [[t] for t, ts in book.tables.items() if ts.marker_version is not None]
     for group in groups:
         redos = 0
         while True:
