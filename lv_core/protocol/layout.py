@@ -21,6 +21,7 @@ Spark engine's short-lived staging folder.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 import uuid
@@ -73,3 +74,13 @@ def marker_key(table: str, version: int) -> str:
 
 def markers_prefix(table: str) -> str:
     return f"{MARKERS}{table}/"
+
+
+_TXN_IN_NAME = re.compile(r"(?:^|/)part-(\d{8}T\d{6}-[0-9a-f]{16})-")
+
+
+def writer_of(path: str) -> str | None:
+    """The transaction whose name a data path carries (``part-<txn>-...``, or inside a write folder
+    ``part-<txn>-...-s<id>/``), None for other names."""
+    m = _TXN_IN_NAME.search(path)
+    return m.group(1) if m is not None else None

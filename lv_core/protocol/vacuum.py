@@ -13,8 +13,9 @@ nobody reads any more (pending markers lie past the log's tail and are kept).
 
 Never deleted either: anything under ``_delta_log/``, hidden names (``_*``, ``.*``; partition
 folders such as ``_c=1`` excepted) and so ``<table>/_lv_staging/`` (change data output of running
-transactions), files a transaction sublog names (running transactions' staged files; those of dead
-transactions are ``lv recover``'s), and files younger than the window that no version lists (a
+transactions), files a transaction sublog names or whose name carries the id of a transaction holding
+a pending marker on the table (running transactions' staged files; those of dead transactions are
+``lv recover``'s), and files younger than the window that no version lists (a
 writer may be about to commit them: so a running write's folder ``part-<txn>-...-s<id>/``).
 
 The retention must not be shorter than the table's ``delta.deletedFileRetentionDuration`` (default
@@ -34,6 +35,7 @@ from lv_core.delta.errors import VersionNotFound
 from lv_core.delta.log import DeltaLog
 from lv_core.errors import ConfigError, LvError
 from lv_core.protocol import layout
+from lv_core.protocol.markers import read_version
 from lv_core.protocol.scan import transaction_ids
 from lv_core.protocol.sublog import read_sublog
 from lv_core.storage.base import ObjectStore
@@ -142,17 +144,17 @@ def vacuum(store: ObjectStore, table: str, *, retain_hours: float | None = None,
             if isinstance(a, AddFile):
                 needed.update(_needs(a))
     in_use = _in_use(store, table)
+    resolved, pending = _markers(store, table, latest.version)
     rep = VacuumReport(table, hours, base.version, latest.version, dry_run=dry_run)
     for rel, mtime in sorted(data.items()):  # store keys are the decoded log paths
         if rel in needed:
             rep.kept_referenced += 1
-        elif rel in in_use:
+        elif rel in in_use or layout.writer_of(rel) in pending:
             rep.kept_in_use += 1
         elif mtime > cutoff:
             rep.kept_young += 1
         else:
             rep.deleted.append(rel)
-    resolved = _resolved_markers(store, table, latest.version)
     rep.markers_removed = len(resolved)
     if not dry_run:
         for rel in rep.deleted:
@@ -162,13 +164,24 @@ def vacuum(store: ObjectStore, table: str, *, retain_hours: float | None = None,
     return rep
 
 
-def _resolved_markers(store: ObjectStore, table: str, latest: int) -> list[str]:
-    """Marker objects (beside the log) of versions at or below ``latest``: the log holds those
-    versions, so the objects are no longer read by anyone (1 LIST)."""
-    out = []
+def _markers(store: ObjectStore, table: str, latest: int) -> tuple[list[str], set[str]]:
+    """The marker objects (beside the log) of versions at or below ``latest`` (the log holds those
+    versions: nobody reads the objects any more), and the transactions holding a pending marker past
+    it (their staged files are kept: they may not have a sublog entry). 1 LIST + 1 GET per marker
+    past the log's tail."""
+    resolved, pending = [], set()
     for meta in store.list(layout.markers_prefix(table)):
         name = meta.key.rsplit("/", 1)[-1]
         stem = name[:-5] if name.endswith(".json") else ""
-        if stem.isdigit() and int(stem) <= latest:
-            out.append(meta.key)
-    return out
+        if not stem.isdigit():
+            continue
+        if int(stem) <= latest:
+            resolved.append(meta.key)
+            continue
+        try:
+            st = read_version(store, table, int(stem))
+        except LvError:
+            continue
+        if st.pending and st.txn:
+            pending.add(st.txn)
+    return resolved, pending

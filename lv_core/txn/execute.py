@@ -16,7 +16,7 @@ import pyarrow as pa
 from lv_core import events as ev
 from lv_core.delta.features import check_changes, check_writable
 from lv_core.errors import TransactionError
-from lv_core.protocol import clock, layout
+from lv_core.protocol import clock
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import Conflict
 from lv_core.protocol.sublog import SublogEntry, write_entry
@@ -90,12 +90,8 @@ def execute(core: TxnCore, op: Operation) -> Any:
         raise
     claim = [t for t in op.tables if core.claims_at_write and book.tables[t].marker_version is None
              and (result.adds.get(t) or result.removes.get(t))]
-    named = False
     if claim:
         try:
-            if any(result.staged().values()):  # name the staged files before claiming: a crash in between
-                write_sublog(core, OpRecord(op, step, result, "physical", 0))  # leaves them to `lv recover`
-                named = True
             book.claiming = (op, result)
             try:
                 for t in claim:
@@ -104,9 +100,6 @@ def execute(core: TxnCore, op: Operation) -> Any:
                 book.claiming = None
         except BaseException:
             _delete_unrecorded(core, result)
-            if named:
-                core.store.delete(layout.sublog_key(core.id, step))
-                book.sublog_steps.discard(step)
             raise
     logical = any(book.tables[t].logical for t in op.tables)
     mode = "logical" if logical and not op.blind else "physical"
@@ -115,7 +108,12 @@ def execute(core: TxnCore, op: Operation) -> Any:
     for t in op.tables:
         if book.tables[t].first_step is None:
             book.tables[t].first_step = step
-    if any(book.tables[t].marker_version is not None for t in op.tables) and not (named and mode == "physical"):
+    # The files of an operation that claimed the markers of every table it staged files in need no
+    # sublog entry: until the commit those markers protect them (recovery and VACUUM keep a pending
+    # marker's files), and after a crash their names identify them (`lv recover`). So a transaction
+    # whose first write is its only one (LV[R] alone, LV[I]) writes no sublog at all.
+    fresh = mode == "physical" and {t for t, v in result.staged().items() if v} <= set(claim)
+    if any(book.tables[t].marker_version is not None for t in op.tables) and not fresh:
         write_sublog(core, rec)  # module #2 serves marker tables (LV[I] reads need none)
     crashpoint("data-staged")
     core.events.emit(ev.OperationDone(

@@ -21,7 +21,7 @@ from tests.unit.test_lv_r_processes import _worker
 pytestmark = pytest.mark.usefixtures("log_immutability")
 
 
-def _observe(tmp_path, reader_preset: str, reader_features=None, n_readers: int = 300) -> tuple[set[float], dict]:
+def _observe(tmp_path, reader_preset: str, reader_features=None, n_readers: int = 40) -> tuple[set[float], dict]:
     """Writers move money between x and y (serializable); readers sum x + y in read-only transactions."""
     inner = lv_core.connect(str(tmp_path / reader_preset)).store
     # 15 ms per conditional write widens the window between the two table commits of a transfer
@@ -35,6 +35,8 @@ def _observe(tmp_path, reader_preset: str, reader_features=None, n_readers: int 
     first.commit()
     stop = threading.Event()
     errors: list[BaseException] = []
+    commits = threading.Condition()
+    done = [0]  # writer commits so far
 
     def writer() -> None:
         w_lh = Lakehouse(store, lease_s=10.0)
@@ -44,6 +46,9 @@ def _observe(tmp_path, reader_preset: str, reader_features=None, n_readers: int 
                 add_kv(txn, "x", 1, -1)
                 add_kv(txn, "y", 1, +1)
                 txn.commit()
+                with commits:
+                    done[0] += 1
+                    commits.notify_all()
             except TransactionAborted:
                 pass
             except BaseException as e:
@@ -61,6 +66,9 @@ def _observe(tmp_path, reader_preset: str, reader_features=None, n_readers: int 
             txn = r_lh.begin(reader_preset, features=reader_features, timeout_s=30)
             try:
                 x = read_kv(txn, "x", 1)[1]
+                with commits:  # a transfer commits between the two reads (awaited, not hoped for)
+                    seen = done[0]
+                    commits.wait_for(lambda seen=seen: done[0] > seen or bool(errors), timeout=30)  # type: ignore[misc]
                 y = read_kv(txn, "y", 1)[1]
                 totals.add(x + y)
                 txn.commit()

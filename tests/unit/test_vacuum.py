@@ -57,7 +57,11 @@ def _rows(url: str, version: int) -> dict[int, float]:
     return dict(zip(t["id"].to_pylist(), t["val"].to_pylist(), strict=False))
 
 
-def test_vacuum_keeps_what_retained_versions_need_and_removes_the_rest(history) -> None:
+@pytest.mark.parametrize("preset,features", [("repeatable_read", None), ("repeatable_read", {"R"}),
+                                             ("serializable", None)])
+def test_vacuum_keeps_what_retained_versions_need_and_removes_the_rest(history, preset, features) -> None:
+    """(The running transaction: with LV[CT] its sublog names its staged file; LV[R] alone and
+    LV[I] write none for a first write, and their pending marker protects it.)"""
     lh, root = history
     url = lh.store.url("kv")
     expected = {v: _rows(url, v) for v in range(7)}
@@ -70,7 +74,7 @@ def test_vacuum_keeps_what_retained_versions_need_and_removes_the_rest(history) 
     (root / "_lv_staging" / "part-x-0001-0-s1").mkdir(parents=True)
     (root / "_lv_staging" / "part-x-0001-0-s1" / "a.parquet").write_bytes(b"x")
     _age(root / "_lv_staging" / "part-x-0001-0-s1" / "a.parquet", 9 * DAY)
-    running = lh.begin("repeatable_read")
+    running = lh.begin(preset, features=features)
     running.execute(ops.append("kv", pa.table({"id": pa.array([9], pa.int64()), "val": pa.array([9.0])})))
     staged = _data_files(root) - set().union(*files.values()) - {"part-orphan-old.parquet",
                                                                   "part-orphan-new.parquet",
