@@ -321,7 +321,8 @@ class Lakehouse:
         ``lease_grace_s``: how long after its lease ran out a transaction's sublog is kept (its owner
         may return); default: the lease time.
         """
-        return recover(self.store, lease_grace_s=self.lease_s if lease_grace_s is None else lease_grace_s)
+        return recover(self.store, lease_grace_s=self.lease_s if lease_grace_s is None else lease_grace_s,
+                       lease_s=self.lease_s)
 
     def vacuum(self, name: str, retain_hours: float | None = None, *, dry_run: bool = False,
                enforce_retention: bool = True) -> VacuumReport:

@@ -6,14 +6,15 @@
 - Sublogs of a transaction are kept while its owner may still return (lease expired less than
   ``lease_grace_s`` ago); after that, staged data files that no version of the table references are
   deleted together with the sublog, lease and decision objects.
-- Files a dead transaction staged before any sublog entry named them (a kernel killed mid-INSERT:
-  Spark's write folders ``<table>/part-<txn>-...-s<id>/``, change data output under
-  ``<table>/_lv_staging/part-<txn>-...``, or data files ``part-<txn>-...`` already
-  written under their final names) are found by their names (one LIST per table) and deleted once that
-  transaction is dead: its lease ran out more than ``lease_grace_s`` ago, or it has no lease and its
-  id (which starts with its begin time) is older than the grace period (a transaction writes its lease
-  before any file, so a live one always has one). Never a file the table's latest snapshot lists or
-  tombstones, never a file of a transaction with a pending marker or a live lease.
+- Files a dead transaction staged that no sublog entry names (a kernel killed mid-INSERT: Spark's
+  write folders ``<table>/part-<txn>-...-s<id>/``, change data output under
+  ``<table>/_lv_staging/part-<txn>-...``, or data files ``part-<txn>-...`` already written under their
+  final names; physical operations write no entry) are found by their names (one LIST per table) and
+  deleted once that transaction is dead: its lease ran out more than ``lease_grace_s`` ago, or it has
+  no lease and its id (which starts with its begin time) is older than ``lease_s`` plus the grace
+  period (a transaction writes its heartbeat ``lease_s / 3`` after it began, so a live one that old
+  has one). Never a file the table's latest snapshot lists or tombstones, never a file of a
+  transaction with a pending marker or a live lease.
 """
 
 from __future__ import annotations
@@ -236,15 +237,17 @@ def _clear_expired_lock(store: ObjectStore, lease_grace_s: float, now: float) ->
 _TXN_IN_NAME = re.compile(r"(?:^|/)part-(\d{8}T\d{6}-[0-9a-f]{16})-")
 
 
-def alive_until(store: ObjectStore, txn: str, entries: Iterable[SublogEntry] | None = None) -> float:
+def alive_until(store: ObjectStore, txn: str, entries: Iterable[SublogEntry] | None = None, *,
+                lease_s: float = 30.0) -> float:
     """Until when (epoch seconds) ``txn`` may still be alive: its heartbeat's expiry; without one (a
-    transaction writes it only once it needs a renewal), the latest expiry its sublog ``entries`` (read
-    if not given) promise; without those, the second after it began (its id holds that time)."""
+    transaction writes it only once it needs a renewal, ``lease_s / 3`` after it began), the latest
+    expiry its sublog ``entries`` (read if not given) promise; without those (a first write staged its
+    files before its marker), ``lease_s`` after it began (its id holds that time)."""
     lease = read_lease(store, txn)
     if lease is not None:
         return float(lease["expires"])
     promised = [e.lease_expires for e in (read_sublog(store, txn) if entries is None else entries)]
-    return max(promised) if promised else _begun_at(txn) + 1.0
+    return max(promised) if promised else _begun_at(txn) + lease_s
 
 
 def _begun_at(txn: str) -> float:
@@ -259,8 +262,8 @@ class _Dead:
     """Whether a transaction is dead for good (cached per recovery pass)."""
 
     def __init__(self, store: ObjectStore, live: set[str], lease_grace_s: float, now: float,
-                 dead: Iterable[str] = ()) -> None:
-        self.store, self.live, self.grace, self.now = store, live, lease_grace_s, now
+                 dead: Iterable[str] = (), lease_s: float = 30.0) -> None:
+        self.store, self.live, self.grace, self.now, self.lease_s = store, live, lease_grace_s, now, lease_s
         self._known: dict[str, bool] = dict.fromkeys(dead, True)  # found dead (and cleaned) in this pass
 
     def __call__(self, txn: str) -> bool:
@@ -271,7 +274,7 @@ class _Dead:
             if lease is not None:
                 self._known[txn] = lease["expires"] + self.grace <= self.now
             else:  # (read again: a heartbeat written meanwhile means alive)
-                self._known[txn] = (alive_until(self.store, txn) + self.grace <= self.now
+                self._known[txn] = (alive_until(self.store, txn, lease_s=self.lease_s) + self.grace <= self.now
                                     and read_lease(self.store, txn) is None)
         return self._known[txn]
 
@@ -305,8 +308,9 @@ def _clean_staged(store: ObjectStore, refs: _References, dead: _Dead, rep: Recov
             rep.deleted_files.append(prefix + rel)
 
 
-def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | None = None) -> RecoveryReport:
-    """Run one recovery pass over the whole warehouse.
+def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | None = None,
+            lease_s: float = 30.0) -> RecoveryReport:
+    """Run one recovery pass over the whole warehouse (``lease_s``: the clients' lease period).
 
     Never deletes a file that a version of its table references: a staged file named by a dead
     transaction's sublog is deleted only when it is a plain data path of an existing table that
@@ -352,7 +356,7 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
             rep.kept_txns.append(txn)
             continue
         entries = read_sublog(store, txn)
-        if alive_until(store, txn, entries) + lease_grace_s > now:
+        if alive_until(store, txn, entries, lease_s=lease_s) + lease_grace_s > now:
             rep.kept_txns.append(txn)  # alive, or recently dead: the owner may come back
             continue
         for entry in entries:
@@ -372,7 +376,7 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
             store.delete(meta.key)
         rep.cleaned_txns.append(txn)
     live = set(rep.kept_txns) | pending_of
-    _clean_staged(store, refs, _Dead(store, live, lease_grace_s, now, dead=rep.cleaned_txns), rep)
+    _clean_staged(store, refs, _Dead(store, live, lease_grace_s, now, dead=rep.cleaned_txns, lease_s=lease_s), rep)
     return rep
 
 

@@ -108,12 +108,14 @@ def execute(core: TxnCore, op: Operation) -> Any:
     for t in op.tables:
         if book.tables[t].first_step is None:
             book.tables[t].first_step = step
-    # The files of an operation that claimed the markers of every table it staged files in need no
-    # sublog entry: until the commit those markers protect them (recovery and VACUUM keep a pending
-    # marker's files), and after a crash their names identify them (`lv recover`). So a transaction
-    # whose first write is its only one (LV[R] alone, LV[I]) writes no sublog at all.
-    fresh = mode == "physical" and {t for t, v in result.staged().items() if v} <= set(claim)
-    if any(book.tables[t].marker_version is not None for t in op.tables) and not fresh:
+    # A physical operation whose staged files all lie in tables we hold markers on needs no sublog
+    # entry: until the commit those markers protect the files (recovery and VACUUM keep the files of
+    # a transaction with a pending marker), after a crash their names identify them (`lv recover`),
+    # and a redo runs from the records in memory. Logical operations (behind another transaction's
+    # marker) still write theirs.
+    covered = mode == "physical" and all(book.tables[t].marker_version is not None
+                                         for t, v in result.staged().items() if v)
+    if any(book.tables[t].marker_version is not None for t in op.tables) and not covered:
         write_sublog(core, rec)  # module #2 serves marker tables (LV[I] reads need none)
     crashpoint("data-staged")
     core.events.emit(ev.OperationDone(

@@ -98,6 +98,7 @@ def test_presets_and_options_are_validated(tmp_path):
 
 
 def test_scan_markers_log_and_recover(tmp_path):
+    from lv_core.protocol import layout
     from lv_core.protocol.lease import keeper
     from tests.helpers.bank import add_kv, make_kv
 
@@ -122,5 +123,5 @@ def test_scan_markers_log_and_recover(tmp_path):
     [m] = lh.scan_markers("kv")[0].markers
     assert m.state == "expired"
     rep = lh.recover(lease_grace_s=0)
-    assert rep.freed == [("kv", v, txn.id)] and rep.cleaned_txns == [txn.id]
+    assert rep.freed == [("kv", v, txn.id)] and list(lh.store.list(layout.txn_prefix(txn.id))) == []
     assert lh.scan_markers("kv")[0].markers == [] and lh.log("kv")[-1].kind == "freed"

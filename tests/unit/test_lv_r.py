@@ -116,9 +116,10 @@ def test_sublog_entries_record_files_and_compensation(lh):
     t1, t2 = lh.begin(LV), lh.begin(LV)
     add_kv(t1, "kv", 1, 1)
     add_kv(t2, "kv", 2, 1)
-    e1 = json.loads(lh.store.get(layout.sublog_key(t1.id, 0)).data)
+    # t1 holds the only marker before its files: they need no entry (the marker protects them, their
+    # names identify them); t2 runs behind t1's marker: its entry records the statement to redo
+    assert list(lh.store.list(layout.sublog_prefix(t1.id))) == []
     e2 = json.loads(lh.store.get(layout.sublog_key(t2.id, 0)).data)
-    assert e1["mode"] == "physical" and e1["logical"] is None
     assert e2["mode"] == "logical" and "UPDATE kv" in e2["logical"]["sql"]
     assert e2["compensation"]["remove"]["kv"] == e2["adds"]["kv"]
     assert e2["compensation"]["add"]["kv"] == e2["removes"]["kv"]
@@ -284,13 +285,12 @@ def test_foreign_checkpoint_while_a_marker_is_pending_cannot_hide_the_commit(lh)
 def test_request_counts_per_transaction(tmp_path):
     """Exact requests of a warm single-table transaction on the instrumented store.
 
-    read-only: 1 PUT lease + 1 PUT-create marker (beside the log) + 1 HEAD (the log does not hold the
-    marker's version already) + 1 GET previous version (resolved
-    view) + 2 GET data files + 1 PUT sublog entry + 1 PUT-create of the marker's version in the log (an
-    empty commit) + 2 DELETE (sublog entry, lease).
+    read-only: 1 PUT-create marker (beside the log) + 1 HEAD (the log does not hold the marker's version
+    already) + 1 GET previous version (resolved view) + 2 GET data files + 1 PUT-create of the marker's
+    version in the log (an empty commit); no heartbeat object (short-lived), no sublog.
     write (update of one row): the same, but the marker's version in the log gets the commit and the
-    new data file costs 1 PUT-create; no GET of ``_last_checkpoint`` (a checkpoint can no longer cover
-    a pending marker: markers are not in the log).
+    new data file costs 1 PUT-create (no sublog entry: the marker covers it); no GET of
+    ``_last_checkpoint`` (a checkpoint can no longer cover a pending marker: markers are not in the log).
     """
     from lv_core import Lakehouse
     from lv_core.storage.instrumented import InstrumentedStore
@@ -319,8 +319,8 @@ def test_request_counts_per_transaction(tmp_path):
     add_kv(w, "kv", 1, 1)  # reads both files (scan), rewrites one
     w.commit()
     drain(60.0)
-    # + the rewritten file (PUT-create), its sublog entry (PUT) and the entry's background DELETE
-    assert st.counts() == {"GET": 3, "PUT": 1, "PUT-create": 3, "PUT-if-match": 0, "HEAD": 1, "DELETE": 1, "LIST": 0,
+    # + the rewritten file (PUT-create); no sublog entry (the marker covers the file)
+    assert st.counts() == {"GET": 3, "PUT": 0, "PUT-create": 3, "PUT-if-match": 0, "HEAD": 1, "DELETE": 0, "LIST": 0,
                            "COPY": 0}
 
 

@@ -96,7 +96,7 @@ def test_sigkill_at_protocol_step(tmp_path, point, ict):
     # `lv recover` frees what is left and removes the dead transaction's debris (once its lease, or what
     # its sublog promised, ran out).
     deadline = time.monotonic() + 10
-    while any(alive_until(lh.store, txn) >= time.time() for txn in transaction_ids(lh.store)):
+    while any(alive_until(lh.store, txn, lease_s=lease) >= time.time() for txn in transaction_ids(lh.store)):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert lv_main(["recover", wh, "--grace", "0"]) == 0
@@ -117,9 +117,13 @@ def test_recover_keeps_a_live_transaction(tmp_path):
     lh = lv_core.connect(wh, lease_s=30.0)
     make_kv(lh, "kv", {1: 1.0})
     txn = lh.begin("repeatable_read")
+    before = {m.key for m in lh.store.list("kv/part-")}
     add_kv(txn, "kv", 1, 1)
-    rep = lh.recover()
-    assert [m[2] for m in rep.live_markers] == [txn.id] and txn.id in rep.kept_txns
+    staged = {m.key for m in lh.store.list("kv/part-")} - before
+    assert len(staged) == 1  # (named by no sublog entry: the marker covers it)
+    rep = lh.recover(lease_grace_s=0)
+    assert [m[2] for m in rep.live_markers] == [txn.id] and not rep.deleted_files
+    assert staged <= {m.key for m in lh.store.list("kv/part-")}
     txn.commit()
     assert committed_kv(lh, "kv") == {1: 2.0}
 
