@@ -1,6 +1,6 @@
 """Console command ``lv``: operations on a warehouse without a notebook.
 
-    lv recover WAREHOUSE [--endpoint URL] [--region R] [--grace S]
+    lv recover WAREHOUSE [--endpoint URL] [--region R] [--grace S] [--lease S]
     lv tables WAREHOUSE
 """
 
@@ -32,15 +32,18 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--region", help="S3 region")
     rec.add_argument("--grace", type=float, default=None,
                      help="seconds after a lease expired before a dead transaction's sublog is cleaned")
+    rec.add_argument("--lease", type=float, default=None,
+                     help="the clients' lease period in seconds (default 30): a transaction that wrote no heartbeat "
+                          "counts as alive until this long after it began")
     args = parser.parse_args(argv)
     from lv_core.wiring import connect
 
     try:
         lh = connect(args.warehouse, storage_options=_options(args))
         if args.cmd == "recover":
-            if args.grace is not None:
-                lh.lease_s = args.grace
-            rep = lh.recover()
+            if args.lease is not None:
+                lh.lease_s = args.lease
+            rep = lh.recover(lease_grace_s=args.grace)
             for table, v, txn in rep.freed:
                 print(f"freed expired marker {table}@{v} of {txn}")
             for table, v, txn in rep.rolled_forward:

@@ -35,6 +35,7 @@ from lv_core.protocol.tablelog import TableLogs
 from lv_core.protocol.vacuum import VacuumReport, vacuum
 from lv_core.protocol.vlock import ValidationLock
 from lv_core.storage.base import ObjectStore
+from lv_core.txn import cleaner
 from lv_core.txn.core import Services, Settings
 from lv_core.txn.ports import DataPlane, DataPlaneFactory
 from lv_core.txn.transaction import Transaction
@@ -77,7 +78,7 @@ class Lakehouse:
         #: Latest-version hints and resolved snapshots of the tables (shared by its transactions).
         self.logs = TableLogs(store)
         #: The global version log (LV[I]).
-        self.global_log = GlobalLog(store)
+        self.global_log = GlobalLog(store, defer=cleaner.background)  # its hint: after the lock is released
         #: The warehouse's validation lock (LV[I]).
         self.leases = LeaseObserver()  # judges other transactions gone by observation (no clock trust)
         self.validation_lock = ValidationLock(store, self.global_log, lease_s=lease_s, poll_min_s=poll_min_s,

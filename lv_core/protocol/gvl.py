@@ -21,7 +21,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from lv_core.delta.log import DeltaLog
 from lv_core.errors import AlreadyExists, LvError, NotFound, StorageError
@@ -117,8 +117,11 @@ class GlobalLog:
     there) and caches immutable versions for :meth:`at`.
     """
 
-    def __init__(self, store: ObjectStore) -> None:
+    def __init__(self, store: ObjectStore, defer: Callable[[str, Callable[[], object]], None] | None = None) -> None:
+        """``defer(what, fn)``: run ``fn`` off the caller's path (the ``_latest`` hint is written so,
+        after the lock holder released the validation lock); None: at once."""
         self.store = store
+        self.defer = defer
         self._lock = threading.Lock()
         self._known: GvlState | None = None
         self._cache: OrderedDict[int, GvlState] = OrderedDict()
@@ -196,7 +199,8 @@ class GlobalLog:
         Call only while holding the validation lock, with ``base`` = the head read under it.
         Idempotent for one ``txn``: if ``base.version + 1`` already holds a version published by
         ``txn`` (a roll forward got there first), that version is returned. Then the ``_latest``
-        hint is overwritten (best effort: a failure only makes readers probe one more version).
+        hint is overwritten (best effort: a failure only makes readers probe one more version; with
+        ``defer``, in the background: hints written out of order only lag).
         Cost: 1 PUT-create + 1 PUT (+ 1 GET when the version already exists).
 
         Raises:
@@ -217,7 +221,10 @@ class GlobalLog:
                     f"global version {new.version} was already published by {who}, not by {txn}") from None
             new = existing
         self._remember(new)
-        self._write_hint(new)
+        if self.defer is not None:
+            self.defer(f"global log hint {new.version}", lambda: self._write_hint(new))
+        else:
+            self._write_hint(new)
         return new
 
     # ------------------------------------------------------------------ internals

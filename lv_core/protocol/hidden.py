@@ -15,7 +15,7 @@ always compatible: read-only ones are not probed, written ones are probed from t
 from __future__ import annotations
 
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable, Sequence
 
 from lv_core.delta.actions import decode_commit
@@ -23,9 +23,12 @@ from lv_core.delta.log import DeltaLog
 from lv_core.errors import NotFound
 from lv_core.protocol.conflicts import OpFootprint, PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
-from lv_core.protocol.markers import read_log_version, read_version, unfinished_part
+from lv_core.protocol.markers import VersionState, read_log_version, read_version, unfinished_part
 from lv_core.protocol.validation import Change, LogTail, Policy, TableAccess, TableInputs, derive
 from lv_core.storage.base import ObjectStore
+
+#: reads the version after a transaction's own marker while its own version is read
+_AHEAD = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-probe")
 
 
 def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | None = None,
@@ -45,15 +48,19 @@ def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | Non
     """
     kinds: list[str] = []
     v = start + 1
+    ahead: dict[int, Future[VersionState | None]] = {}
     while True:
         if v == own_marker:
+            if not markers:  # the version after ours is read at the same time (one round trip for both)
+                ahead[v + 1] = _AHEAD.submit(read_log_version, store, table, v + 1)
             logged = read_log_version(store, table, v)
             if logged is None:
                 kinds.append("own")
                 v += 1
                 continue
         if not markers:
-            found = read_log_version(store, table, v)
+            pending = ahead.pop(v, None)
+            found = pending.result() if pending is not None else read_log_version(store, table, v)
             if found is None:
                 return LogTail(start, tuple(kinds))
             st = found

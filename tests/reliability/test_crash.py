@@ -79,7 +79,7 @@ def _wait_leases_expired(lh, timeout_s: float = 20.0) -> None:
     once it needs a renewal) what its sublog promised, ran out."""
     deadline = time.monotonic() + timeout_s
     while True:
-        live = [txn for txn in transaction_ids(lh.store) if alive_until(lh.store, txn) >= time.time()]
+        live = [txn for txn in transaction_ids(lh.store) if alive_until(lh.store, txn, lease_s=LEASE) >= time.time()]
         if not live:
             return
         assert time.monotonic() < deadline, f"transactions still live: {live}"
@@ -143,12 +143,13 @@ def crash_and_check(tmp_path, config, preset, features, point, moved, *, backgro
     _wait_leases_expired(lh) if not bg else None
     if bg:
         time.sleep(0.5)
-    # `lv recover` while (maybe) others are live, then again once everything finished
-    assert lv_main(["recover", wh, "--grace", "0"]) == 0
+    # `lv recover` while (maybe) others are live, then again once everything finished (``--lease``: the
+    # longest lease of a client that may be live, the background workers' 10 s)
+    assert lv_main(["recover", wh, "--grace", "0", "--lease", "10" if bg else str(LEASE)]) == 0
     results = wait_all(bg, 120)
     assert all(rc == 0 for rc, _, _ in results), [e[-2000:] for _, _, e in results]
     _wait_leases_expired(lh)
-    assert lv_main(["recover", wh, "--grace", "0"]) == 0
+    assert lv_main(["recover", wh, "--grace", "0", "--lease", str(LEASE)]) == 0
 
     tables = ["kv", "kv2", *(bg_tables if background else [])]
     left = sorted(m.key for m in lh.store.list(layout.TXNS))

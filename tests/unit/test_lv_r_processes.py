@@ -99,7 +99,7 @@ def test_sigkill_at_protocol_step(tmp_path, point, ict):
     while any(alive_until(lh.store, txn, lease_s=lease) >= time.time() for txn in transaction_ids(lh.store)):
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    assert lv_main(["recover", wh, "--grace", "0"]) == 0
+    assert lv_main(["recover", wh, "--grace", "0", "--lease", str(lease)]) == 0
     assert not list(lh.store.list(layout.TXNS))
     live = {m.key.split("/", 1)[1] for t in ("kv", "kv2") for m in lh.store.list(f"{t}/part-")}
     referenced = {f"{a}" for t in ("kv", "kv2") for a in lh.snapshot(t).files}
