@@ -111,10 +111,12 @@ def execute(core: TxnCore, op: Operation) -> Any:
     # A physical operation whose staged files all lie in tables we hold markers on needs no sublog
     # entry: until the commit those markers protect the files (recovery and VACUUM keep the files of
     # a transaction with a pending marker), after a crash their names identify them (`lv recover`),
-    # and a redo runs from the records in memory. Logical operations (behind another transaction's
-    # marker) still write theirs.
-    covered = mode == "physical" and all(book.tables[t].marker_version is not None
-                                         for t, v in result.staged().items() if v)
+    # and a redo runs from the records in memory. Nor does one that claimed those markers itself (a
+    # first write under LV[R] alone or LV[I]), logical or not. Logical operations run behind another
+    # transaction's marker placed before them still write theirs.
+    staged_in = {t for t, v in result.staged().items() if v}
+    covered = all(book.tables[t].marker_version is not None for t in staged_in) and (
+        mode == "physical" or staged_in <= set(claim))
     if any(book.tables[t].marker_version is not None for t in op.tables) and not covered:
         write_sublog(core, rec)  # module #2 serves marker tables (LV[I] reads need none)
     crashpoint("data-staged")
