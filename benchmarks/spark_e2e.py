@@ -1,7 +1,7 @@
 """Spark end to end: bank transfers through the Spark data plane under each preset vs ``delta``.
 
-Two tables ``bank_x`` and ``bank_y`` of ``accounts`` rows (``per_file`` per data file); a transfer
-moves an amount from an account of bank_x to one of bank_y in one transaction: two UPDATE
+Per preset two tables ``bank_x_<preset>`` and ``bank_y_<preset>`` of ``accounts`` rows (``per_file``
+per data file); a transfer moves an amount from an account of bank_x to one of bank_y in one transaction: two UPDATE
 statements (``txn.sql`` when the SQL layer is there, else ``txn.update``), executed by Spark
 Connect (the embedded local server), then commit. One client, sequential; presets are interleaved
 round by round (rotating the order) so that they are measured side by side under the same machine
@@ -36,16 +36,23 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
-def _transfer(txn: Any, a: int, b: int, amount: float) -> None:
+def _tables(preset: str) -> tuple[str, str]:
+    """Each preset transfers between tables of its own: interleaved on shared tables, a preset would
+    read versions another one just wrote (and redo), which is not its own cost."""
+    return f"bank_x_{preset}", f"bank_y_{preset}"
+
+
+def _transfer(txn: Any, preset: str, a: int, b: int, amount: float) -> None:
+    x, y = _tables(preset)
     if hasattr(txn, "sql"):
         try:
-            txn.sql(f"UPDATE bank_x SET balance = balance - {amount} WHERE id = {a}")
-            txn.sql(f"UPDATE bank_y SET balance = balance + {amount} WHERE id = {b}")
+            txn.sql(f"UPDATE {x} SET balance = balance - {amount} WHERE id = {a}")
+            txn.sql(f"UPDATE {y} SET balance = balance + {amount} WHERE id = {b}")
             return
         except NotImplementedError:
             pass
-    txn.update("bank_x", set={"balance": f"balance - {amount}"}, where=f"id = {a}")
-    txn.update("bank_y", set={"balance": f"balance + {amount}"}, where=f"id = {b}")
+    txn.update(x, set={"balance": f"balance - {amount}"}, where=f"id = {a}")
+    txn.update(y, set={"balance": f"balance + {amount}"}, where=f"id = {b}")
 
 
 def run(*, rounds: int = 10, warmup: int = 2, accounts: int = 100, per_file: int = 10, seed: int = 7,
@@ -69,7 +76,7 @@ def run(*, rounds: int = 10, warmup: int = 2, accounts: int = 100, per_file: int
     tmp = tempfile.mkdtemp(prefix="lv-bench-spark-")
     store = InstrumentedStore(LocalStore(tmp), latency=latency_s or None)
     lh = Lakehouse(store)
-    for t in ("bank_x", "bank_y"):
+    for t in [t for p in presets for t in _tables(p)]:
         lh.create_table(t, "id BIGINT, balance DOUBLE")
         data = pa.table({"id": pa.array(range(accounts), pa.int64()), "balance": pa.array([1000.0] * accounts)})
 
@@ -102,7 +109,7 @@ def run(*, rounds: int = 10, warmup: int = 2, accounts: int = 100, per_file: int
             t1 = time.monotonic()
             txn = lh.begin(p, timeout_s=120)
             try:
-                _transfer(txn, a, b, amount)
+                _transfer(txn, p, a, b, amount)
                 txn.commit()
             except TransactionAborted:
                 aborts[p] += 1
