@@ -19,7 +19,7 @@ from lv_core.delta.log import DeltaLog
 from lv_core.delta.snapshot import Snapshot, replay
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import NotFound, TableNotFound
-from lv_core.protocol.markers import fill_version, read_version
+from lv_core.protocol.markers import VersionState, fill_version, read_version
 from lv_core.storage.base import ObjectStore
 
 
@@ -88,11 +88,12 @@ class TableLogs:
             if version > self._claimed.get(table, -1):
                 self._claimed[table] = version
 
-    def resolved_view(self, table: str, upto: int,
-                      store: ObjectStore | None = None) -> tuple[Snapshot, dict[int, str]]:
+    def resolved_view(self, table: str, upto: int, store: ObjectStore | None = None,
+                      seen: dict[int, VersionState] | None = None) -> tuple[Snapshot, dict[int, str]]:
         """The snapshot at ``upto`` with versions the log does not hold yet read as empty, and those
         versions (version -> owner of a pending marker, ``""`` for a given-up marker whose empty commit
-        could not be written yet because a version below it is still pending)."""
+        could not be written yet because a version below it is still pending). ``seen`` receives the
+        pending markers' states as read (the caller's cycle search need not read them again)."""
         store = store or self.store
         with self._lock:
             cached = self._resolved.get(table)
@@ -125,6 +126,8 @@ class TableLogs:
                 commits.append((v, [] if st.kind == "freed" else decode_commit(st.raw, version=v, table=table)))
             else:
                 pending[v] = (st.txn or "?") if st.pending else ""
+                if seen is not None and st.pending:
+                    seen[v] = st
                 commits.append((v, []))
             if in_log and st.filled:
                 last_resolved = replay(last_resolved, commits[-1:])

@@ -73,8 +73,9 @@ def access(core: TxnCore, name: str) -> TableState:
     else:
         v, etag = _place(core, name, logs.cached_hint(name, core.store) + 1)
         crashpoint("marker-placed")
+        seen: dict[int, VersionState] = {}
         try:
-            base, pending = logs.resolved_view(name, v - 1, core.store)
+            base, pending = logs.resolved_view(name, v - 1, core.store, seen=seen)
             check_readable(base.protocol, base.metadata, table=name)
         except BaseException:
             _free_quietly(core, name, v, etag, "error")
@@ -82,7 +83,7 @@ def access(core: TxnCore, name: str) -> TableState:
         pending = {pv: x for pv, x in pending.items() if x != core.id}
         ts = TableState(name, base, v, etag, logical=bool(pending), pending=pending)
         book.tables[name] = ts
-        waiting.add_edges(core, ts)
+        waiting.add_edges(core, ts, seen={(name, pv): st for pv, st in seen.items()})
     core.events.emit(ev.SnapshotRead(core.id, table=name, version=ts.base.version, files=len(ts.base.files)))
     return ts
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from lv_core import events as ev
@@ -41,8 +42,9 @@ class Restart(Exception):
     """Markers moved while waiting (a shift): recompute what to wait for."""
 
 
-def add_edges(core: TxnCore, ts: TableState) -> None:
-    """LV[CT]: the pending markers before ours are new outgoing edges (rules II and IV)."""
+def add_edges(core: TxnCore, ts: TableState, seen: Mapping[tuple[str, int], VersionState] | None = None) -> None:
+    """LV[CT]: the pending markers before ours are new outgoing edges (rules II and IV). ``seen``:
+    marker states (table, version) just read by the caller, used by the first cycle search."""
     book = core.book
     if not (core.ct and ts.pending):
         return
@@ -52,25 +54,30 @@ def add_edges(core: TxnCore, ts: TableState) -> None:
         book.preds[(e.dst, e.table)] = e.version
         core.events.emit(ev.EdgeAdded(core.id, to_txn=e.dst, table=e.table, version=e.version))
     if new:
-        _break_cycles(core, new)
+        _break_cycles(core, new, seen or {})
         expose_predecessors(core)
 
 
-def _marker_edges(core: TxnCore, node: str, via: Edge | None) -> list[Edge]:
-    """Rule III: read ``node``'s marker where ``via`` points and return its outgoing edges."""
+def _marker_edges(core: TxnCore, node: str, via: Edge | None,
+                  seen: Mapping[tuple[str, int], VersionState] | None = None) -> list[Edge]:
+    """Rule III: read ``node``'s marker where ``via`` points (unless ``seen`` holds it, read just
+    before) and return its outgoing edges."""
     if via is None:
         return []
-    try:
-        st = read_version(core.store, via.table, via.version)
-    except (NotFound, LvError):
-        return []
+    st = (seen or {}).get((via.table, via.version))
+    if st is None:
+        try:
+            st = read_version(core.store, via.table, via.version)
+        except (NotFound, LvError):
+            return []
     if not st.pending or st.txn != node or st.marker is None:
         return []  # resolved (or not its marker any more): it waits for nobody there
     return edges_from_json(node, st.marker.predecessors)
 
 
-def _cycle_through(core: TxnCore, new_edges: list[Edge]) -> list[Edge] | None:
-    return closes_cycle(core.id, new_edges, lambda node, via: _marker_edges(core, node, via))
+def _cycle_through(core: TxnCore, new_edges: list[Edge],
+                   seen: Mapping[tuple[str, int], VersionState] | None = None) -> list[Edge] | None:
+    return closes_cycle(core.id, new_edges, lambda node, via: _marker_edges(core, node, via, seen))
 
 
 def _note_cycle(core: TxnCore, cycle: list[Edge]) -> None:
@@ -78,11 +85,12 @@ def _note_cycle(core: TxnCore, cycle: list[Edge]) -> None:
     core.events.emit(ev.CycleFound(core.id, edges=tuple((e.src, e.dst, e.label) for e in cycle)))
 
 
-def _break_cycles(core: TxnCore, new_edges: list[Edge]) -> None:
+def _break_cycles(core: TxnCore, new_edges: list[Edge], seen: Mapping[tuple[str, int], VersionState]) -> None:
     """Before waiting behind ``new_edges``: if one closes a cycle, shift our markers (rule IV)."""
     tables_held = core.book.tables
     for _ in range(core.settings.max_shifts):
-        cycle = _cycle_through(core, new_edges)
+        cycle = _cycle_through(core, new_edges, seen)
+        seen = {}  # after a shift, markers are read afresh
         if cycle is None:
             return
         tables = {t for t in shift_tables(core.id, cycle)
