@@ -25,19 +25,20 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 
 # A second client of the test's Spark server: begins an INSERT ... SELECT writing 8 partitions and
-# SIGKILLs itself after Spark wrote the files where they stay, before a sublog entry names them.
+# SIGKILLs itself after Spark wrote the files where they stay, before its marker claims the table (a
+# first write under LV[I] claims it after staging; no sublog entry names the files).
 _KILLED = textwrap.dedent("""
     import os, signal, sys
     import lv_core
     from lv_core.storage.local import LocalStore
 
-    class KillOnSublog(LocalStore):
+    class KillOnClaim(LocalStore):
         def put(self, key, data, **kw):
-            if "/sublog/" in key:
+            if "/sublog/" in key or "_lakevilla/markers/" in key:
                 os.kill(os.getpid(), signal.SIGKILL)
             return super().put(key, data, **kw)
 
-    lh = lv_core.Lakehouse(KillOnSublog(sys.argv[1]), spark=sys.argv[2], lease_s=1.0)
+    lh = lv_core.Lakehouse(KillOnClaim(sys.argv[1]), spark=sys.argv[2], lease_s=1.0)
     txn = lh.begin("serializable")
     print(txn.id, flush=True)
     txn.sql("INSERT INTO t SELECT id + 100, CAST(id % 8 AS INT) FROM range(80)")
@@ -73,7 +74,7 @@ def test_recover_removes_what_a_sigkilled_spark_insert_staged(spark: Any, tmp_pa
     assert all(f.startswith(f"part-{dead}-") for f in staged)  # in the write's folder, named after it
 
     # Wall-clock time must pass: the lease (1 s, if one was written) and the grace (1 s); without a
-    # lease, the transaction id (whole seconds) must be older than the grace.
+    # lease, the transaction id (whole seconds) must be older than the lease period plus the grace.
     lease = read_lease(lh.store, dead)
     deadline = max(killed_at + 1.0, lease["expires"] if lease else 0.0) + 1.0
     while time.time() <= deadline:
