@@ -22,7 +22,6 @@ from __future__ import annotations
 import calendar
 import contextlib
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -234,9 +233,6 @@ def _clear_expired_lock(store: ObjectStore, lease_grace_s: float, now: float) ->
     return ", ".join(actions) or "already released"
 
 
-_TXN_IN_NAME = re.compile(r"(?:^|/)part-(\d{8}T\d{6}-[0-9a-f]{16})-")
-
-
 def alive_until(store: ObjectStore, txn: str, entries: Iterable[SublogEntry] | None = None, *,
                 lease_s: float = 30.0) -> float:
     """Until when (epoch seconds) ``txn`` may still be alive: its heartbeat's expiry; without one (a
@@ -289,8 +285,8 @@ def _clean_staged(store: ObjectStore, refs: _References, dead: _Dead, rep: Recov
         found: list[str] = []
         for meta in list(store.list(prefix)):
             rel = meta.key[len(prefix):]
-            m = None if rel.startswith("_delta_log/") else _TXN_IN_NAME.search(rel)
-            if m is not None and dead(m.group(1)):
+            writer = None if rel.startswith("_delta_log/") else layout.writer_of(rel)
+            if writer is not None and dead(writer):
                 found.append(rel)
         if not found:
             continue

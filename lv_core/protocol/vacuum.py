@@ -167,8 +167,8 @@ def vacuum(store: ObjectStore, table: str, *, retain_hours: float | None = None,
 def _markers(store: ObjectStore, table: str, latest: int) -> tuple[list[str], set[str]]:
     """The marker objects (beside the log) of versions at or below ``latest`` (the log holds those
     versions: nobody reads the objects any more), and the transactions holding a pending marker past
-    it (their staged files are kept: they may not have a sublog entry). 1 LIST + 1 GET per marker
-    past the log's tail."""
+    it (their staged files are kept: they may not have a sublog entry). 1 LIST + 2 GETs per marker
+    past the log's tail (the log first: a version committed since ``latest`` is no marker any more)."""
     resolved, pending = [], set()
     for meta in store.list(layout.markers_prefix(table)):
         name = meta.key.rsplit("/", 1)[-1]
