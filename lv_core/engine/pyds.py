@@ -7,8 +7,10 @@ Python workers: it imports pyarrow, pyspark, and (in the writer) :mod:`lv_core.d
 :func:`lv_core.engine.spark_stats.unmask`, so the workers need ``lv_core`` importable, as the
 embedded server's workers have (on a cluster: install it on the workers, or use s3a).
 
-Reading (``spark.read.format("lv_files").schema(...).option("files", ...)``): one input partition
-per file (at most ``max_partitions``, default 256, groups of similar size); each file is read
+Reading (``spark.read.format("lv_files").schema(...).option("files", ...)``): files are packed into
+input partitions as Spark packs its own file scans (:func:`pack`: about ``total bytes / parallelism``
+per partition, at most ``max_partition_bytes``, each file counting ``open_cost`` more; at most
+``max_partitions``, default 256); each file is read
 with ``pyarrow`` from the store row group by row group (``iter_batches``), its columns fitted to
 the requested schema by name (missing ones null, struct fields by name), the partition values added
 as strings, and, when asked, the file's key and each row's index (for deletion vectors). Writing
@@ -43,7 +45,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-__all__ = ["NAME", "LvFiles", "merge_stats", "schema_option"]
+__all__ = ["NAME", "LvFiles", "merge_stats", "pack", "schema_option"]
 
 NAME = "lv_files"
 BATCH_ROWS = 65536
@@ -52,6 +54,37 @@ WHOLE_FILE_BYTES = 64 << 20
 #: the stream writer's row groups: this many rows, or this many bytes in memory, whichever comes first
 ROW_GROUP_ROWS = 1 << 20
 ROW_GROUP_BYTES = 64 << 20
+#: Spark's defaults for file scans (``spark.sql.files.maxPartitionBytes``, ``openCostInBytes``)
+MAX_PARTITION_BYTES = 128 << 20
+OPEN_COST = 4 << 20
+
+
+def pack(sizes: list[int], parallelism: int, max_bytes: int = MAX_PARTITION_BYTES, open_cost: int = OPEN_COST,
+         max_partitions: int = 256) -> list[list[int]]:
+    """Group file indexes into read partitions (pure), sized as Spark sizes its file scan splits: a
+    partition holds about ``min(max_bytes, max(open_cost, total / parallelism))`` bytes, where each
+    file counts ``open_cost`` on top of its size (a task per small file costs more than its bytes);
+    largest files first, each to the lightest group; a group over that size holds one file. At least
+    one group; never more than files."""
+    if not sizes:
+        return [[]]
+    cost = [max(0, s) + open_cost for s in sizes]
+    total = sum(cost)
+    split = min(max_bytes, max(open_cost, total // max(1, parallelism)))
+    order = sorted(range(len(sizes)), key=lambda j: -cost[j])
+    n = max(1, min(len(sizes), max_partitions, -(-total // split)))
+    while True:
+        groups: list[list[int]] = [[] for _ in range(n)]
+        load = [0] * n
+        for i in order:
+            g = load.index(min(load))
+            groups[g].append(i)
+            load[g] += cost[i]
+        over = sum(1 for g, b in zip(groups, load, strict=True) if b > split and len(g) > 1)
+        if not over or n >= min(len(sizes), max_partitions):
+            break
+        n = min(len(sizes), max_partitions, n + over)  # files are not split: more groups until each fits
+    return groups
 
 
 def schema_option(schema: pa.Schema) -> str:
@@ -111,18 +144,13 @@ class _Reader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> list[_Files]:
-        """One partition per file, or ``max_partitions`` groups of about equal size (largest first)."""
+        """The files packed into partitions of similar size (:func:`pack`)."""
         files = json.loads(self.options["files"])  # [key, raw, values, size]
-        n = min(len(files), int(self.options.get("max_partitions", 256)))
-        if n == 0:
-            return [_Files([])]
-        groups: list[list[list[Any]]] = [[] for _ in range(n)]
-        sizes = [0] * n
-        for key, raw, values, size in sorted(files, key=lambda f: -int(f[3])):
-            i = sizes.index(min(sizes))
-            groups[i].append([key, raw, values])
-            sizes[i] += int(size)
-        return [_Files(g) for g in groups]
+        o = self.options
+        groups = pack([int(f[3]) for f in files], int(o.get("parallelism", 8)),
+                      int(o.get("max_partition_bytes", MAX_PARTITION_BYTES)), int(o.get("open_cost", OPEN_COST)),
+                      int(o.get("max_partitions", 256)))
+        return [_Files([files[i][:3] for i in g]) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Files)

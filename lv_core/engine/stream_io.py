@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["StreamFiles", "supported"]
 
 _registered: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_parallelism: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 
 
 def supported(spark: Any) -> bool:
@@ -70,6 +71,22 @@ class StreamFiles:
 
         self.spark.read.format(NAME).schema("x INT").option("files", "[]").options(**self._options).load().collect()
 
+    def parallelism(self) -> int:
+        """The Spark server's default parallelism (what Spark divides a file scan's bytes by), asked once
+        per session: ``spark.default.parallelism`` when set, else the partitions of a ``range`` scan
+        (which Spark sizes by it); 8 when neither answers."""
+        got = _parallelism.get(self.spark)
+        if got is None:
+            got = 8
+            try:
+                conf = self.spark.conf.get("spark.default.parallelism", None)
+                got = int(conf) if conf else int(self.spark.sql(
+                    "SELECT count(DISTINCT spark_partition_id()) FROM range(0, 65536)").collect()[0][0])
+            except Exception:  # an answer only sizes read partitions: the default is safe
+                pass
+            _parallelism[self.spark] = max(1, got)
+        return got
+
     def scan(self, keys: Sequence[str], raws: Sequence[str], values: Sequence[Mapping[str, Optional[str]]],
              sizes: Sequence[int], schema: Any, parts: Sequence[str], key_column: Optional[str] = None,
              row_column: Optional[str] = None) -> "DataFrame":
@@ -80,7 +97,8 @@ class StreamFiles:
 
         files = [[self.root + k, r, dict(v), int(n)] for k, r, v, n in zip(keys, raws, values, sizes, strict=True)]
         reader = (self.spark.read.format(NAME).schema(schema).options(**self._options)
-                  .option("files", json.dumps(files)).option("partition_columns", json.dumps(list(parts))))
+                  .option("files", json.dumps(files)).option("partition_columns", json.dumps(list(parts)))
+                  .option("parallelism", str(self.parallelism())))
         if key_column:
             reader = reader.option("key_column", key_column)
         if row_column:
