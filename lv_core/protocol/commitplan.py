@@ -30,6 +30,8 @@ Delta commit, at most one entry per table, and valid additions. A plan failing t
 
 from __future__ import annotations
 
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -192,6 +194,29 @@ def parse_plan(plan: Any, additions: Any = None) -> tuple[tuple[PlannedCommit, .
     return entries, adds
 
 
+def parse_group(group: Any, plan: Sequence[PlannedCommit]) -> dict[str, dict[str, Any]]:
+    """A recorded group (txn -> its tables, each a table of the plan named once, and its validation
+    outcome), or InvalidPlan."""
+    if group is None:
+        return {}
+    if not isinstance(group, Mapping):
+        raise InvalidPlan(f"group must be a JSON object, not {type(group).__name__}")
+    planned = {e.table for e in plan}
+    seen: set[str] = set()
+    out: dict[str, dict[str, Any]] = {}
+    for m, entry in group.items():
+        tables = entry.get("tables") if isinstance(entry, Mapping) else None
+        validation = entry.get("validation") if isinstance(entry, Mapping) else None
+        if not (isinstance(m, str) and m) or not isinstance(tables, list) or not isinstance(validation, dict):
+            raise InvalidPlan(f"group entry {m!r} must map a transaction id to its tables and validation")
+        for t in tables:
+            if t not in planned or t in seen:
+                raise InvalidPlan(f"group entry {m!r} names table {t!r} that the plan does not hold once")
+            seen.add(t)
+        out[m] = {"tables": tuple(tables), "validation": validation}
+    return out
+
+
 @dataclass
 class PlanResult:
     """What executing a plan did.
@@ -203,6 +228,8 @@ class PlanResult:
         undone: table -> version overwritten with a freed commit by the roll back.
         rule, reason: why the plan broke ("R2": a create lost its version to another writer;
             "timeout": a marker was freed after the owner's lease ran out).
+        group: the outcome of each other transaction committed with it (group commit), as published
+            in the global version (:attr:`GvlState.group`).
     """
 
     committed: bool
@@ -211,6 +238,7 @@ class PlanResult:
     undone: dict[str, int] = field(default_factory=dict)
     rule: str | None = None
     reason: str = ""
+    group: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class _Broken(Exception):
@@ -319,6 +347,21 @@ def build_plan(outcome: ValidationOutcome, commits: Mapping[str, bytes],
     return plan
 
 
+def _run(store: ObjectStore, txn: str, entries: Sequence[PlannedCommit]) -> PlanResult:
+    """Write one transaction's entries (in :func:`ordered` order); a break rolls its own writes back."""
+    written: list[tuple[PlannedCommit, int, str]] = []
+    try:
+        for e in ordered(entries):
+            v, etag = _write(store, e)
+            written.append((e, v, etag))
+            if len(written) == 1 and len(entries) > 1:
+                crashpoint("between-table-writes")
+    except _Broken as b:
+        undone = _undo(store, txn, written)
+        return PlanResult(False, {e.table: v for e, v, _ in written}, None, undone, b.rule, b.reason)
+    return PlanResult(True, {e.table: v for e, v, _ in written})
+
+
 def execute_plan(
     store: ObjectStore,
     glog: GlobalLog,
@@ -328,40 +371,54 @@ def execute_plan(
     gvl_base: int,
     additions: Mapping[str, int] | None = None,
     base: GvlState | None = None,
+    group: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> PlanResult:
     """Write every planned table commit not yet present, then publish global version ``gvl_base + 1``.
 
     ``additions`` are read-only tables the log did not know (added at the given version). ``base``
-    is ``glog.at(gvl_base)`` when the caller has it (saves a GET). Nothing is published when the
-    plan and additions are both empty. Idempotent and safe to run concurrently with another runner
-    of the same plan. Cost when nothing was written before: 1 PUT-create or PUT-if-match per table,
-    then 1 PUT-create + 1 PUT (hint) for the publish; every step already done by another runner
-    costs 1 GET more.
+    is ``glog.at(gvl_base)`` when the caller has it (saves a GET). ``group`` (group commit): other
+    transactions -> ``{"tables": [...], "validation": {...}}`` (the tables of theirs the plan commits);
+    each transaction's entries are written (transactions in parallel) and rolled back on a break
+    independently of the others', and the global version names each one's outcome. Nothing is
+    published when nothing is to be. Idempotent and safe to run concurrently with another runner of
+    the same plan. Cost when nothing was written before: 1 PUT-create per table (tables of one
+    transaction one after another), then 1 PUT-create + 1 PUT (hint) for the publish; every step
+    already done by another runner costs 1 GET more.
 
     Raises:
         GlobalLogConflict: ``gvl_base + 1`` was published by another transaction (mutual exclusion broken).
         StorageError: a request failed; the state is unknown but running the plan again is safe.
     """
-    written: list[tuple[PlannedCommit, int, str]] = []
-    try:
-        for e in ordered(plan):
-            v, etag = _write(store, e)
-            written.append((e, v, etag))
-            if len(written) == 1 and len(plan) > 1:
-                crashpoint("between-table-writes")
-    except _Broken as b:
-        undone = _undo(store, txn, written)
-        return PlanResult(False, {e.table: v for e, v, _ in written}, None, undone, b.rule, b.reason)
-    versions = {e.table: v for e, v, _ in written}
+    owner = {t: m for m, g in (group or {}).items() for t in g["tables"]}
+    parts: dict[str, list[PlannedCommit]] = {txn: []}
+    for e in plan:
+        parts.setdefault(owner.get(e.table, txn), []).append(e)
+    if len(parts) > 1:
+        futures = {m: _POOL.submit(_run, store, m, entries) for m, entries in parts.items()}
+        results = {m: f.result() for m, f in futures.items()}
+    else:
+        results = {txn: _run(store, txn, parts[txn])}
+    own = results[txn]
+    outcome = {m: {**({"versions": r.versions} if r.committed else {"rule": r.rule, "reason": r.reason}),
+                   "validation": dict((group or {}).get(m, {}).get("validation") or {})}
+               for m, r in results.items() if m != txn}
+    if not own.committed and not outcome:
+        return own
+    versions = {t: v for r in results.values() if r.committed for t, v in r.versions.items()}
     updates = {**dict(additions or {}), **versions}
-    if not updates:
-        return PlanResult(True, versions, base if base is not None else glog.at(gvl_base))
     if base is None or base.version != gvl_base:
         base = glog.at(gvl_base)
-    published = glog.publish(base, updates, txn)
+    if not updates and not outcome:
+        return PlanResult(True, own.versions, base)
+    published = glog.publish(base, updates, txn, group=outcome)
     crashpoint("gvl-published")
-    return PlanResult(True, versions, published)
+    if not own.committed:
+        return dataclasses.replace(own, group=outcome)
+    return PlanResult(True, own.versions, published, group=outcome)
+
+
+_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-plan")
 
 
 __all__ = ["CREATE_MODE", "OVERWRITE_MARKER", "InvalidPlan", "PlanResult", "PlannedCommit", "build_plan", "check_entry",
-           "check_plan", "execute_plan", "ordered", "parse_plan"]
+           "check_plan", "execute_plan", "ordered", "parse_group", "parse_plan"]

@@ -70,19 +70,26 @@ class GvlState:
         tables: table -> Delta version.
         txn: the transaction that published it (None for version -1).
         ts: publish time (seconds since the epoch; 0.0 for version -1).
+        group: the other transactions ``txn`` validated and committed with its own (group commit):
+            txn -> ``{"versions": {table: version}}``, or ``{"rule": ..., "reason": ...}`` when its
+            recorded plan broke while being written (see :mod:`lv_core.txn.group`).
     """
 
     version: int
     tables: Mapping[str, int] = field(default_factory=dict)
     txn: str | None = None
     ts: float = 0.0
+    group: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def table_version(self, table: str) -> int | None:
         """The Delta version of ``table`` in this global version, or None if the log does not know it."""
         return self.tables.get(table)
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "tables": dict(sorted(self.tables.items())), "txn": self.txn, "ts": self.ts}
+        out = {"version": self.version, "tables": dict(sorted(self.tables.items())), "txn": self.txn, "ts": self.ts}
+        if self.group:
+            out["group"] = {t: dict(g) for t, g in sorted(self.group.items())}
+        return out
 
     def encode(self) -> bytes:
         return json.dumps(self.to_json(), separators=(",", ":")).encode()
@@ -100,11 +107,12 @@ class GvlState:
             tables = {str(t): int(v) for t, v in dict(body.get("tables") or {}).items()}
             txn = body.get("txn")
             ts = float(body.get("ts") or 0.0)
+            group = {str(t): dict(g) for t, g in dict(body.get("group") or {}).items()}
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise GlobalLogError(f"malformed global version object ({e})") from None
         if expect_version is not None and version != expect_version:
             raise GlobalLogError(f"global version object {expect_version} says it is version {version}")
-        return cls(version, tables, txn if isinstance(txn, str) else None, ts)
+        return cls(version, tables, txn if isinstance(txn, str) else None, ts, group)
 
 
 EMPTY = GvlState(-1)
@@ -151,6 +159,11 @@ class GlobalLog:
         self._remember(state)
         return state
 
+    def known(self) -> int:
+        """The newest global version this instance has seen (-1: none yet). No request."""
+        with self._lock:
+            return self._known.version if self._known is not None else -1
+
     def at(self, version: int) -> GvlState:
         """Global version ``version`` (time travel: the whole lakehouse as of that version).
 
@@ -193,8 +206,10 @@ class GlobalLog:
         return self.at(lo)
 
     # ------------------------------------------------------------------ publishing
-    def publish(self, base: GvlState, updates: Mapping[str, int], txn: str) -> GvlState:
-        """Publish ``base.version + 1`` = ``base.tables`` updated with ``updates`` (put-if-absent).
+    def publish(self, base: GvlState, updates: Mapping[str, int], txn: str,
+                group: Mapping[str, Mapping[str, Any]] | None = None) -> GvlState:
+        """Publish ``base.version + 1`` = ``base.tables`` updated with ``updates`` (put-if-absent);
+        ``group``: the outcome of the other transactions committed with ``txn``'s (group commit).
 
         Call only while holding the validation lock, with ``base`` = the head read under it.
         Idempotent for one ``txn``: if ``base.version + 1`` already holds a version published by
@@ -210,7 +225,7 @@ class GlobalLog:
         """
         tables = dict(base.tables)
         tables.update({str(t): int(v) for t, v in updates.items()})
-        new = GvlState(base.version + 1, tables, txn, time.time())
+        new = GvlState(base.version + 1, tables, txn, time.time(), dict(group or {}))
         try:
             self.store.put(gvl_key(new.version), new.encode(), mode=CREATE)
         except AlreadyExists:

@@ -49,7 +49,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from lv_core.errors import (
     AlreadyExists,
@@ -59,7 +59,14 @@ from lv_core.errors import (
     TransactionAborted,
     TransactionError,
 )
-from lv_core.protocol.commitplan import InvalidPlan, PlannedCommit, PlanResult, execute_plan, parse_plan
+from lv_core.protocol.commitplan import (
+    InvalidPlan,
+    PlannedCommit,
+    PlanResult,
+    execute_plan,
+    parse_group,
+    parse_plan,
+)
 from lv_core.protocol.gvl import GlobalLog, GlobalLogConflict, GlobalVersionNotFound, GvlState
 from lv_core.protocol.layout import LV_ROOT, client_label
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
@@ -110,6 +117,8 @@ class LockRecord:
         plan_txn: whose commit the plan is (differs from ``txn`` while a taker rolls it forward).
         additions: read-only tables the global log did not know -> version to add them at.
         recovering: the crashed holder whose plan a taker is rolling forward.
+        group: other transactions whose commits the plan holds (group commit) -> ``{"tables": [...],
+            "validation": {...}}`` (their tables, and their validation outcome for their widgets).
         invalid: the record was "committing" but its plan (or additions, gvl base, plan txn) is
             malformed: ``plan`` and ``additions`` are then empty and it must never be rolled forward
             (only taken over after its lease, and rolled back). Never encoded.
@@ -127,6 +136,7 @@ class LockRecord:
     plan_txn: str | None = None
     additions: Mapping[str, int] = field(default_factory=dict)
     recovering: str | None = None
+    group: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     invalid: bool = False
     invalid_reason: str = ""
 
@@ -140,6 +150,9 @@ class LockRecord:
         if self.state == COMMITTING:
             body.update(plan=[e.to_json() for e in self.plan], plan_txn=self.plan_txn,
                         additions=dict(self.additions))
+            if self.group:
+                body["group"] = {m: {"tables": list(g["tables"]), "validation": g.get("validation") or {}}
+                                 for m, g in self.group.items()}
         if self.recovering:
             body["recovering"] = self.recovering
         return json.dumps(body, separators=(",", ":")).encode()
@@ -186,13 +199,15 @@ class LockRecord:
             if plan_txn is not None and not (isinstance(plan_txn, str) and plan_txn):
                 raise InvalidPlan(f"plan_txn must be a transaction id, not {plan_txn!r}")
             plan, additions = parse_plan(b.get("plan"), b.get("additions"))
+            group = parse_group(b.get("group"), plan)
         except InvalidPlan as e:
             log.debug("%s of %s holds an invalid plan: %s", LOCK_KEY, head.txn, e)
             return replace(head, gvl_base=gvl_base if isinstance(gvl_base, int) and not isinstance(gvl_base, bool)
                            else None, plan_txn=plan_txn if isinstance(plan_txn, str) else None,
                            invalid=True, invalid_reason=str(e))
         # read-only view: decoded records are shared (memoised)
-        return replace(head, gvl_base=gvl_base, plan=plan, plan_txn=plan_txn, additions=MappingProxyType(additions))
+        return replace(head, gvl_base=gvl_base, plan=plan, plan_txn=plan_txn, additions=MappingProxyType(additions),
+                       group=MappingProxyType(group))
 
 
 @functools.lru_cache(maxsize=8)
@@ -216,6 +231,16 @@ class Takeover:
     previous_state: str
     action: str
     result: PlanResult | None = None
+
+
+class Queued(Protocol):
+    """A waiter that queued a commit request (see :meth:`ValidationLock.acquire_or_join`)."""
+
+    def busy(self) -> None:
+        """The lock is held by someone else: queue the request."""
+
+    def done(self, record: "LockRecord | None") -> bool:
+        """Whether the wait is over (the request was decided by a holder); ``record``: the lock now."""
 
 
 class ValidationLock:
@@ -264,21 +289,42 @@ class ValidationLock:
             StorageError: the store failed; if it failed during a roll forward, the crashed holder's plan
                 stays recorded and the next waiter completes it after this one's lease.
         """
+        held = self._acquire(txn, timeout_s, gvl_base, on_wait, None)
+        assert held is not None
+        return held
+
+    def acquire_or_join(self, txn: str, queue: "Queued", *, timeout_s: float, gvl_base: int | None = None,
+                        on_wait: Callable[[LockRecord], None] | None = None) -> "HeldLock | None":
+        """:meth:`acquire`, for a transaction that queues a commit request when the lock is busy
+        (group commit): ``queue.busy()`` is called once, after the first PUT-create failed, and
+        ``queue.done(record)`` with every record polled (None: the lock is free) before anything is
+        done with it; once it returns True the wait ends without the lock (None is returned: another
+        holder decided the transaction). Raises what :meth:`acquire` raises, and what ``queue`` raises."""
+        return self._acquire(txn, timeout_s, gvl_base, on_wait, queue)
+
+    def _acquire(self, txn: str, timeout_s: float, gvl_base: int | None,
+                 on_wait: Callable[[LockRecord], None] | None, queue: "Queued | None") -> "HeldLock | None":
         deadline = time.monotonic() + timeout_s
         first_seen: dict[str, float] = {}  # etag -> when this waiter first saw it (monotonic)
         delay = self.poll_min_s
         last_seen: tuple[str, str] | None = None
         takeovers: list[Takeover] = []
+        tried = False
         while True:
             now = time.time()
             mine = LockRecord(txn, VALIDATING, self.lease_s, now + self.lease_s, client_label(), now, gvl_base)
             try:
                 etag = self.store.put(LOCK_KEY, mine.encode(), mode=CREATE)
-                return HeldLock(self, mine, etag, takeovers)
+                return HeldLock(self, mine, etag, takeovers, waited=tried)
             except AlreadyExists:
                 pass
+            if not tried and queue is not None:
+                queue.busy()
+            tried = True
             while True:
                 found = self.read()
+                if queue is not None and queue.done(found[0] if found is not None else None):
+                    return None
                 if found is None:
                     break  # released: try PUT-create again at once
                 rec, etag = found
@@ -286,6 +332,7 @@ class ValidationLock:
                 if self._expired(rec, seen_at):
                     held = self._take_over(txn, rec, etag, gvl_base, takeovers)
                     if held is not None:
+                        held.waited = True
                         return held
                     continue  # someone else changed it first: look again
                 if on_wait is not None and last_seen != (rec.txn, rec.state):
@@ -338,7 +385,7 @@ class ValidationLock:
         try:
             base = old.gvl_base if old.gvl_base is not None else -1
             result = execute_plan(self.store, self.glog, old.plan, txn=plan_txn, gvl_base=base,
-                                  additions=old.additions)
+                                  additions=old.additions, group=old.group)
         except (GlobalVersionNotFound, GlobalLogConflict) as e:
             # A plan that can never complete (its base global version does not exist, or the next one
             # was published by another transaction): a legitimate holder cannot have recorded it.
@@ -366,10 +413,13 @@ class HeldLock:
     Attributes:
         txn: the holder.
         takeovers: locks taken over from crashed holders while acquiring this one.
+        waited: it was acquired after waiting (so other transactions may have queued requests).
     """
 
-    def __init__(self, lock: ValidationLock, record: LockRecord, etag: str, takeovers: list[Takeover]) -> None:
+    def __init__(self, lock: ValidationLock, record: LockRecord, etag: str, takeovers: list[Takeover],
+                 waited: bool = False) -> None:
         self.lock = lock
+        self.waited = waited  # acquired after waiting for another holder (others may have queued)
         self.txn = record.txn
         self.takeovers = takeovers
         self._record = record
@@ -402,8 +452,13 @@ class HeldLock:
 
     # ------------------------------------------------------------------ holder steps
     def commit(self, plan: Sequence[PlannedCommit], base: GvlState, *,
-               additions: Mapping[str, int] | None = None) -> PlanResult:
+               additions: Mapping[str, int] | None = None,
+               group: Mapping[str, Mapping[str, Any]] | None = None) -> PlanResult:
         """Record the plan (state "committing"), write it, publish ``base.version + 1``, release.
+
+        ``group``: other transactions whose commits ``plan`` also holds -> ``{"tables", "validation"}``
+        (group commit, see :mod:`lv_core.txn.group`); their outcomes are in ``result.group``, and a break of
+        the holder's own entries raises only after the others' are published.
 
         ``base`` is the global log head read while holding the lock (the one validation used).
         With an empty plan and no additions it only releases (1 DELETE; ``result.gvl`` is ``base``).
@@ -424,13 +479,13 @@ class HeldLock:
             self.release()
             return PlanResult(True, {}, base)
         rec = replace(self._record, state=COMMITTING, gvl_base=base.version, plan=tuple(plan), plan_txn=self.txn,
-                      additions=dict(additions or {}))
+                      additions=dict(additions or {}), group=dict(group or {}))
         self._transition(rec)
         delay = self.lock.poll_min_s
         for attempt in range(PLAN_ATTEMPTS):
             try:
                 result = execute_plan(self.lock.store, self.lock.glog, rec.plan, txn=self.txn, gvl_base=base.version,
-                                      additions=rec.additions, base=base)
+                                      additions=rec.additions, base=base, group=rec.group)
                 break
             except StorageError as e:
                 if attempt + 1 == PLAN_ATTEMPTS:
@@ -445,7 +500,7 @@ class HeldLock:
         except StorageError as e:  # done and published: the key only outlives it (renewal stopped)
             log.warning("validation lock of %s: releasing failed (%s); the next validator or `lv recover` "
                         "finds its plan done and removes it", self.txn, e)
-        if not result.committed:
+        if not result.committed and not group:
             raise TransactionAborted(result.reason, result.rule or "R2",
                                      details={"written": result.versions, "undone": result.undone})
         return result
@@ -522,6 +577,7 @@ __all__ = [
     "CommitPending",
     "HeldLock",
     "LockRecord",
+    "Queued",
     "Takeover",
     "ValidationLock",
     "ValidationLockLost",

@@ -19,7 +19,7 @@ from typing import Any
 
 from lv_core import events as ev
 from lv_core.delta.actions import decode_commit
-from lv_core.errors import LvError
+from lv_core.errors import LvError, TransactionAborted
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.commitplan import build_plan
 from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
@@ -29,8 +29,10 @@ from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, read_version, write_version
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import TableAccess, ValidationOutcome, validate
+from lv_core.protocol.vqueue import outcome_of, withdraw
 from lv_core.testing import crashpoint
 from lv_core.txn.core import TxnCore
+from lv_core.txn.group import Group, Waiter, forget, joined, make_request, serve, start_gather
 from lv_core.txn.publish import Published
 from lv_core.txn.settle import settle_markers
 from lv_core.txn.state import Decision
@@ -203,10 +205,24 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
     def on_wait(rec: Any) -> None:
         core.events.emit(ev.Waiting(core.id, table="validation lock", version=-1, on_txn=getattr(rec, "txn", "?")))
 
+    waiter = Waiter(core, lambda: make_request(core, writes, accesses, glog.known()), deadline)
     left = max(0.001, deadline - time.monotonic())
-    with vlock.acquire(core.id, timeout_s=left, on_wait=on_wait) as held:
+    held = vlock.acquire_or_join(core.id, waiter, timeout_s=left + 3 * vlock.lease_s, on_wait=on_wait)
+    if held is None:  # committed (or broken) in another holder's group
+        assert waiter.result is not None
+        return joined(core, waiter.result, writes)
+    with held:
         crashpoint("validation-key-held")
+        if waiter.queued:
+            withdraw(core.store, core.id)  # no later holder may pick it up
+            found = outcome_of(glog, core.id, waiter.known)
+            if found is not None:  # decided by the holder before us
+                held.release()
+                return joined(core, found, writes)
+        taken = frozenset(a.table for a in accesses)
+        chosen = start_gather(core, taken) if held.waited else None
         state = glog.head()
+        group = serve(core, state, chosen.result()) if chosen is not None else Group()
         outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id, parallel=1,
                                    footprints=book.footprints()), core.policy)
         if outcome.compatible:
@@ -214,8 +230,9 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
         _emit(core, outcome, None if not outcome.compatible else state.version + 1)
         if not outcome.compatible:
             updates = _whole(core, state, _catch_up_versions(outcome))
-            if updates:
-                held.commit([], state, additions=updates)
+            if updates or group.members:
+                held.commit(group.plan, state, additions={**group.additions, **updates}, group=group.members)
+                forget(core, group)
             raise outcome.to_abort()
         commits = {}
         for t, actions in writes.items():
@@ -235,7 +252,12 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
                                            "part": f"{e.sibling}@{e.sibling_version}"}, what=str(e)) from None
         freed = _fill_unused_markers(core, names)
         book.decision = Decision("plan", names)
-        result = held.commit(plan, state, additions=additions)
+        result = held.commit(plan + group.plan, state, additions={**group.additions, **additions},
+                             group=group.members)
+        forget(core, group)
+        if not result.committed:  # our entries broke; the group's are published
+            raise TransactionAborted(result.reason, result.rule or "R2",
+                                     details={"written": result.versions, "undone": result.undone})
     for t, v in freed.items():
         core.events.emit(ev.MarkerFreed(core.id, table=t, version=v, reason="read-only"))
     for t, v in result.versions.items():

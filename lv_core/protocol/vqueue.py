@@ -1,0 +1,161 @@
+"""The validation queue (group commit, LV[I]): commit requests of transactions waiting for the
+validation lock.
+
+A transaction that finds the lock held writes what validating and committing it needs::
+
+    _lakevilla/vq/<txn>.json   {"txn", "known", "accesses", "policy", "commits", "markers"}
+
+and waits. Whoever holds the lock next lists the queue (1 LIST), reads the requests (GETs in
+parallel), validates those on tables disjoint from each other's and from its own (R1-R3 exactly as
+the owner would, with R1 by version numbers: stricter than by files, so it never passes what the owner
+would fail), and commits the compatible ones with its own in one global version, which names each
+one's outcome (:attr:`~lv_core.protocol.gvl.GvlState.group`). The rest stay queued; their owners
+validate them themselves. A request is removed by its owner once decided, or withdrawn (deleted) on
+timeout; a holder that read it before the DELETE may still commit it, so the owner then waits for that
+holder's session to end and looks its outcome up in the global log (:func:`outcome_of`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from lv_core.errors import LvError, NotFound
+from lv_core.protocol.gvl import GlobalLog, GlobalVersionNotFound, GvlState
+from lv_core.protocol.layout import LV_ROOT
+from lv_core.protocol.validation import Policy, TableAccess
+from lv_core.storage.base import OVERWRITE, ObjectStore
+
+log = logging.getLogger(__name__)
+
+VQ_PREFIX = f"{LV_ROOT}/vq/"
+#: the most requests one holder validates with its own
+MAX_GROUP = 32
+_READ = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-vq")
+
+
+def request_key(txn: str) -> str:
+    """``_lakevilla/vq/<txn>.json``."""
+    return f"{VQ_PREFIX}{txn}.json"
+
+
+@dataclass(frozen=True)
+class RequestCommit:
+    """One table's commit in a request: its actions (encoded Delta JSON lines, without commitInfo),
+    the LakeVilla commitInfo fields (the holder adds the global version) and whether the table has
+    in-commit timestamps."""
+
+    actions: bytes
+    info: Mapping[str, Any]
+    ict: bool
+
+
+@dataclass(frozen=True)
+class Request:
+    """A queued commit request.
+
+    Attributes:
+        txn: the requesting transaction.
+        known: the newest global version it had seen when it queued (its outcome is published later).
+        accesses: every table it touched, as its own validation would see them.
+        policy: its preset's rules.
+        commits: written table -> its commit.
+        markers: written table -> (marker version, marker etag); every written table has one.
+    """
+
+    txn: str
+    known: int
+    accesses: tuple[TableAccess, ...]
+    policy: Policy
+    commits: Mapping[str, RequestCommit]
+    markers: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+
+    @property
+    def tables(self) -> frozenset[str]:
+        return frozenset(a.table for a in self.accesses)
+
+    def encode(self) -> bytes:
+        return json.dumps({
+            "txn": self.txn, "known": self.known, "policy": dataclasses.asdict(self.policy),
+            "accesses": [dataclasses.asdict(a) for a in self.accesses],
+            "commits": {t: {"actions": c.actions.decode(), "info": dict(c.info), "ict": c.ict}
+                        for t, c in self.commits.items()},
+            "markers": {t: [v, e] for t, (v, e) in self.markers.items()},
+        }, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "Request":
+        """Parse a request.
+
+        Raises:
+            ValueError: malformed (the holder skips it; its owner validates itself).
+        """
+        try:
+            b = json.loads(data)
+            accesses = tuple(TableAccess(**a) for a in b["accesses"])
+            commits = {str(t): RequestCommit(str(c["actions"]).encode(), dict(c["info"]), bool(c["ict"]))
+                       for t, c in dict(b["commits"]).items()}
+            markers = {str(t): (int(m[0]), str(m[1])) for t, m in dict(b["markers"]).items()}
+            req = cls(str(b["txn"]), int(b["known"]), accesses, Policy(**b["policy"]), commits, markers)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise ValueError(f"malformed validation request ({e})") from None
+        written = {a.table for a in accesses if a.written}
+        if set(commits) != written or set(markers) != written:
+            raise ValueError("a validation request must give a commit and a marker for every written table")
+        return req
+
+
+def put_request(store: ObjectStore, req: Request) -> None:
+    """Queue ``req`` (1 PUT)."""
+    store.put(request_key(req.txn), req.encode(), mode=OVERWRITE)
+
+
+def withdraw(store: ObjectStore, txn: str) -> None:
+    """Remove ``txn``'s request (1 DELETE; a missing one is fine)."""
+    store.delete(request_key(txn))
+
+
+def pending(store: ObjectStore, *, skip: str | None = None, limit: int = MAX_GROUP) -> list[Request]:
+    """The queued requests (oldest txn ids first, at most ``limit``), ``skip``'s excluded; malformed or
+    vanished ones are left out. Cost: 1 LIST + 1 GET per request (in parallel)."""
+    txns = []
+    for meta in store.list(VQ_PREFIX):
+        name = meta.key[len(VQ_PREFIX):]
+        if name.endswith(".json") and name[:-5] != skip:
+            txns.append(name[:-5])
+    txns = sorted(txns)[:limit]
+
+    def one(txn: str) -> Request | None:
+        try:
+            req = Request.decode(store.get(request_key(txn)).data)
+        except NotFound:
+            return None
+        except ValueError as e:
+            log.warning("skipping the validation request of %s: %s", txn, e)
+            return None
+        return req if req.txn == txn else None
+
+    return [r for r in _READ.map(one, txns) if r is not None]
+
+
+def outcome_of(glog: GlobalLog, txn: str, after: int) -> tuple[GvlState, Mapping[str, Any]] | None:
+    """The global version after ``after`` whose group names ``txn``, with its outcome there, or None.
+    Cost: 1 GET per global version newer than ``after`` (cached ones free) + :meth:`GlobalLog.head`."""
+    head = glog.head()
+    for v in range(after + 1, head.version + 1):
+        try:
+            state = head if v == head.version else glog.at(v)
+        except (GlobalVersionNotFound, LvError):
+            continue
+        got = state.group.get(txn)
+        if got is not None:
+            return state, got
+    return None
+
+
+__all__ = ["MAX_GROUP", "VQ_PREFIX", "Request", "RequestCommit", "outcome_of", "pending", "put_request",
+           "request_key", "withdraw"]

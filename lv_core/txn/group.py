@@ -1,0 +1,222 @@
+"""Group commit (LV[I]): serializable commits of many transactions in one global version.
+
+Every write validation runs under the warehouse's one validation lock, which would cap commits at
+one per lock round trip chain (about 7 requests) whatever the number of committers. So a committer
+that finds the lock held queues a request (:mod:`lv_core.protocol.vqueue`) and waits (:class:`Waiter`);
+the next holder validates the queued requests on tables disjoint from its own and from each other's
+(:func:`serve`) and commits the compatible ones with its own plan: one plan, one global version, each
+transaction's entries rolled back on a break independently of the others'.
+
+Why R1-R3 stay exact: requests in one group touch disjoint tables, so validating each against the
+same head is validating it after the others in any order (no rule input of one is changed by
+another's commit), and the global version that publishes them all is the serial order. The holder
+checks R1 by versions (a request carries no footprint predicates), which fails whatever the owner's
+file-level R1 would fail, and it leaves to the owner every request it does not pass, and every one
+needing more than plain rules (foreign or pending versions, blind appends that moved, parts of
+multi-table commits outside the log): the owner validates those itself once it holds the lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from lv_core import events as ev
+from lv_core.delta.actions import decode_commit, encode_commit
+from lv_core.errors import LvError, TransactionAborted
+from lv_core.protocol.commitplan import PlannedCommit, build_plan
+from lv_core.protocol.gvl import GvlState
+from lv_core.protocol.hidden import collect
+from lv_core.protocol.ict import commit_info_first
+from lv_core.protocol.markers import KEY, lakevilla_commit_info
+from lv_core.protocol.parts import PartMissing, close_parts
+from lv_core.protocol.validation import TableAccess, validate
+from lv_core.protocol.vlock import LockRecord, ValidationTimeout
+from lv_core.protocol.vqueue import Request, RequestCommit, outcome_of, pending, put_request, withdraw
+from lv_core.txn import cleaner
+from lv_core.txn.core import TxnCore
+from lv_core.txn.publish import Published
+from lv_core.txn.state import Decision
+
+__all__ = ["Group", "Waiter", "forget", "gather", "joined", "make_request", "serve", "start_gather"]
+
+log = logging.getLogger(__name__)
+_CHECK = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-group")
+_UNSET: Any = object()
+
+
+def make_request(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], known: int) -> Request | None:
+    """The commit request of ``core``, or None when another holder may not commit it (a written table
+    without a marker, or a marker on a table it does not write: those need the owner's own commit)."""
+    book = core.book
+    markers = {t: (ts.marker_version, ts.marker_etag) for t, ts in book.tables.items()
+               if ts.marker_version is not None and ts.marker_etag is not None}
+    if set(markers) != set(writes) or not writes:
+        return None
+    info = {"preset": core.preset, "tables": sorted(writes), "redo": book.redo_count}
+    commits = {t: RequestCommit(encode_commit(actions), lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", info),
+                                core.ict(t)) for t, actions in writes.items()}
+    return Request(core.id, known, tuple(accesses), core.policy, commits,
+                   {t: (int(v), str(e)) for t, (v, e) in markers.items()})
+
+
+class Waiter:
+    """The waiting side of group commit (:class:`~lv_core.protocol.vlock.Queued`): queues the request
+    when the lock is busy, and ends the wait once a global version names the transaction's outcome.
+
+    At ``deadline`` the request is withdrawn (deleted); a holder that read it before may still commit
+    it, so the wait goes on until the session holding the lock then has ended, and the outcome is
+    looked up: committed, or :class:`ValidationTimeout`."""
+
+    def __init__(self, core: TxnCore, request: Any, deadline: float) -> None:
+        self.core = core
+        self._request = request
+        self.deadline = deadline
+        self.known = core.services.glog.known()
+        self.queued = False
+        self.result: tuple[GvlState, Mapping[str, Any]] | None = None
+        self._session: Any = _UNSET
+        self._withdrawn_in: Any = _UNSET
+
+    def busy(self) -> None:
+        req = self._request()
+        if req is not None:
+            put_request(self.core.store, req)
+            self.queued = True
+
+    def done(self, record: LockRecord | None) -> bool:
+        ident = (record.txn, record.acquired, record.recovering) if record is not None else None
+        if self.queued and ident != self._session:
+            self._session = ident
+            if self._found():
+                return True
+            if self._withdrawn_in is not _UNSET and ident != self._withdrawn_in:
+                self._timeout(record)
+        if time.monotonic() > self.deadline and self._withdrawn_in is _UNSET:
+            if not self.queued:
+                self._timeout(record)
+            withdraw(self.core.store, self.core.id)
+            now = self.core.services.vlock.read()
+            self._withdrawn_in = (now[0].txn, now[0].acquired, now[0].recovering) if now is not None else None
+            if self._withdrawn_in is None:
+                if self._found():
+                    return True
+                self._timeout(record)
+        return False
+
+    def _found(self) -> bool:
+        self.result = outcome_of(self.core.services.glog, self.core.id, self.known)
+        return self.result is not None
+
+    def _timeout(self, record: LockRecord | None) -> None:
+        holder = record.txn if record is not None else "?"
+        raise ValidationTimeout(
+            f"timed out waiting for the validation lock, held by transaction {holder}. Help: retry, or raise "
+            "`timeout`.", details={"holder": holder, "state": record.state if record is not None else "?"})
+
+
+def joined(core: TxnCore, found: tuple[GvlState, Mapping[str, Any]], writes: Mapping[str, list]) -> Published:
+    """The transaction was committed (or its plan broke) in another holder's group: record it as its own."""
+    state, entry = found
+    cleaner.background(f"validation request of {core.id}", lambda: withdraw(core.store, core.id))
+    validation = dict(entry.get("validation") or {})
+    core.validation = validation
+    versions = {str(t): int(v) for t, v in dict(entry.get("versions") or {}).items()}
+    if "versions" not in entry:
+        core.events.emit(ev.Validated(core.id, compatible=True, gvl_version=None,
+                                      tables=validation.get("tables", {}), failed_rule=None))
+        raise TransactionAborted(str(entry.get("reason") or "the commit broke while being written"),
+                                 str(entry.get("rule") or "R2"), details={"validated_by": state.txn})
+    core.events.emit(ev.Validated(core.id, compatible=True, gvl_version=state.version,
+                                  tables=validation.get("tables", {}), failed_rule=None))
+    core.book.decision = Decision("plan", versions)
+    for t, v in versions.items():
+        core.book.mark_published(t, v, writes.get(t, []))
+    return Published(versions, {}, state)
+
+
+@dataclass
+class Group:
+    """Queued transactions a holder commits with its own: their plan entries, their tables and
+    validation outcome (the lock record's and plan's ``group``), and read-only tables to add."""
+
+    plan: list[PlannedCommit] = field(default_factory=list)
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)
+    additions: dict[str, int] = field(default_factory=dict)
+
+
+def _check(core: TxnCore, state: GvlState, req: Request) -> tuple[list[PlannedCommit], dict, dict] | None:
+    """Validate one request as its owner would (R1 by versions); its plan entries, validation outcome and
+    additions, or None to leave it to its owner."""
+    store = core.store
+    try:
+        outcome = validate(collect(store, state, req.accesses, req.policy, own_txn=req.txn, parallel=1), req.policy)
+    except (LvError, ValueError) as e:  # e.g. a table dropped meanwhile: its owner finds out itself
+        log.info("leaving the validation request of %s to its owner: %s", req.txn, e)
+        return None
+    if not outcome.compatible:
+        return None
+    if any(v.written and (v.pending or v.foreign or v.moved_from is not None) for v in outcome.tables.values()):
+        return None
+    names = outcome.write_versions()
+    if any(names.get(t) != m for t, (m, _etag) in req.markers.items()):
+        return None
+    additions = outcome.additions()
+    try:
+        if close_parts(store, state, {**names, **additions}, own_txn=req.txn, fixed=frozenset(names)):
+            return None
+    except (PartMissing, LvError):
+        return None
+    commits = {}
+    for t, c in req.commits.items():
+        info = dict(c.info)
+        info[KEY] = {**dict(info.get(KEY) or {}), "gvl": state.version + 1}
+        commits[t] = commit_info_first(decode_commit(c.actions), info, c.ict)
+    return build_plan(outcome, commits, req.markers), outcome.to_json(), additions
+
+
+def gather(core: TxnCore, taken: frozenset[str]) -> list[Request]:
+    """The queued requests (other than ``core``'s) on tables disjoint from ``taken`` and each other's.
+    Cost: 1 LIST + 1 GET per request (in parallel)."""
+    chosen: list[Request] = []
+    used = set(taken)
+    for req in pending(core.store, skip=core.id):
+        if req.tables & used:
+            continue
+        used |= req.tables
+        chosen.append(req)
+    return chosen
+
+
+def serve(core: TxnCore, state: GvlState, chosen: list[Request]) -> Group:
+    """The requests of ``chosen`` that pass validation at ``state`` (the head read under the lock), as
+    one :class:`Group`. Cost: each request's validation reads (requests in parallel)."""
+    group = Group()
+    for req, got in zip(chosen, _CHECK.map(lambda r: _check(core, state, r), chosen), strict=True):
+        if got is None:
+            continue
+        plan, validation, additions = got
+        group.plan.extend(plan)
+        group.members[req.txn] = {"tables": sorted(e.table for e in plan), "validation": validation}
+        group.additions.update(additions)
+    return group
+
+
+def start_gather(core: TxnCore, taken: frozenset[str]) -> "Future[list[Request]]":
+    """:func:`gather` in the background (it needs no global version: run it while the head is read)."""
+    return _CHECK.submit(gather, core, taken)
+
+
+def forget(core: TxnCore, group: Group) -> None:
+    """Delete the requests of a group once its global version is published (in the background: a
+    request left behind only costs the next holder a validation that fails R2)."""
+    store = core.store
+
+    def remove(txn: str) -> None:
+        cleaner.background(f"validation request of {txn}", lambda: withdraw(store, txn))
+
+    for txn in group.members:
+        remove(txn)
