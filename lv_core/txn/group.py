@@ -26,16 +26,18 @@ from typing import Any, Mapping
 
 from lv_core import events as ev
 from lv_core.delta.actions import decode_commit, encode_commit
-from lv_core.errors import LvError, TransactionAborted
+from lv_core.errors import LvError, NotFound, TransactionAborted
 from lv_core.protocol.commitplan import PlannedCommit, build_plan
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect
 from lv_core.protocol.ict import commit_info_first
-from lv_core.protocol.markers import KEY, lakevilla_commit_info
+from lv_core.protocol.layout import marker_key
+from lv_core.protocol.markers import KEY, classify, lakevilla_commit_info
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import TableAccess, validate
 from lv_core.protocol.vlock import LockRecord, ValidationTimeout
 from lv_core.protocol.vqueue import Request, RequestCommit, outcome_of, pending, put_request, withdraw
+from lv_core.storage.base import ObjectStore
 from lv_core.txn import cleaner
 from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
@@ -45,6 +47,7 @@ __all__ = ["Group", "Waiter", "forget", "gather", "joined", "make_request", "ser
 
 log = logging.getLogger(__name__)
 _CHECK = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-group")
+_MARKERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-group-markers")
 _UNSET: Any = object()
 
 
@@ -148,12 +151,32 @@ class Group:
     additions: dict[str, int] = field(default_factory=dict)
 
 
-def _check(core: TxnCore, state: GvlState, req: Request) -> tuple[list[PlannedCommit], dict, dict] | None:
+def _markers_live(store: ObjectStore, req: Request) -> bool:
+    """Every marker of the request is still its owner's, unchanged, within the lease it carries: the
+    owner is alive or died less than a lease ago, so recovery (which waits a lease and a grace period
+    before deleting a dead transaction's files) has not removed what the commit references. A
+    transaction renewing a lease object instead is left to itself (its markers' expiry is old).
+    Cost: 1 GET per marker."""
+    for t, (v, etag) in req.markers.items():
+        try:
+            res = store.get(marker_key(t, v))
+        except NotFound:
+            return False
+        st = classify(v, res.data, res.etag, filled=False)
+        if st.kind != "marker" or st.txn != req.txn or res.etag != etag or st.marker is None \
+                or st.marker.lease_expires < time.time():
+            return False
+    return True
+
+
+def _check(store: ObjectStore, state: GvlState, req: Request) -> tuple[list[PlannedCommit], dict, dict] | None:
     """Validate one request as its owner would (R1 by versions); its plan entries, validation outcome and
     additions, or None to leave it to its owner."""
-    store = core.store
+    live = _MARKERS.submit(_markers_live, store, req)
     try:
         outcome = validate(collect(store, state, req.accesses, req.policy, own_txn=req.txn, parallel=1), req.policy)
+        if not live.result():
+            return None
     except (LvError, ValueError) as e:  # e.g. a table dropped meanwhile: its owner finds out itself
         log.info("leaving the validation request of %s to its owner: %s", req.txn, e)
         return None
@@ -178,12 +201,12 @@ def _check(core: TxnCore, state: GvlState, req: Request) -> tuple[list[PlannedCo
     return build_plan(outcome, commits, req.markers), outcome.to_json(), additions
 
 
-def gather(core: TxnCore, taken: frozenset[str]) -> list[Request]:
-    """The queued requests (other than ``core``'s) on tables disjoint from ``taken`` and each other's.
+def gather(store: ObjectStore, own: str, taken: frozenset[str]) -> list[Request]:
+    """The queued requests (other than ``own``'s) on tables disjoint from ``taken`` and each other's.
     Cost: 1 LIST + 1 GET per request (in parallel)."""
     chosen: list[Request] = []
     used = set(taken)
-    for req in pending(core.store, skip=core.id):
+    for req in pending(store, skip=own):
         if req.tables & used:
             continue
         used |= req.tables
@@ -191,11 +214,11 @@ def gather(core: TxnCore, taken: frozenset[str]) -> list[Request]:
     return chosen
 
 
-def serve(core: TxnCore, state: GvlState, chosen: list[Request]) -> Group:
+def serve(store: ObjectStore, state: GvlState, chosen: list[Request]) -> Group:
     """The requests of ``chosen`` that pass validation at ``state`` (the head read under the lock), as
     one :class:`Group`. Cost: each request's validation reads (requests in parallel)."""
     group = Group()
-    for req, got in zip(chosen, _CHECK.map(lambda r: _check(core, state, r), chosen), strict=True):
+    for req, got in zip(chosen, _CHECK.map(lambda r: _check(store, state, r), chosen), strict=True):
         if got is None:
             continue
         plan, validation, additions = got
@@ -207,7 +230,7 @@ def serve(core: TxnCore, state: GvlState, chosen: list[Request]) -> Group:
 
 def start_gather(core: TxnCore, taken: frozenset[str]) -> "Future[list[Request]]":
     """:func:`gather` in the background (it needs no global version: run it while the head is read)."""
-    return _CHECK.submit(gather, core, taken)
+    return _CHECK.submit(gather, core.store, core.id, taken)
 
 
 def forget(core: TxnCore, group: Group) -> None:

@@ -222,7 +222,7 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
         taken = frozenset(a.table for a in accesses)
         chosen = start_gather(core, taken) if held.waited else None
         state = glog.head()
-        group = serve(core, state, chosen.result()) if chosen is not None else Group()
+        group = serve(core.store, state, chosen.result()) if chosen is not None else Group()
         outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id, parallel=1,
                                    footprints=book.footprints()), core.policy)
         if outcome.compatible:
