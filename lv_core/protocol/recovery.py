@@ -6,6 +6,7 @@
 - Sublogs of a transaction are kept while its owner may still return (lease expired less than
   ``lease_grace_s`` ago); after that, staged data files that no version of the table references are
   deleted together with the sublog, lease and decision objects.
+- Queued group-commit requests of dead transactions are withdrawn.
 - Files a dead transaction staged that no sublog entry names (a kernel killed mid-INSERT: Spark's
   write folders ``<table>/part-<txn>-...-s<id>/``, change data output under
   ``<table>/_lv_staging/part-<txn>-...``, or data files ``part-<txn>-...`` already written under their
@@ -43,6 +44,7 @@ from lv_core.protocol.markers import (
 )
 from lv_core.protocol.scan import MarkerScan, list_tables, transaction_ids
 from lv_core.protocol.sublog import SublogEntry, read_sublog
+from lv_core.protocol.vqueue import VQ_PREFIX, withdraw
 from lv_core.storage.base import ObjectStore
 
 
@@ -57,9 +59,12 @@ class RecoveryReport:
     deleted_files: list[str] = field(default_factory=list)
     kept_txns: list[str] = field(default_factory=list)  # sublogs kept: owner may return
     validation_lock: str = ""  # what was done with an expired validation key ("" = none found expired)
+    withdrawn_requests: list[str] = field(default_factory=list)  # queued commit requests of dead transactions
 
     def summary(self) -> str:
         lock = f"; expired validation key {self.validation_lock}" if self.validation_lock else ""
+        if self.withdrawn_requests:
+            lock += f"; withdrew {len(self.withdrawn_requests)} queued commit request(s) of dead transactions"
         return (f"freed {len(self.freed)} expired marker(s), rolled {len(self.rolled_forward)} forward, "
                 f"{len(self.live_markers)} live marker(s) left alone, cleaned {len(self.cleaned_txns)} "
                 f"transaction(s) ({len(self.deleted_files)} orphaned file(s) deleted), kept "
@@ -372,8 +377,20 @@ def recover(store: ObjectStore, *, lease_grace_s: float = 30.0, now: float | Non
             store.delete(meta.key)
         rep.cleaned_txns.append(txn)
     live = set(rep.kept_txns) | pending_of
-    _clean_staged(store, refs, _Dead(store, live, lease_grace_s, now, dead=rep.cleaned_txns, lease_s=lease_s), rep)
+    dead = _Dead(store, live, lease_grace_s, now, dead=rep.cleaned_txns, lease_s=lease_s)
+    _withdraw_dead_requests(store, dead, rep)
+    _clean_staged(store, refs, dead, rep)
     return rep
+
+
+def _withdraw_dead_requests(store: ObjectStore, dead: _Dead, rep: RecoveryReport) -> None:
+    """Delete the group-commit requests (:mod:`~lv_core.protocol.vqueue`) of dead transactions: no
+    holder commits them (their markers' lease ran out), but each would read them again. 1 LIST."""
+    for meta in list(store.list(VQ_PREFIX)):
+        name = meta.key[len(VQ_PREFIX):]
+        if name.endswith(".json") and dead(name[:-5]):
+            withdraw(store, name[:-5])
+            rep.withdrawn_requests.append(name[:-5])
 
 
 __all__ = ["AddFile", "RecoveryReport", "alive_until", "decode_commit", "recover"]

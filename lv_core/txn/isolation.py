@@ -37,10 +37,11 @@ from lv_core.txn.publish import Published
 from lv_core.txn.settle import settle_markers
 from lv_core.txn.state import Decision
 
-__all__ = ["commit_isolated", "one_global_version"]
+__all__ = ["commit_isolated", "one_global_version", "table_accesses"]
 
 
-def _accesses(core: TxnCore, writes: dict[str, list]) -> list[TableAccess]:
+def table_accesses(core: TxnCore, writes: dict[str, list]) -> list[TableAccess]:
+    """What validation needs to know of each table the transaction touched."""
     ops = core.book.ops
     out = []
     for t, ts in core.book.tables.items():
@@ -178,7 +179,7 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
     if core.markers and book.has_markers():
         settle_markers(core, deadline)  # LV[R]: predecessors resolved and redone, nothing published yet
     writes = book.writes()
-    accesses = _accesses(core, writes)
+    accesses = table_accesses(core, writes)
     glog, vlock = core.services.glog, core.services.vlock
     if not writes:  # read-only: validate without the lock, write nothing
         policy = core.policy

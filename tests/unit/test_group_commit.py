@@ -212,3 +212,75 @@ def test_malformed_or_incomplete_requests_are_skipped(local_store: ObjectStore) 
     assert pending(local_store) == []
     with pytest.raises(ValueError, match="every written table"):
         Request.decode(local_store.get(f"{VQ_PREFIX}half.json").data)
+
+
+def test_a_dead_owners_request_is_never_committed_and_recovery_withdraws_it(tmp_path: Any) -> None:
+    import json
+
+    from lv_core.protocol.recovery import recover
+    from lv_core.protocol.vqueue import request_key
+
+    lh = _setup(tmp_path, ["t0", "t1"])
+
+    def commit(t: str) -> Any:
+        txn = Lakehouse(lh.store, lease_s=30.0).begin("serializable", timeout_s=60)
+        add_kv(txn, t, 1, 1.0)
+        return txn.commit()
+
+    blocker = lh.validation_lock.acquire("blocker", timeout_s=5)
+    threads, out = _run([lambda: commit("t0")])
+    _await(lambda: len(_queued(lh.store)) == 1, "the request")
+    (key,) = _queued(lh.store)
+    body = json.loads(lh.store.get(key).data)
+    blocker.release()
+    threads[0].join(60)
+    assert not isinstance(out[0], BaseException) and committed_kv(lh, "t0")[1] == 1.0
+    # the same request again, from an owner that died long ago: its markers are not its own any more
+    dead = "20200101T000000-00000000deadbeef"
+    body["txn"] = dead
+    lh.store.put(request_key(dead), json.dumps(body).encode(), mode=CREATE)
+    blocker = lh.validation_lock.acquire("blocker", timeout_s=5)
+    threads, out = _run([lambda: commit("t1")])
+    _await(lambda: len(_queued(lh.store)) == 2, "the live request")
+    blocker.release()
+    threads[0].join(60)
+    assert not isinstance(out[0], BaseException)
+    assert committed_kv(lh, "t0")[1] == 1.0 and committed_kv(lh, "t1")[1] == 1.0  # t0 not updated twice
+    assert all(dead not in v.group for v in _versions(lh))
+    cleaner.drain(30)
+    assert _queued(lh.store) == [request_key(dead)]  # left alone by every holder
+    rep = recover(lh.store, lease_grace_s=1.0, lease_s=1.0)
+    assert rep.withdrawn_requests == [dead] and _queued(lh.store) == []
+
+
+def test_a_request_whose_markers_outlived_their_lease_is_left_to_its_owner(tmp_path: Any) -> None:
+    """An owner that queued and then died: its marker is still pending (nobody freed it) but the lease
+    it carries ran out, so recovery may soon delete its staged files; no holder may commit it."""
+    from lv_core.protocol.vqueue import put_request
+    from lv_core.txn.group import make_request
+    from lv_core.txn.isolation import table_accesses
+
+    lh = _setup(tmp_path, ["t0", "t1"])
+    ghost = Lakehouse(lh.store, lease_s=1.0).begin("serializable", timeout_s=60)
+    add_kv(ghost, "t0", 1, 7.0)  # claims its marker on t0 (carrying a 1 s lease), stages its file
+    core = ghost.core
+    writes = core.book.writes()
+    req = make_request(core, writes, table_accesses(core, writes), lh.global_log.known())
+    assert req is not None
+    put_request(lh.store, req)
+    expiry = core.book.lease_expires
+    _await(lambda: time.time() > expiry + 0.1, "the ghost's marker lease to run out")
+
+    def commit() -> Any:
+        txn = Lakehouse(lh.store, lease_s=30.0).begin("serializable", timeout_s=60)
+        add_kv(txn, "t1", 1, 1.0)
+        return txn.commit()
+
+    blocker = lh.validation_lock.acquire("blocker", timeout_s=5)
+    threads, out = _run([commit])
+    _await(lambda: len(_queued(lh.store)) == 2, "the live request")
+    blocker.release()
+    threads[0].join(60)
+    assert not isinstance(out[0], BaseException)
+    assert committed_kv(lh, "t0")[1] == 0.0 and committed_kv(lh, "t1")[1] == 1.0
+    assert all(ghost.id not in v.group for v in _versions(lh))
