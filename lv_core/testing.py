@@ -3,7 +3,7 @@
 ``LV_TEST_PAUSE_AT=<point>`` makes a client print ``LV-PAUSED <point>`` on stdout and block when it
 reaches that protocol step, so a test can SIGKILL it exactly there (a real crash, from outside).
 Points: marker-placed, data-staged, waiting, decision-written, between-markers, committed,
-validation-key-held, between-table-writes (LV[I] plan), gvl-published.
+validation-key-held, plan-recorded, between-table-writes (LV[I] plan), gvl-published.
 """
 
 from __future__ import annotations

@@ -70,6 +70,7 @@ from lv_core.protocol.commitplan import (
 from lv_core.protocol.gvl import GlobalLog, GlobalLogConflict, GlobalVersionNotFound, GvlState
 from lv_core.protocol.layout import LV_ROOT, client_label
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
+from lv_core.testing import crashpoint
 
 log = logging.getLogger(__name__)
 
@@ -481,6 +482,7 @@ class HeldLock:
         rec = replace(self._record, state=COMMITTING, gvl_base=base.version, plan=tuple(plan), plan_txn=self.txn,
                       additions=dict(additions or {}), group=dict(group or {}))
         self._transition(rec)
+        crashpoint("plan-recorded")
         delay = self.lock.poll_min_s
         for attempt in range(PLAN_ATTEMPTS):
             try:

@@ -284,3 +284,57 @@ def test_a_request_whose_markers_outlived_their_lease_is_left_to_its_owner(tmp_p
     assert not isinstance(out[0], BaseException)
     assert committed_kv(lh, "t0")[1] == 0.0 and committed_kv(lh, "t1")[1] == 1.0
     assert all(ghost.id not in v.group for v in _versions(lh))
+
+
+@pytest.mark.parametrize("point", ["validation-key-held", "plan-recorded", "gvl-published"])
+def test_sigkill_of_a_group_holder(tmp_path: Any, point: str) -> None:
+    """A holder process serving a queued transaction is SIGKILLed: before its plan is recorded nothing
+    of either is committed by it (its own request, with its marker's lease run out, is not committed
+    by the next holder either); once recorded, the waiting member takes the lock over, rolls the whole
+    group forward and finds its own commit there."""
+    import os
+    import signal
+
+    from tests.unit.test_lv_r_processes import _worker
+
+    wh = str(tmp_path / "wh")
+    lh = lv_core.connect(wh, lease_s=1.5)
+    for t in ("kv", "kv2", "solo"):
+        make_kv(lh, t, {1: 100.0})
+    warm = lh.begin("serializable")
+    for t in ("kv", "kv2", "solo"):
+        add_kv(warm, t, 1, 0.0)
+    warm.commit()
+    base = lh.global_log.head().version
+    blocker = lh.validation_lock.acquire("blocker", timeout_s=5)
+    # the member polls every 5-10 s: the holder process (polling every few ms) gets the lock first
+    member_lh = Lakehouse(lh.store, lease_s=1.5, poll_min_s=10.0, poll_max_s=10.0)
+
+    def member() -> Any:
+        txn = member_lh.begin("serializable", timeout_s=120)
+        add_kv(txn, "solo", 1, 1.0)
+        return txn.id, txn.commit()
+
+    threads, out = _run([member])
+    _await(lambda: len(_queued(lh.store)) == 1, "the member's request")
+    p = _worker("transfer", wh, "1.5", "serializable", env={"LV_TEST_PAUSE_AT": point})
+    _await(lambda: len(_queued(lh.store)) == 2, "the holder-to-be's request")
+    blocker.release()
+    line = p.stdout.readline() if p.stdout is not None else ""
+    assert line.strip() == f"LV-PAUSED {point}", p.stderr.read() if p.stderr is not None else ""
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    threads[0].join(90)
+    assert not isinstance(out[0], BaseException), out
+    member_id, _res = out[0]
+    assert committed_kv(lh, "solo") == {1: 101.0}
+    moved = 100.0 - committed_kv(lh, "kv")[1]
+    assert committed_kv(lh, "kv2")[1] == 100.0 + moved
+    new = _versions(lh)[base + 1:]
+    if point == "validation-key-held":
+        assert moved == 0.0 and all(not v.group for v in new)  # the member validated itself
+    else:
+        assert moved == 1.0  # rolled forward, with the member, in the holder's global version
+        (grouped,) = [v for v in new if v.group]
+        assert list(grouped.group) == [member_id] and grouped.txn != member_id
+        assert grouped.tables["solo"] == grouped.group[member_id]["versions"]["solo"]

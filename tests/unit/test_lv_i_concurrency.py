@@ -95,7 +95,7 @@ def test_readers_without_lv_i_see_a_broken_total(tmp_path):
     assert totals - {1000.0}, f"never observed a broken total: {outcomes}"
 
 
-POINTS = ["validation-key-held", "between-table-writes", "gvl-published"]
+POINTS = ["validation-key-held", "plan-recorded", "between-table-writes", "gvl-published"]
 
 
 @pytest.mark.parametrize("point", POINTS)
@@ -137,5 +137,5 @@ def test_sigkill_while_validating(tmp_path, point):
         if g == head.version:
             moved = 110.0 - kv[0]  # the other client's +10 is in; the transfer moved 1 or nothing
     assert point != "validation-key-held" or moved == 0.0  # nothing was decided yet: rolled back
-    if point in ("between-table-writes", "gvl-published"):
+    if point in ("plan-recorded", "between-table-writes", "gvl-published"):
         assert moved == 1.0  # the plan was recorded: rolled forward
