@@ -77,6 +77,8 @@ log = logging.getLogger(__name__)
 LOCK_KEY = f"{LV_ROOT}/validation.lock"
 VALIDATING = "validating"
 COMMITTING = "committing"
+#: A waiter that queued a commit request polls at least this often (its outcome may be published any time).
+QUEUED_POLL_S = 0.05
 #: How many times the holder retries a plan whose requests failed before leaving it to a roll forward.
 PLAN_ATTEMPTS = 3
 
@@ -350,7 +352,8 @@ class ValidationLock:
                         f"over after its lease ({rec.lease_s:g}s).",
                         details={"holder": rec.txn, "state": rec.state})
                 time.sleep(min(left, delay * random.uniform(0.5, 1.0)))
-                delay = min(self.poll_max_s, delay * 2)
+                # a queued waiter's outcome is published by the holder: look at most QUEUED_POLL_S later
+                delay = min(self.poll_max_s if queue is None else min(self.poll_max_s, QUEUED_POLL_S), delay * 2)
 
     def _expired(self, rec: LockRecord, seen_at: float) -> bool:
         if time.time() > rec.lease_expires + self.skew_s:
