@@ -44,7 +44,7 @@ from lv_core.protocol.markers import (
 )
 from lv_core.protocol.scan import MarkerScan, list_tables, transaction_ids
 from lv_core.protocol.sublog import SublogEntry, read_sublog
-from lv_core.protocol.vqueue import VQ_PREFIX, withdraw
+from lv_core.protocol.vqueue import VQ_PREFIX, parse_key, withdraw
 from lv_core.storage.base import ObjectStore
 
 
@@ -387,10 +387,10 @@ def _withdraw_dead_requests(store: ObjectStore, dead: _Dead, rep: RecoveryReport
     """Delete the group-commit requests (:mod:`~lv_core.protocol.vqueue`) of dead transactions: no
     holder commits them (their markers' lease ran out), but each would read them again. 1 LIST."""
     for meta in list(store.list(VQ_PREFIX)):
-        name = meta.key[len(VQ_PREFIX):]
-        if name.endswith(".json") and dead(name[:-5]):
-            withdraw(store, name[:-5])
-            rep.withdrawn_requests.append(name[:-5])
+        parsed = parse_key(meta.key)
+        if parsed is not None and dead(parsed[0]):
+            withdraw(store, meta.key)
+            rep.withdrawn_requests.append(parsed[0])
 
 
 __all__ = ["AddFile", "RecoveryReport", "alive_until", "decode_commit", "recover"]

@@ -3,10 +3,12 @@ validation lock.
 
 A transaction that finds the lock held writes what validating and committing it needs::
 
-    _lakevilla/vq/<txn>.json   {"txn", "known", "accesses", "policy", "commits", "markers"}
+    _lakevilla/vq/<txn>~<tags>.json   {"txn", "known", "accesses", "policy", "commits", "markers"}
 
-and waits. Whoever holds the lock next lists the queue (1 LIST), reads the requests (GETs in
-parallel), validates those on tables disjoint from each other's and from its own (R1-R3 exactly as
+(``tags``: a short hash of each table it touched, sorted, ``-``-separated; ``all`` when too many to
+name) and waits. Whoever holds the lock next lists the queue (1 LIST), reads the requests that may be
+disjoint from its own tables by their tags (GETs in parallel: none when every waiter shares a table
+with it), validates those on tables disjoint from each other's and from its own (R1-R3 exactly as
 the owner would, with R1 by version numbers: stricter than by files, so it never passes what the owner
 would fail), and commits the compatible ones with its own in one global version, which names each
 one's outcome (:attr:`~lv_core.protocol.gvl.GvlState.group`). The rest stay queued; their owners
@@ -20,9 +22,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from lv_core.errors import LvError, NotFound
 from lv_core.protocol.gvl import GlobalLog, GlobalVersionNotFound, GvlState
@@ -38,9 +41,31 @@ MAX_GROUP = 32
 _READ = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-vq")
 
 
-def request_key(txn: str) -> str:
-    """``_lakevilla/vq/<txn>.json``."""
-    return f"{VQ_PREFIX}{txn}.json"
+#: above this many tables a request's key says ``all`` instead of naming each table's tag
+MAX_TAGS = 64
+
+
+def tag(table: str) -> str:
+    """A table's tag in request keys: 8 hex digits of its CRC-32 (two tables may share one: a holder then
+    reads a request it need not have, or skips one it could have grouped; never groups wrongly)."""
+    return f"{zlib.crc32(table.encode()):08x}"
+
+
+def request_key(txn: str, tables: Iterable[str]) -> str:
+    """``_lakevilla/vq/<txn>~<tags>.json``."""
+    tags = sorted({tag(t) for t in tables})
+    return f"{VQ_PREFIX}{txn}~{'-'.join(tags) if 0 < len(tags) <= MAX_TAGS else 'all'}.json"
+
+
+def parse_key(key: str) -> tuple[str, frozenset[str] | None] | None:
+    """(txn, its tables' tags or None when the key says ``all``) of a request key, None if not one."""
+    name = key[len(VQ_PREFIX):] if key.startswith(VQ_PREFIX) else ""
+    if not name.endswith(".json") or "~" not in name:
+        return None
+    txn, _, tags = name[:-5].partition("~")
+    if not txn:
+        return None
+    return txn, None if tags == "all" else frozenset(tags.split("-"))
 
 
 @dataclass(frozen=True)
@@ -78,6 +103,10 @@ class Request:
     def tables(self) -> frozenset[str]:
         return frozenset(a.table for a in self.accesses)
 
+    @property
+    def key(self) -> str:
+        return request_key(self.txn, self.tables)
+
     def encode(self) -> bytes:
         return json.dumps({
             "txn": self.txn, "known": self.known, "policy": dataclasses.asdict(self.policy),
@@ -111,35 +140,40 @@ class Request:
 
 def put_request(store: ObjectStore, req: Request) -> None:
     """Queue ``req`` (1 PUT)."""
-    store.put(request_key(req.txn), req.encode(), mode=OVERWRITE)
+    store.put(req.key, req.encode(), mode=OVERWRITE)
 
 
-def withdraw(store: ObjectStore, txn: str) -> None:
-    """Remove ``txn``'s request (1 DELETE; a missing one is fine)."""
-    store.delete(request_key(txn))
+def withdraw(store: ObjectStore, key: str) -> None:
+    """Remove a request (1 DELETE; a missing one is fine)."""
+    store.delete(key)
 
 
-def pending(store: ObjectStore, *, skip: str | None = None, limit: int = MAX_GROUP) -> list[Request]:
-    """The queued requests (oldest txn ids first, at most ``limit``), ``skip``'s excluded; malformed or
-    vanished ones are left out. Cost: 1 LIST + 1 GET per request (in parallel)."""
-    txns = []
+def pending(store: ObjectStore, *, skip: str | None = None, avoid: Iterable[str] = (),
+            limit: int = MAX_GROUP) -> list[Request]:
+    """The queued requests (oldest txn ids first, at most ``limit``) other than ``skip``'s, leaving out
+    those whose key's tags show a table of ``avoid`` (without reading them) and malformed or vanished
+    ones. Cost: 1 LIST + 1 GET per request read (in parallel)."""
+    busy = {tag(t) for t in avoid}
+    keys = []
     for meta in store.list(VQ_PREFIX):
-        name = meta.key[len(VQ_PREFIX):]
-        if name.endswith(".json") and name[:-5] != skip:
-            txns.append(name[:-5])
-    txns = sorted(txns)[:limit]
+        parsed = parse_key(meta.key)
+        if parsed is None or parsed[0] == skip or (parsed[1] is not None and parsed[1] & busy):
+            continue
+        keys.append((parsed[0], meta.key))
+    keys = sorted(keys)[:limit]
 
-    def one(txn: str) -> Request | None:
+    def one(item: tuple[str, str]) -> Request | None:
+        txn, key = item
         try:
-            req = Request.decode(store.get(request_key(txn)).data)
+            req = Request.decode(store.get(key).data)
         except NotFound:
             return None
         except ValueError as e:
             log.warning("skipping the validation request of %s: %s", txn, e)
             return None
-        return req if req.txn == txn else None
+        return req if req.txn == txn and req.key == key else None
 
-    return [r for r in _READ.map(one, txns) if r is not None]
+    return [r for r in _READ.map(one, keys) if r is not None]
 
 
 def outcome_of(glog: GlobalLog, txn: str, after: int) -> tuple[GvlState, Mapping[str, Any]] | None:
@@ -157,5 +191,5 @@ def outcome_of(glog: GlobalLog, txn: str, after: int) -> tuple[GvlState, Mapping
     return None
 
 
-__all__ = ["MAX_GROUP", "VQ_PREFIX", "Request", "RequestCommit", "outcome_of", "pending", "put_request",
-           "request_key", "withdraw"]
+__all__ = ["MAX_GROUP", "MAX_TAGS", "VQ_PREFIX", "Request", "RequestCommit", "outcome_of", "parse_key", "pending",
+           "put_request", "request_key", "tag", "withdraw"]

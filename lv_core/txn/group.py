@@ -80,6 +80,7 @@ class Waiter:
         self.deadline = deadline
         self.known = core.services.glog.known()
         self.queued = False
+        self.key = ""  # of the queued request
         self.result: tuple[GvlState, Mapping[str, Any]] | None = None
         self._session: Any = _UNSET
         self._withdrawn_in: Any = _UNSET
@@ -88,6 +89,7 @@ class Waiter:
         req = self._request()
         if req is not None:
             put_request(self.core.store, req)
+            self.key = req.key
             self.queued = True
 
     def done(self, record: LockRecord | None) -> bool:
@@ -101,7 +103,7 @@ class Waiter:
         if time.monotonic() > self.deadline and self._withdrawn_in is _UNSET:
             if not self.queued:
                 self._timeout(record)
-            withdraw(self.core.store, self.core.id)
+            withdraw(self.core.store, self.key)
             now = self.core.services.vlock.read()
             self._withdrawn_in = (now[0].txn, now[0].acquired, now[0].recovering) if now is not None else None
             if self._withdrawn_in is None:
@@ -121,10 +123,12 @@ class Waiter:
             "`timeout`.", details={"holder": holder, "state": record.state if record is not None else "?"})
 
 
-def joined(core: TxnCore, found: tuple[GvlState, Mapping[str, Any]], writes: Mapping[str, list]) -> Published:
-    """The transaction was committed (or its plan broke) in another holder's group: record it as its own."""
+def joined(core: TxnCore, found: tuple[GvlState, Mapping[str, Any]], writes: Mapping[str, list],
+           key: str) -> Published:
+    """The transaction was committed (or its plan broke) in another holder's group (``key``: its request):
+    record it as its own."""
     state, entry = found
-    cleaner.background(f"validation request of {core.id}", lambda: withdraw(core.store, core.id))
+    cleaner.background(f"validation request of {core.id}", lambda: withdraw(core.store, key))
     validation = dict(entry.get("validation") or {})
     core.validation = validation
     versions = {str(t): int(v) for t, v in dict(entry.get("versions") or {}).items()}
@@ -149,6 +153,7 @@ class Group:
     plan: list[PlannedCommit] = field(default_factory=list)
     members: dict[str, dict[str, Any]] = field(default_factory=dict)
     additions: dict[str, int] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)  # the members' requests
 
 
 def _markers_live(store: ObjectStore, req: Request) -> bool:
@@ -206,7 +211,7 @@ def gather(store: ObjectStore, own: str, taken: frozenset[str]) -> list[Request]
     Cost: 1 LIST + 1 GET per request (in parallel)."""
     chosen: list[Request] = []
     used = set(taken)
-    for req in pending(store, skip=own):
+    for req in pending(store, skip=own, avoid=taken):
         if req.tables & used:
             continue
         used |= req.tables
@@ -225,6 +230,7 @@ def serve(store: ObjectStore, state: GvlState, chosen: list[Request]) -> Group:
         group.plan.extend(plan)
         group.members[req.txn] = {"tables": sorted(e.table for e in plan), "validation": validation}
         group.additions.update(additions)
+        group.keys.append(req.key)
     return group
 
 
@@ -238,8 +244,8 @@ def forget(core: TxnCore, group: Group) -> None:
     request left behind only costs the next holder a validation that fails R2)."""
     store = core.store
 
-    def remove(txn: str) -> None:
-        cleaner.background(f"validation request of {txn}", lambda: withdraw(store, txn))
+    def remove(key: str) -> None:
+        cleaner.background(f"validation request {key}", lambda: withdraw(store, key))
 
-    for txn in group.members:
-        remove(txn)
+    for key in group.keys:
+        remove(key)

@@ -211,15 +211,15 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
     held = vlock.acquire_or_join(core.id, waiter, timeout_s=left + 3 * vlock.lease_s, on_wait=on_wait)
     if held is None:  # committed (or broken) in another holder's group
         assert waiter.result is not None
-        return joined(core, waiter.result, writes)
+        return joined(core, waiter.result, writes, waiter.key)
     with held:
         crashpoint("validation-key-held")
         if waiter.queued:
-            withdraw(core.store, core.id)  # no later holder may pick it up
+            withdraw(core.store, waiter.key)  # no later holder may pick it up
             found = outcome_of(glog, core.id, waiter.known)
             if found is not None:  # decided by the holder before us
                 held.release()
-                return joined(core, found, writes)
+                return joined(core, found, writes, waiter.key)
         taken = frozenset(a.table for a in accesses)
         chosen = start_gather(core, taken) if held.waited else None
         state = glog.head()

@@ -18,7 +18,7 @@ from lv_core.protocol.gvl import EMPTY, GlobalLog, GvlState
 from lv_core.protocol.layout import commit_key
 from lv_core.protocol.markers import MarkerInfo, place_marker
 from lv_core.protocol.vlock import COMMITTING, LOCK_KEY, LockRecord, ValidationLock
-from lv_core.protocol.vqueue import VQ_PREFIX, Request, pending
+from lv_core.protocol.vqueue import VQ_PREFIX, Request, pending, request_key, tag
 from lv_core.storage.base import CREATE, ObjectStore
 from lv_core.txn import cleaner
 from tests.helpers.bank import add_kv, committed_kv, make_kv, read_kv
@@ -206,19 +206,42 @@ def test_a_recorded_group_must_name_planned_tables_once() -> None:
 
 
 def test_malformed_or_incomplete_requests_are_skipped(local_store: ObjectStore) -> None:
-    local_store.put(f"{VQ_PREFIX}garbage.json", b"not json", mode=CREATE)
-    local_store.put(f"{VQ_PREFIX}half.json", b'{"txn": "half", "known": 0, "accesses": '
-                    b'[{"table": "a", "written": true}], "policy": {}, "commits": {}, "markers": {}}', mode=CREATE)
+    local_store.put(f"{VQ_PREFIX}garbage~all.json", b"not json", mode=CREATE)
+    local_store.put(f"{VQ_PREFIX}stray.json", b"{}", mode=CREATE)  # not a request key at all
+    half = request_key("half", ["a"])
+    local_store.put(half, b'{"txn": "half", "known": 0, "accesses": [{"table": "a", "written": true}], '
+                    b'"policy": {}, "commits": {}, "markers": {}}', mode=CREATE)
     assert pending(local_store) == []
     with pytest.raises(ValueError, match="every written table"):
-        Request.decode(local_store.get(f"{VQ_PREFIX}half.json").data)
+        Request.decode(local_store.get(half).data)
+
+
+def test_request_keys_name_their_tables_so_a_holder_reads_only_possibly_disjoint_ones(tmp_path: Any) -> None:
+    from lv_core.protocol.vqueue import parse_key, put_request
+    from lv_core.storage.instrumented import InstrumentedStore
+    from lv_core.txn.group import make_request
+    from lv_core.txn.isolation import table_accesses
+
+    lh = _setup(tmp_path, ["t0", "t1"])
+    txn = lh.begin("serializable")
+    add_kv(txn, "t0", 1, 1.0)
+    writes = txn.core.book.writes()
+    req = make_request(txn.core, writes, table_accesses(txn.core, writes), 0)
+    assert req is not None
+    put_request(lh.store, req)
+    txn_id, tags = parse_key(req.key) or ("", None)
+    assert txn_id == txn.id and tags == frozenset({tag("t0")})
+    counted = InstrumentedStore(lh.store)
+    assert pending(counted, avoid={"t0"}) == [] and counted.counts().get("GET", 0) == 0  # shares t0: not read
+    assert [r.txn for r in pending(counted, avoid={"t1"})] == [txn.id]
+    assert parse_key(request_key("x", [f"t{i}" for i in range(100)])) == ("x", None)  # too many: "all"
+    txn.rollback()
 
 
 def test_a_dead_owners_request_is_never_committed_and_recovery_withdraws_it(tmp_path: Any) -> None:
     import json
 
     from lv_core.protocol.recovery import recover
-    from lv_core.protocol.vqueue import request_key
 
     lh = _setup(tmp_path, ["t0", "t1"])
 
@@ -238,7 +261,7 @@ def test_a_dead_owners_request_is_never_committed_and_recovery_withdraws_it(tmp_
     # the same request again, from an owner that died long ago: its markers are not its own any more
     dead = "20200101T000000-00000000deadbeef"
     body["txn"] = dead
-    lh.store.put(request_key(dead), json.dumps(body).encode(), mode=CREATE)
+    lh.store.put(request_key(dead, ["t0"]), json.dumps(body).encode(), mode=CREATE)
     blocker = lh.validation_lock.acquire("blocker", timeout_s=5)
     threads, out = _run([lambda: commit("t1")])
     _await(lambda: len(_queued(lh.store)) == 2, "the live request")
@@ -248,7 +271,7 @@ def test_a_dead_owners_request_is_never_committed_and_recovery_withdraws_it(tmp_
     assert committed_kv(lh, "t0")[1] == 1.0 and committed_kv(lh, "t1")[1] == 1.0  # t0 not updated twice
     assert all(dead not in v.group for v in _versions(lh))
     cleaner.drain(30)
-    assert _queued(lh.store) == [request_key(dead)]  # left alone by every holder
+    assert _queued(lh.store) == [request_key(dead, ["t0"])]  # left alone by every holder
     rep = recover(lh.store, lease_grace_s=1.0, lease_s=1.0)
     assert rep.withdrawn_requests == [dead] and _queued(lh.store) == []
 
