@@ -55,7 +55,7 @@ class Lakehouse:
     default_data_plane: ClassVar[DataPlaneFactory | None] = None
 
     def __init__(self, store: ObjectStore, *, spark: Any = None, data_plane: DataPlaneFactory | None = None,
-                 lease_s: float = 30.0, poll_min_s: float = 0.005, poll_max_s: float = 0.05,
+                 lease_s: float = 30.0, poll_min_s: float = 0.005, poll_max_s: float = 0.2,
                  cycle_check_s: float = 0.25, shift_after_s: float = 5.0) -> None:
         for opt, value, allow_zero in (("lease_s", lease_s, False), ("poll_min_s", poll_min_s, False),
                                        ("poll_max_s", poll_max_s, False), ("cycle_check_s", cycle_check_s, False),

@@ -19,8 +19,8 @@ idempotent, so both may run concurrently and end in the same state:
 A broken plan is rolled back: log files are never rewritten, so for every version it already wrote a
 revert commit is appended (removing what it added, adding back what it removed), and nothing is
 published, so no LV[I] reader ever sees part of it (plain Delta readers see the commit and its revert). Entries
-are written in the order: non-blind creates, blind creates, marker overwrites, so a lost create
-race (the only likely break) usually happens before anything was written.
+are written in the order: non-blind creates, blind creates, then the marker overwrites (in parallel),
+so a lost create race (the only likely break) usually happens before anything was written.
 
 A plan read back from the store (:func:`parse_plan`) is checked before anyone may execute it:
 valid table names, non-negative integer versions, a known mode, commit bytes that decode as a
@@ -348,14 +348,32 @@ def build_plan(outcome: ValidationOutcome, commits: Mapping[str, bytes],
 
 
 def _run(store: ObjectStore, txn: str, entries: Sequence[PlannedCommit]) -> PlanResult:
-    """Write one transaction's entries (in :func:`ordered` order); a break rolls its own writes back."""
+    """Write one transaction's entries: creates one after another in :func:`ordered` order (a lost
+    create race, the only likely break, then happens before anything else is written), then the marker
+    overwrites in parallel (they break only when a marker was freed after its owner's lease ran out). A
+    break rolls this transaction's own writes back."""
     written: list[tuple[PlannedCommit, int, str]] = []
+
+    def landed(e: PlannedCommit, v: int, etag: str) -> None:
+        written.append((e, v, etag))
+        if len(written) == 1 and len(entries) > 1:
+            crashpoint("between-table-writes")
+
+    todo = ordered(entries)
+    creates = [e for e in todo if e.mode != OVERWRITE_MARKER]
+    markers = [e for e in todo if e.mode == OVERWRITE_MARKER]
     try:
-        for e in ordered(entries):
-            v, etag = _write(store, e)
-            written.append((e, v, etag))
-            if len(written) == 1 and len(entries) > 1:
-                crashpoint("between-table-writes")
+        for e in creates:
+            landed(e, *_write(store, e))
+        futures = [_WRITES.submit(_write, store, e) for e in markers] if len(markers) > 1 else []
+        broken: _Broken | None = None
+        for i, e in enumerate(markers):
+            try:
+                landed(e, *(futures[i].result() if futures else _write(store, e)))
+            except _Broken as b:
+                broken = broken or b
+        if broken is not None:
+            raise broken
     except _Broken as b:
         undone = _undo(store, txn, written)
         return PlanResult(False, {e.table: v for e, v, _ in written}, None, undone, b.rule, b.reason)
@@ -381,9 +399,9 @@ def execute_plan(
     each transaction's entries are written (transactions in parallel) and rolled back on a break
     independently of the others', and the global version names each one's outcome. Nothing is
     published when nothing is to be. Idempotent and safe to run concurrently with another runner of
-    the same plan. Cost when nothing was written before: 1 PUT-create per table (tables of one
-    transaction one after another), then 1 PUT-create + 1 PUT (hint) for the publish; every step
-    already done by another runner costs 1 GET more.
+    the same plan. Cost when nothing was written before: 1 PUT-create per table (a transaction's creates
+    one after another, its marker overwrites in parallel), then 1 PUT-create + 1 PUT (hint) for the
+    publish; every step already done by another runner costs 1 GET more.
 
     Raises:
         GlobalLogConflict: ``gvl_base + 1`` was published by another transaction (mutual exclusion broken).
@@ -417,7 +435,8 @@ def execute_plan(
     return PlanResult(True, own.versions, published, group=outcome)
 
 
-_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-plan")
+_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-plan")  # one task per transaction of a group
+_WRITES = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-plan-write")  # one per marker entry
 
 
 __all__ = ["CREATE_MODE", "OVERWRITE_MARKER", "InvalidPlan", "PlanResult", "PlannedCommit", "build_plan", "check_entry",

@@ -176,10 +176,12 @@ def pending(store: ObjectStore, *, skip: str | None = None, avoid: Iterable[str]
     return [r for r in _READ.map(one, keys) if r is not None]
 
 
-def outcome_of(glog: GlobalLog, txn: str, after: int) -> tuple[GvlState, Mapping[str, Any]] | None:
-    """The global version after ``after`` whose group names ``txn``, with its outcome there, or None.
-    Cost: 1 GET per global version newer than ``after`` (cached ones free) + :meth:`GlobalLog.head`."""
-    head = glog.head()
+def outcome_of(glog: GlobalLog, txn: str, after: int,
+               head: GvlState | None = None) -> tuple[GvlState, Mapping[str, Any]] | None:
+    """The global version after ``after`` (up to ``head``, read when not given) whose group names
+    ``txn``, with its outcome there, or None. Cost: :meth:`GlobalLog.head` (unless given) + 1 GET per
+    global version newer than ``after`` that the log has not cached (reading the head caches them)."""
+    head = glog.head() if head is None else head
     for v in range(after + 1, head.version + 1):
         try:
             state = head if v == head.version else glog.at(v)

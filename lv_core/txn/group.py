@@ -22,7 +22,7 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from lv_core import events as ev
 from lv_core.delta.actions import decode_commit, encode_commit
@@ -43,9 +43,10 @@ from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
 from lv_core.txn.state import Decision
 
-__all__ = ["Group", "Waiter", "forget", "gather", "joined", "make_request", "serve", "start_gather"]
+__all__ = ["Group", "Waiter", "forget", "gather", "in_background", "joined", "make_request", "serve", "start_gather"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 _CHECK = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-group")
 _MARKERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-group-markers")
 _UNSET: Any = object()
@@ -96,10 +97,13 @@ class Waiter:
         ident = (record.txn, record.acquired, record.recovering) if record is not None else None
         if self.queued and ident != self._session:
             self._session = ident
-            if self._found():
-                return True
-            if self._withdrawn_in is not _UNSET and ident != self._withdrawn_in:
-                self._timeout(record)
+            # A free lock is tried at once (PUT-create): the holder path looks the outcome up under the
+            # lock with the head it reads anyway; looking first would leave the lock idle meanwhile.
+            if record is not None or self._withdrawn_in not in (_UNSET, None):
+                if self._found():
+                    return True
+                if self._withdrawn_in is not _UNSET and ident != self._withdrawn_in:
+                    self._timeout(record)
         if time.monotonic() > self.deadline and self._withdrawn_in is _UNSET:
             if not self.queued:
                 self._timeout(record)
@@ -237,6 +241,11 @@ def serve(store: ObjectStore, state: GvlState, chosen: list[Request]) -> Group:
 def start_gather(core: TxnCore, taken: frozenset[str]) -> "Future[list[Request]]":
     """:func:`gather` in the background (it needs no global version: run it while the head is read)."""
     return _CHECK.submit(gather, core.store, core.id, taken)
+
+
+def in_background(fn: Callable[..., T], *args: Any) -> "Future[T]":
+    """``fn(*args)`` on the group's pool (requests that run beside the head read)."""
+    return _CHECK.submit(fn, *args)
 
 
 def forget(core: TxnCore, group: Group) -> None:

@@ -32,7 +32,7 @@ from lv_core.protocol.validation import TableAccess, ValidationOutcome, validate
 from lv_core.protocol.vqueue import outcome_of, withdraw
 from lv_core.testing import crashpoint
 from lv_core.txn.core import TxnCore
-from lv_core.txn.group import Group, Waiter, forget, joined, make_request, serve, start_gather
+from lv_core.txn.group import Group, Waiter, forget, in_background, joined, make_request, serve, start_gather
 from lv_core.txn.publish import Published
 from lv_core.txn.settle import settle_markers
 from lv_core.txn.state import Decision
@@ -214,16 +214,20 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
         return joined(core, waiter.result, writes, waiter.key)
     with held:
         crashpoint("validation-key-held")
-        if waiter.queued:
-            withdraw(core.store, waiter.key)  # no later holder may pick it up
-            found = outcome_of(glog, core.id, waiter.known)
-            if found is not None:  # decided by the holder before us
-                held.release()
-                return joined(core, found, writes, waiter.key)
         taken = frozenset(a.table for a in accesses)
         chosen = start_gather(core, taken) if held.waited else None
+        gone = in_background(withdraw, core.store, waiter.key) if waiter.queued else None
         state = glog.head()
+        if gone is not None:
+            gone.result()  # no later holder may pick our request up
         group = serve(core.store, state, chosen.result()) if chosen is not None else Group()
+        found = outcome_of(glog, core.id, waiter.known, head=state) if waiter.queued else None
+        if found is not None:  # decided by the holder before us (its global versions were just read)
+            if group.members:
+                held.commit(group.plan, state, additions=group.additions, group=group.members)
+                forget(core, group)
+            held.release()
+            return joined(core, found, writes, waiter.key)
         outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id, parallel=1,
                                    footprints=book.footprints()), core.policy)
         if outcome.compatible:
