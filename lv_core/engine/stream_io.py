@@ -84,7 +84,7 @@ class StreamFiles:
                     "SELECT count(DISTINCT spark_partition_id()) FROM range(0, 65536)").collect()[0][0])
             except Exception:  # an answer only sizes read partitions: the default is safe
                 pass
-            _parallelism[self.spark] = max(1, got)
+            got = _parallelism[self.spark] = max(1, got)
         return got
 
     def scan(self, keys: Sequence[str], raws: Sequence[str], values: Sequence[Mapping[str, Optional[str]]],

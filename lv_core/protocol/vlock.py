@@ -313,6 +313,8 @@ class ValidationLock:
         last_seen: tuple[str, str] | None = None
         takeovers: list[Takeover] = []
         tried = False
+        # a queued waiter's outcome can be published by any holder: it looks at most QUEUED_POLL_S later
+        cap = self.poll_max_s if queue is None else min(self.poll_max_s, QUEUED_POLL_S)
         while True:
             now = time.time()
             mine = LockRecord(txn, VALIDATING, self.lease_s, now + self.lease_s, client_label(), now, gvl_base)
@@ -352,8 +354,7 @@ class ValidationLock:
                         f"over after its lease ({rec.lease_s:g}s).",
                         details={"holder": rec.txn, "state": rec.state})
                 time.sleep(min(left, delay * random.uniform(0.5, 1.0)))
-                # a queued waiter's outcome is published by the holder: look at most QUEUED_POLL_S later
-                delay = min(self.poll_max_s if queue is None else min(self.poll_max_s, QUEUED_POLL_S), delay * 2)
+                delay = min(cap, delay * 2)
 
     def _expired(self, rec: LockRecord, seen_at: float) -> bool:
         if time.time() > rec.lease_expires + self.skew_s:
@@ -461,8 +462,8 @@ class HeldLock:
         """Record the plan (state "committing"), write it, publish ``base.version + 1``, release.
 
         ``group``: other transactions whose commits ``plan`` also holds -> ``{"tables", "validation"}``
-        (group commit, see :mod:`lv_core.txn.group`); their outcomes are in ``result.group``, and a break of
-        the holder's own entries raises only after the others' are published.
+        (group commit, see :mod:`lv_core.txn.group`); their outcomes are in ``result.group``, and they are
+        published even when the holder's own entries break (the TransactionAborted is raised after).
 
         ``base`` is the global log head read while holding the lock (the one validation used).
         With an empty plan and no additions it only releases (1 DELETE; ``result.gvl`` is ``base``).
@@ -505,7 +506,7 @@ class HeldLock:
         except StorageError as e:  # done and published: the key only outlives it (renewal stopped)
             log.warning("validation lock of %s: releasing failed (%s); the next validator or `lv recover` "
                         "finds its plan done and removes it", self.txn, e)
-        if not result.committed and not group:
+        if not result.committed:
             raise TransactionAborted(result.reason, result.rule or "R2",
                                      details={"written": result.versions, "undone": result.undone})
         return result

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from lv_core.errors import LvError, NotFound
-from lv_core.protocol.gvl import GlobalLog, GlobalVersionNotFound, GvlState
+from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.layout import LV_ROOT
 from lv_core.protocol.validation import Policy, TableAccess
 from lv_core.storage.base import OVERWRITE, ObjectStore
@@ -185,7 +185,7 @@ def outcome_of(glog: GlobalLog, txn: str, after: int,
     for v in range(after + 1, head.version + 1):
         try:
             state = head if v == head.version else glog.at(v)
-        except (GlobalVersionNotFound, LvError):
+        except LvError:  # GlobalVersionNotFound included
             continue
         got = state.group.get(txn)
         if got is not None:

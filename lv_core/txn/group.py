@@ -33,7 +33,7 @@ from lv_core.protocol.hidden import collect
 from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.layout import marker_key
 from lv_core.protocol.markers import KEY, classify, lakevilla_commit_info
-from lv_core.protocol.parts import PartMissing, close_parts
+from lv_core.protocol.parts import close_parts
 from lv_core.protocol.validation import TableAccess, validate
 from lv_core.protocol.vlock import LockRecord, ValidationTimeout
 from lv_core.protocol.vqueue import Request, RequestCommit, outcome_of, pending, put_request, withdraw
@@ -43,7 +43,7 @@ from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
 from lv_core.txn.state import Decision
 
-__all__ = ["Group", "Waiter", "forget", "gather", "in_background", "joined", "make_request", "serve", "start_gather"]
+__all__ = ["Group", "Waiter", "forget", "gather", "in_background", "joined", "make_request", "serve"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -200,7 +200,7 @@ def _check(store: ObjectStore, state: GvlState, req: Request) -> tuple[list[Plan
     try:
         if close_parts(store, state, {**names, **additions}, own_txn=req.txn, fixed=frozenset(names)):
             return None
-    except (PartMissing, LvError):
+    except LvError:  # PartMissing included
         return None
     commits = {}
     for t, c in req.commits.items():
@@ -238,13 +238,9 @@ def serve(store: ObjectStore, state: GvlState, chosen: list[Request]) -> Group:
     return group
 
 
-def start_gather(core: TxnCore, taken: frozenset[str]) -> "Future[list[Request]]":
-    """:func:`gather` in the background (it needs no global version: run it while the head is read)."""
-    return _CHECK.submit(gather, core.store, core.id, taken)
-
-
 def in_background(fn: Callable[..., T], *args: Any) -> "Future[T]":
-    """``fn(*args)`` on the group's pool (requests that run beside the head read)."""
+    """``fn(*args)`` on the group's pool (requests that need no global version, run beside the head read:
+    :func:`gather`, withdrawing the holder's own request)."""
     return _CHECK.submit(fn, *args)
 
 

@@ -32,7 +32,7 @@ from lv_core.protocol.validation import TableAccess, ValidationOutcome, validate
 from lv_core.protocol.vqueue import outcome_of, withdraw
 from lv_core.testing import crashpoint
 from lv_core.txn.core import TxnCore
-from lv_core.txn.group import Group, Waiter, forget, in_background, joined, make_request, serve, start_gather
+from lv_core.txn.group import Group, Waiter, forget, gather, in_background, joined, make_request, serve
 from lv_core.txn.publish import Published
 from lv_core.txn.settle import settle_markers
 from lv_core.txn.state import Decision
@@ -215,7 +215,7 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
     with held:
         crashpoint("validation-key-held")
         taken = frozenset(a.table for a in accesses)
-        chosen = start_gather(core, taken) if held.waited else None
+        chosen = in_background(gather, core.store, core.id, taken) if held.waited else None
         gone = in_background(withdraw, core.store, waiter.key) if waiter.queued else None
         state = glog.head()
         if gone is not None:
@@ -226,7 +226,6 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
             if group.members:
                 held.commit(group.plan, state, additions=group.additions, group=group.members)
                 forget(core, group)
-            held.release()
             return joined(core, found, writes, waiter.key)
         outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id, parallel=1,
                                    footprints=book.footprints()), core.policy)
@@ -257,12 +256,13 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
                                            "part": f"{e.sibling}@{e.sibling_version}"}, what=str(e)) from None
         freed = _fill_unused_markers(core, names)
         book.decision = Decision("plan", names)
-        result = held.commit(plan + group.plan, state, additions={**group.additions, **additions},
-                             group=group.members)
+        try:
+            result = held.commit(plan + group.plan, state, additions={**group.additions, **additions},
+                                 group=group.members)
+        except TransactionAborted:  # our entries broke: the group's are published all the same
+            forget(core, group)
+            raise
         forget(core, group)
-        if not result.committed:  # our entries broke; the group's are published
-            raise TransactionAborted(result.reason, result.rule or "R2",
-                                     details={"written": result.versions, "undone": result.undone})
     for t, v in freed.items():
         core.events.emit(ev.MarkerFreed(core.id, table=t, version=v, reason="read-only"))
     for t, v in result.versions.items():
