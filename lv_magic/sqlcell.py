@@ -198,8 +198,10 @@ def in_worker(txn: Any, fn: Callable[[], Any], *, grace_s: float = 60.0) -> Any:
         finally:
             done.set()
 
-    threading.Thread(target=target, name=f"lv-statement-{txn.id}", daemon=True).start()
     try:
+        # started inside the try: Thread.start() waits for the worker to run, and an interrupt landing
+        # in that wait must cancel the statement too
+        threading.Thread(target=target, name=f"lv-statement-{txn.id}", daemon=True).start()
         while not done.wait(0.25):  # short waits: an interrupt reaches this thread between them
             pass
     except KeyboardInterrupt:
