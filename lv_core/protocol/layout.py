@@ -13,6 +13,8 @@ Spark engine's short-lived staging folder.
   _lakevilla/txns/<txn>/lease.json             heartbeat: owner, expiry (overwritten by the owner)
   _lakevilla/txns/<txn>/sublog/<step:06d>.json one sublog entry per operation (a redo overwrites it)
   _lakevilla/txns/<txn>/decision.json          commit decision of a multi-table commit
+  _lakevilla/txns/<txn>/edges.json             LV[CT]: its outgoing DAG edges and the markers it holds
+                                               (overwritten by the owner when it learns an edge)
   _lakevilla/gvl/<n:020d>.json                 global version log (lv_core.protocol.gvl)
   _lakevilla/validation.lock                   validation key (lv_core.protocol.vlock)
 ```
@@ -58,6 +60,11 @@ def sublog_key(txn: str, step: int) -> str:
 
 def decision_key(txn: str) -> str:
     return f"{TXNS}{txn}/decision.json"
+
+
+def edges_key(txn: str) -> str:
+    """Where a transaction exposes its outgoing dependency edges (rule II, :mod:`lv_core.protocol.edges`)."""
+    return f"{TXNS}{txn}/edges.json"
 
 
 def commit_key(table: str, version: int) -> str:

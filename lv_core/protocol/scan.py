@@ -18,6 +18,7 @@ from lv_core.delta.log import DeltaLog
 from lv_core.errors import DeltaLogError, LvError, NotFound
 from lv_core.protocol import layout
 from lv_core.protocol.dag import edges_from_json
+from lv_core.protocol.edges import TxnEdges, read_edges
 from lv_core.protocol.lease import read_lease
 from lv_core.protocol.markers import VersionState, read_version
 from lv_core.storage.base import ObjectStore
@@ -104,6 +105,7 @@ class MarkerScan:
         self.decisions = decisions  # tell "decided" apart from "expired" (one HEAD per expired owner)
         self._leases: dict[str, dict[str, Any] | None | LvError] = {}
         self._decided: dict[str, bool] = {}
+        self._edges: dict[str, TxnEdges | None] = {}
 
     def lease(self, txn: str) -> dict[str, Any] | None:
         """``txn``'s heartbeat (None if it has none), read once per scan.
@@ -120,6 +122,12 @@ class MarkerScan:
         if isinstance(found, LvError):
             raise found
         return found
+
+    def edges(self, txn: str) -> TxnEdges | None:
+        """``txn``'s exposed dependency edges (None if it has none), read once per scan."""
+        if txn not in self._edges:
+            self._edges[txn] = read_edges(self.store, txn)
+        return self._edges[txn]
 
     def decided(self, txn: str) -> bool:
         """True when ``txn`` wrote a commit decision (read once per scan)."""
@@ -184,7 +192,11 @@ class MarkerScan:
         state = "live" if unreadable or (expires is not None and expires >= self.now) else "expired"
         if state == "expired" and self.decisions and self.decided(st.txn):
             state = "decided"
-        preds = tuple((e.dst, e.table, e.version) for e in edges_from_json(st.txn, mi.predecessors if mi else ()))
+        edges = edges_from_json(st.txn, mi.predecessors if mi else ())  # written before edges objects
+        exposed = self.edges(st.txn)
+        if exposed is not None:
+            edges += [e for e in exposed.edges if e not in edges]
+        preds = tuple((e.dst, e.table, e.version) for e in edges)
         return LiveMarker(tm.table, st.version, st.txn, mi.client if mi else "", mi.created if mi else 0.0,
                           expires, renewed, state, preds, st)
 

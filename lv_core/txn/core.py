@@ -91,6 +91,7 @@ class TxnCore:
     state: str = "active"  # active, committing, committed, aborted, unknown
     lock: threading.RLock = field(default_factory=threading.RLock)
     shift_lock: threading.Lock = field(default_factory=threading.Lock)  # one shift at a time
+    edges_lock: threading.Lock = field(default_factory=threading.Lock)  # one edges object write at a time
     t0: float = field(default_factory=time.monotonic)
     created: float = field(default_factory=clock.wall)
     gvl_version: int | None = None
@@ -122,10 +123,9 @@ class TxnCore:
         return ts is not None and ict.enabled(ts.base.protocol, ts.base.metadata)
 
     def marker_info(self) -> MarkerInfo:
-        """What this transaction's markers carry now (rule II: its outgoing edges; under a policy
-        with file-level R1, its footprint)."""
-        preds = tuple(e.to_json() for e in out_edges(self.id, self.book)) if self.ct else ()
-        return MarkerInfo(txn=self.id, predecessors=preds, created=self.created,
+        """What this transaction's markers carry now (under a policy with file-level R1, its
+        footprint; its edges live in its edges object, not in every marker)."""
+        return MarkerInfo(txn=self.id, created=self.created,
                           lease_expires=self.book.lease_expires, client=layout.client_label(),
                           footprint=self.footprint() if self.iso and self.policy.r1_files else None)
 

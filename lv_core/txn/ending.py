@@ -35,6 +35,8 @@ def _cleanup(core: TxnCore) -> None:
     keys += [layout.sublog_key(core.id, step) for step in sorted(book.sublog_steps)]
     if book.decision_written:
         keys.append(layout.decision_key(core.id))
+    if book.edges_written:
+        keys.append(layout.edges_key(core.id))
     last = layout.lease_key(core.id) if lease_written else None
     if keys or last:
         cleaner.submit(core.store, core.id, keys, last)

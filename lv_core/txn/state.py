@@ -110,6 +110,7 @@ class Bookkeeping:
     # commit progress
     decision: Decision | None = None
     decision_written: bool = False  # the decision object was PUT (or tried): clean-up deletes it
+    edges_written: bool = False  # the edges object (LV[CT]) was PUT (or tried): clean-up deletes it
     attempted: set[str] = field(default_factory=set)  # tables whose commit write was sent (outcome may be unknown)
     published: dict[str, int] = field(default_factory=dict)
     published_paths: dict[str, set[str]] = field(default_factory=dict)

@@ -15,14 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 from lv_core import events as ev
 from lv_core.delta.actions import decode_commit
-from lv_core.errors import LvError, NotFound, PreconditionFailed
+from lv_core.errors import PreconditionFailed
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import PredecessorCommit
 from lv_core.protocol.dag import Edge, closes_cycle, edges_from_json, shift_tables
+from lv_core.protocol.edges import TxnEdges, read_edges, write_edges
 from lv_core.protocol.markers import (
     VersionState,
     encode_freed,
-    encode_marker,
     fill_version,
     place_marker,
     read_log_version,
@@ -32,7 +32,7 @@ from lv_core.protocol.markers import (
 )
 from lv_core.protocol.recovery import resolve_expired
 from lv_core.testing import crashpoint
-from lv_core.txn.core import POOL, TxnCore
+from lv_core.txn.core import TxnCore, out_edges
 from lv_core.txn.state import TableState
 
 __all__ = ["Restart", "add_edges", "expose_predecessors", "resolve_all", "shift"]
@@ -58,26 +58,31 @@ def add_edges(core: TxnCore, ts: TableState, seen: Mapping[tuple[str, int], Vers
         expose_predecessors(core)
 
 
-def _marker_edges(core: TxnCore, node: str, via: Edge | None,
-                  seen: Mapping[tuple[str, int], VersionState] | None = None) -> list[Edge]:
-    """Rule III: read ``node``'s marker where ``via`` points (unless ``seen`` holds it, read just
-    before) and return its outgoing edges."""
+def _marker_edges(core: TxnCore, node: str, via: Edge | None, seen: Mapping[tuple[str, int], VersionState],
+                  known: dict[str, TxnEdges | None]) -> list[Edge]:
+    """Rule III: ``node``'s outgoing edges as seen from its marker at ``via`` (its edges object, read
+    once per search into ``known``). A marker state in ``seen`` (read just before) that shows ``node``
+    no longer pending there means it waits for nobody there; a marker written before edges objects
+    existed carries its edges itself."""
     if via is None:
         return []
-    st = (seen or {}).get((via.table, via.version))
-    if st is None:
-        try:
-            st = read_version(core.store, via.table, via.version)
-        except (NotFound, LvError):
-            return []
-    if not st.pending or st.txn != node or st.marker is None:
-        return []  # resolved (or not its marker any more): it waits for nobody there
-    return edges_from_json(node, st.marker.predecessors)
+    legacy: list[Edge] = []
+    st = seen.get((via.table, via.version))
+    if st is not None:
+        if not st.pending or st.txn != node or st.marker is None:
+            return []  # resolved (or not its marker any more)
+        legacy = edges_from_json(node, st.marker.predecessors)
+    if node not in known:
+        known[node] = read_edges(core.store, node)
+    got = known[node]
+    out = got.from_marker(via.table, via.version) if got is not None else []
+    return out + [e for e in legacy if e not in out]
 
 
 def _cycle_through(core: TxnCore, new_edges: list[Edge],
                    seen: Mapping[tuple[str, int], VersionState] | None = None) -> list[Edge] | None:
-    return closes_cycle(core.id, new_edges, lambda node, via: _marker_edges(core, node, via, seen))
+    known: dict[str, TxnEdges | None] = {}
+    return closes_cycle(core.id, new_edges, lambda node, via: _marker_edges(core, node, via, seen or {}, known))
 
 
 def _note_cycle(core: TxnCore, cycle: list[Edge]) -> None:
@@ -139,22 +144,13 @@ def shift(core: TxnCore, tables: set[str], reason: str) -> list[Edge]:
 
 
 def expose_predecessors(core: TxnCore) -> None:
-    """Rule II: every marker we hold carries our current outgoing edges."""
-    data = encode_marker(core.marker_info())
-
-    def one(ts: TableState) -> None:
-        assert ts.marker_version is not None and ts.marker_etag is not None
-        try:
-            ts.marker_etag = update_marker(core.store, ts.name, ts.marker_version, ts.marker_etag, data)
-        except PreconditionFailed:
-            pass  # lost (freed after our lease expired): found and repaired at commit
-
-    held = core.book.held()
-    if len(held) > 1:
-        list(POOL.map(one, held))
-    else:
-        for ts in held:
-            one(ts)
+    """Rule II: our current outgoing edges, and the markers we hold, in our edges object (one PUT,
+    whatever the number of tables held; :mod:`lv_core.protocol.edges`)."""
+    with core.edges_lock:  # waiters of several tables may expose at once: the last PUT has the latest
+        book = core.book
+        holds = {ts.name: ts.marker_version for ts in book.held() if ts.marker_version is not None}
+        book.edges_written = True  # tried: clean-up deletes it
+        write_edges(core.store, core.id, out_edges(core.id, book), holds)
 
 
 def _check_while_waiting(core: TxnCore, ts: TableState, v: int, on_txn: str, waited_s: float) -> None:
