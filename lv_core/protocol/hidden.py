@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from lv_core.delta.actions import decode_commit
 from lv_core.delta.log import DeltaLog
@@ -29,6 +29,9 @@ from lv_core.storage.base import ObjectStore
 
 #: reads the version after a transaction's own marker while its own version is read
 _AHEAD = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-probe")
+#: probes started before the global log head is known (:func:`probe_early`); their tasks wait on
+#: ``_AHEAD`` reads, so they run on a pool of their own
+_EARLY = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-probe-early")
 
 
 def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | None = None,
@@ -89,6 +92,22 @@ def _tail_start(access: TableAccess, l: int | None, store: ObjectStore) -> int |
     return DeltaLog(store, access.table).latest_version_by_probe(access.hint)
 
 
+def probe_early(store: ObjectStore, accesses: Iterable[TableAccess], *,
+                own_txn: str | None = None) -> dict[str, tuple[int, Future[LogTail]]]:
+    """Start probing, in the background, every written table with a marker from just below the
+    marker: where :func:`collect` starts its probe unless the global log names a version of the
+    table at or past the marker (a writer that ignores markers took it); such a probe is redone.
+    Lets a validator read the global log head and the tables' tails in one round trip.
+    Returns table -> (probe start, future)."""
+    out: dict[str, tuple[int, Future[LogTail]]] = {}
+    for a in accesses:
+        if a.written and a.marker is not None:
+            start = a.marker - 1
+            out[a.table] = (start, _EARLY.submit(probe_tail, store, a.table, start, own_txn=own_txn,
+                                                 own_marker=a.marker, markers=False))
+    return out
+
+
 def changes_since(store: ObjectStore, inp: TableInputs, footprints: Sequence[OpFootprint], *,
                   own_txn: str | None = None) -> tuple[Change, ...]:
     """The versions in ``(r, h]`` of ``inp``'s table that changed what ``footprints`` read there
@@ -133,6 +152,7 @@ def collect(
     own_txn: str | None = None,
     parallel: int = 8,
     footprints: Sequence[OpFootprint] | None = None,
+    early: Mapping[str, tuple[int, Future[LogTail]]] | None = None,
 ) -> list[TableInputs]:
     """The rule inputs of every table, with as few requests as possible (no LIST).
 
@@ -149,7 +169,8 @@ def collect(
     ``r < h - slack`` also gets :attr:`TableInputs.changes` (:func:`changes_since`: one GET per
     version in ``(r, h]``), so R1 judges what was read, not version numbers.
 
-    Tables are probed concurrently (``parallel`` threads). Call while holding the validation lock
+    Tables are probed concurrently (``parallel`` threads); a probe :func:`probe_early` started from
+    the same version is used instead of probing again. Call while holding the validation lock
     with ``gvl`` read under it (a read-only transaction validates without it).
 
     Raises:
@@ -166,8 +187,12 @@ def collect(
         if needs_tail(access, l, policy, txn_writes):
             start = _tail_start(access, l, store)
             assert start is not None
-            tail = probe_tail(store, access.table, start, own_txn=own_txn, own_marker=access.marker,
-                              markers=access.written and access.marker is None)
+            ahead = (early or {}).get(access.table)
+            if ahead is not None and ahead[0] == start:
+                tail = ahead[1].result()
+            else:
+                tail = probe_tail(store, access.table, start, own_txn=own_txn, own_marker=access.marker,
+                                  markers=access.written and access.marker is None)
         elif access.written:  # a written table the log does not know, with a marker: always compatible
             assert access.marker is not None
             tail = LogTail(access.marker)
@@ -183,4 +208,4 @@ def collect(
         return list(pool.map(one, items))
 
 
-__all__ = ["changes_since", "collect", "needs_tail", "probe_tail"]
+__all__ = ["changes_since", "collect", "needs_tail", "probe_early", "probe_tail"]

@@ -432,6 +432,7 @@ class HeldLock:
         self._mu = threading.Lock()
         self._lost = False
         self._active = True
+        self._handed_off = False  # the release after a published plan runs in the background
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew_loop, name=f"lv-vlock-{self.txn[-8:]}", daemon=True)
         self._thread.start()
@@ -443,7 +444,7 @@ class HeldLock:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._active:
+        if self._active and not self._handed_off:
             self.release()
 
     @property
@@ -458,9 +459,12 @@ class HeldLock:
     # ------------------------------------------------------------------ holder steps
     def commit(self, plan: Sequence[PlannedCommit], base: GvlState, *,
                additions: Mapping[str, int] | None = None,
-               group: Mapping[str, Mapping[str, Any]] | None = None) -> PlanResult:
+               group: Mapping[str, Mapping[str, Any]] | None = None,
+               background: Callable[[str, Callable[[], object]], None] | None = None) -> PlanResult:
         """Record the plan (state "committing"), write it, publish ``base.version + 1``, release.
 
+        ``background(what, fn)`` runs the release off the caller's path (after the publish only the
+        next validator waits for the DELETE, as it would anyway); without it, it runs here.
         ``group``: other transactions whose commits ``plan`` also holds -> ``{"tables", "validation"}``
         (group commit, see :mod:`lv_core.txn.group`); their outcomes are in ``result.group``, and they are
         published even when the holder's own entries break (the TransactionAborted is raised after).
@@ -501,15 +505,19 @@ class HeldLock:
                         f"completes it after the lock lease ({self.lock.lease_s:g}s).") from e
                 time.sleep(delay)
                 delay = min(self.lock.poll_max_s, delay * 4)
+        self._handed_off = background is not None
+        (background or (lambda _what, fn: fn()))("validation lock release", self._release_after_plan)
+        if not result.committed:
+            raise TransactionAborted(result.reason, result.rule or "R2",
+                                     details={"written": result.versions, "undone": result.undone})
+        return result
+
+    def _release_after_plan(self) -> None:
         try:
             self.release()
         except StorageError as e:  # done and published: the key only outlives it (renewal stopped)
             log.warning("validation lock of %s: releasing failed (%s); the next validator or `lv recover` "
                         "finds its plan done and removes it", self.txn, e)
-        if not result.committed:
-            raise TransactionAborted(result.reason, result.rule or "R2",
-                                     details={"written": result.versions, "undone": result.undone})
-        return result
 
     def release(self) -> None:
         """Stop renewing and delete the lock if it is still ours (see the module docstring). Idempotent.

@@ -24,13 +24,14 @@ from lv_core.protocol.aborts import aborted
 from lv_core.protocol.commitplan import build_plan
 from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
-from lv_core.protocol.hidden import collect
+from lv_core.protocol.hidden import collect, probe_early
 from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, read_version, write_version
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import TableAccess, ValidationOutcome, validate
 from lv_core.protocol.vqueue import outcome_of, withdraw
 from lv_core.testing import crashpoint
+from lv_core.txn import cleaner
 from lv_core.txn.core import TxnCore
 from lv_core.txn.group import Group, Waiter, forget, gather, in_background, joined, make_request, serve
 from lv_core.txn.publish import Published
@@ -153,7 +154,7 @@ def _catch_up(core: TxnCore, outcome: ValidationOutcome, deadline: float) -> Non
             state = core.services.glog.head()
             fresh = _whole(core, state, {t: v for t, v in updates.items()
                                         if (known := state.table_version(t)) is None or known < v})
-            held.commit([], state, additions=fresh) if fresh else held.release()
+            held.commit([], state, additions=fresh, background=cleaner.background) if fresh else held.release()
     except Exception:  # the abort below is what the caller needs; a retry catches up
         pass
 
@@ -217,6 +218,7 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
         taken = frozenset(a.table for a in accesses)
         chosen = in_background(gather, core.store, core.id, taken) if held.waited else None
         gone = in_background(withdraw, core.store, waiter.key) if waiter.queued else None
+        early = probe_early(core.store, accesses, own_txn=core.id)  # with the head read: one round trip
         state = glog.head()
         if gone is not None:
             gone.result()  # no later holder may pick our request up
@@ -224,18 +226,20 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
         found = outcome_of(glog, core.id, waiter.known, head=state) if waiter.queued else None
         if found is not None:  # decided by the holder before us (its global versions were just read)
             if group.members:
-                held.commit(group.plan, state, additions=group.additions, group=group.members)
+                held.commit(group.plan, state, additions=group.additions, group=group.members,
+                            background=cleaner.background)
                 forget(core, group)
             return joined(core, found, writes, waiter.key)
-        outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id, parallel=1,
-                                   footprints=book.footprints()), core.policy)
+        outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id,
+                                   footprints=book.footprints(), early=early), core.policy)
         if outcome.compatible:
             _check_foreign(core, outcome)
         _emit(core, outcome, None if not outcome.compatible else state.version + 1)
         if not outcome.compatible:
             updates = _whole(core, state, _catch_up_versions(outcome))
             if updates or group.members:
-                held.commit(group.plan, state, additions={**group.additions, **updates}, group=group.members)
+                held.commit(group.plan, state, additions={**group.additions, **updates}, group=group.members,
+                            background=cleaner.background)
                 forget(core, group)
             raise outcome.to_abort()
         commits = {}
@@ -258,7 +262,7 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
         book.decision = Decision("plan", names)
         try:
             result = held.commit(plan + group.plan, state, additions={**group.additions, **additions},
-                                 group=group.members)
+                                 group=group.members, background=cleaner.background)
         except TransactionAborted:  # our entries broke: the group's are published all the same
             forget(core, group)
             raise
