@@ -98,6 +98,7 @@ def run(*, rounds: int = 10, warmup: int = 2, accounts: int = 100, per_file: int
         return {"skipped": f"Spark could not start: {type(e).__name__}: {str(e)[:300]}", "params": params}
     rng = random.Random(seed)
     lat: dict[str, list[float]] = {p: [] for p in presets}
+    commit_lat: dict[str, list[float]] = {p: [] for p in presets}  # the commit() call alone (less Spark noise)
     reqs: dict[str, int] = {p: 0 for p in presets}
     aborts: dict[str, int] = {p: 0 for p in presets}
     errors: list[str] = []
@@ -110,7 +111,9 @@ def run(*, rounds: int = 10, warmup: int = 2, accounts: int = 100, per_file: int
             txn = lh.begin(p, timeout_s=120)
             try:
                 _transfer(txn, p, a, b, amount)
+                tc = time.monotonic()
                 txn.commit()
+                tc = time.monotonic() - tc
             except TransactionAborted:
                 aborts[p] += 1
                 continue
@@ -123,6 +126,7 @@ def run(*, rounds: int = 10, warmup: int = 2, accounts: int = 100, per_file: int
                 continue
             if rnd >= warmup:
                 lat[p].append(time.monotonic() - t1)
+                commit_lat[p].append(tc)
                 reqs[p] += store.total()
         if len(errors) > 3 * len(presets):
             break
@@ -134,6 +138,7 @@ def run(*, rounds: int = 10, warmup: int = 2, accounts: int = 100, per_file: int
         m, p50 = mean(xs), percentile(xs, 50)
         rows[p] = {"n": len(xs), "p50_ms": ms(p50), "mean_ms": ms(m), "p99_ms": ms(percentile(xs, 99)),
                    "aborts": aborts[p], "requests_per_txn": round(reqs[p] / len(xs), 2) if xs else None,
+                   "commit_p50_ms": ms(percentile(commit_lat[p], 50)), "commit_mean_ms": ms(mean(commit_lat[p])),
                    "mean_ratio_vs_delta": round(m / base, 3) if m and base else None,
                    "p50_ratio_vs_delta": round(p50 / base50, 3) if p50 and base50 else None}
     try:

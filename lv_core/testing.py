@@ -12,6 +12,12 @@ import os
 import sys
 
 
+def armed(point: str) -> bool:
+    """``LV_TEST_PAUSE_AT`` names ``point`` (work that usually runs in parallel then runs in order, so
+    that the pause lands between two steps)."""
+    return os.environ.get("LV_TEST_PAUSE_AT") == point
+
+
 def crashpoint(point: str) -> None:
     """Pause here (for an external SIGKILL) when ``LV_TEST_PAUSE_AT`` names this point."""
     want = os.environ.get("LV_TEST_PAUSE_AT")

@@ -31,6 +31,7 @@ from lv_core.delta.actions import AddFile, CommitInfo, decode_commit
 from lv_core.delta.log import DeltaLog
 from lv_core.errors import LvError, NotFound, PreconditionFailed
 from lv_core.protocol import layout
+from lv_core.protocol.edges import read_edges
 from lv_core.protocol.lease import read_lease
 from lv_core.protocol.markers import (
     KEY,
@@ -38,6 +39,7 @@ from lv_core.protocol.markers import (
     append_at_tail,
     fill_version,
     free_marker,
+    read_log_version,
     read_version,
     same_commit,
     write_version,
@@ -119,6 +121,46 @@ def _decided_commit(store: ObjectStore, txn: str, table: str, version: int) -> b
     return plans[table][1]
 
 
+def _part_commit(store: ObjectStore, txn: str, table: str, version: int) -> bytes | None:
+    """The commit for ``table@version`` that a part of ``txn``'s multi-table commit already in the log
+    carries (``lakevilla.siblings``, :func:`lv_core.txn.publish.prepare`): such a part is the decision.
+
+    The parts are found through the markers ``txn``'s edges object names (written before any part):
+    1 GET, plus 1 GET per other table until a part is found. None when no part is in the log (the
+    transaction is not decided: free the marker), or when what is found is not well formed, names
+    another version of ``table``, or shows a part ``txn`` gave up (never rolled forward half way)."""
+    exposed = read_edges(store, txn)
+    if exposed is None or exposed.holds.get(table) != version:
+        return None
+    for t, v in sorted(exposed.holds.items()):
+        if t == table:
+            continue
+        other = read_log_version(store, t, v)
+        if other is None or other.kind != "commit" or other.txn != txn:
+            continue
+        try:
+            lv: dict = next(p for a in decode_commit(other.raw, version=v, table=t)
+                            if isinstance(a, CommitInfo) and isinstance(p := a.payload.get(KEY), dict))
+            at, siblings = lv.get("at"), lv.get("siblings")
+            if not isinstance(at, dict) or not isinstance(siblings, dict) or at.get(table) != version:
+                return None
+            data = str(siblings[table]).encode()
+            if not any(isinstance(a, CommitInfo) and (a.payload.get(KEY) or {}).get("txn") == txn
+                       for a in decode_commit(data, version=version, table=table)):
+                return None
+            parts = [(str(pt), int(pv)) for pt, pv in at.items()]
+        except (LvError, KeyError, TypeError, ValueError, StopIteration):
+            return None
+        for pt, pv in parts:
+            if pt != table:
+                with contextlib.suppress(NotFound):
+                    got = read_version(store, pt, pv)
+                    if got.kind == "freed" and got.txn == txn:
+                        return None
+        return data
+    return None
+
+
 def resolve_expired(store: ObjectStore, table: str, st: VersionState, by: str, *, below_known: bool = False) -> str:
     """Resolve the expired marker ``st``: roll its table's part of a decided commit forward (write it
     into the log), else free it (its marker object; the log takes the version as an empty commit later).
@@ -132,6 +174,8 @@ def resolve_expired(store: ObjectStore, table: str, st: VersionState, by: str, *
     data = _decided_commit(store, st.txn, table, st.version)
     if data is None:
         data = _lock_plan(store, st.txn, table, st.version)  # LV[I]: a plan recorded in the validation lock
+    if data is None:
+        data = _part_commit(store, st.txn, table, st.version)  # LV[CT]: a part that carries the others
     if data is not None:
         if not below_known and st.version > 0 and not store.exists(layout.commit_key(table, st.version - 1)):
             return "blocked"

@@ -84,6 +84,7 @@ def access(core: TxnCore, name: str) -> TableState:
         ts = TableState(name, base, v, etag, logical=bool(pending), pending=pending)
         book.tables[name] = ts
         waiting.add_edges(core, ts, seen={(name, pv): st for pv, st in seen.items()})
+        waiting.expose_for_commit(core, placed=name)  # a multi-table commit may then skip its decision record
     core.events.emit(ev.SnapshotRead(core.id, table=name, version=ts.base.version, files=len(ts.base.files)))
     return ts
 

@@ -91,7 +91,8 @@ class TxnCore:
     state: str = "active"  # active, committing, committed, aborted, unknown
     lock: threading.RLock = field(default_factory=threading.RLock)
     shift_lock: threading.Lock = field(default_factory=threading.Lock)  # one shift at a time
-    edges_lock: threading.Lock = field(default_factory=threading.Lock)  # one edges object write at a time
+    edges_write: threading.Lock = field(default_factory=threading.Lock)  # one edges object PUT at a time
+    edges_cv: threading.Condition = field(default_factory=threading.Condition)  # background exposure state
     t0: float = field(default_factory=time.monotonic)
     created: float = field(default_factory=clock.wall)
     gvl_version: int | None = None

@@ -21,6 +21,7 @@ from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import Conflict
 from lv_core.protocol.sublog import SublogEntry, write_entry
 from lv_core.testing import crashpoint
+from lv_core.txn import waiting
 from lv_core.txn.access import access, claim_write_marker
 from lv_core.txn.context import OpContext
 from lv_core.txn.core import TxnCore
@@ -105,6 +106,7 @@ def execute(core: TxnCore, op: Operation) -> Any:
     mode = "logical" if logical and not op.blind else "physical"
     rec = OpRecord(op, step, result, mode, 0)
     book.ops.append(rec)
+    waiting.expose_for_commit(core)
     for t in op.tables:
         if book.tables[t].first_step is None:
             book.tables[t].first_step = step

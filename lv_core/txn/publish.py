@@ -23,13 +23,18 @@ from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info
 from lv_core.storage.base import OVERWRITE
-from lv_core.testing import crashpoint
+from lv_core.testing import armed, crashpoint
 from lv_core.txn.access import replace_marker, write_marker_version
 from lv_core.txn.core import POOL, TxnCore
 from lv_core.txn.settle import Settled, settle_group
 from lv_core.txn.state import Decision, TableState
+from lv_core.txn.waiting import exposed_markers
 
-__all__ = ["Prepared", "Published", "commit_markers", "prepare", "publish"]
+__all__ = ["EMBED_MAX", "Prepared", "Published", "commit_markers", "prepare", "publish"]
+
+#: at most this many bytes of commits (all parts together) are copied into every part; bigger
+#: multi-table commits record their decision first (one more round trip)
+EMBED_MAX = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -52,9 +57,29 @@ class Published:
     gvl: GvlState | None = None
 
 
+def _with_siblings(core: TxnCore, writes: dict[str, list[Action]], extra: dict[str, Any],
+                   commits: dict[str, bytes]) -> dict[str, bytes] | None:
+    """Each part carrying the other parts' commits (``lakevilla.siblings``), so that any part in the
+    log is the decision (``lv_core.protocol.recovery`` rolls the others forward from it, finding them
+    through the markers the edges object names); None when that cannot be: the parts are too big
+    together, or the edges object does not name every written table's marker."""
+    if sum(map(len, commits.values())) > EMBED_MAX:
+        return None
+    exposed = exposed_markers(core, core.settings.timeout_s)
+    at = extra["at"]
+    if exposed is None or any(exposed.get(t) != v for t, v in at.items()):
+        return None
+    plain = {t: c.decode() for t, c in commits.items()}
+    return {t: commit_info_first(actions, lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
+        **extra, "siblings": {o: plain[o] for o in sorted(writes) if o != t}}), core.ict(t))
+        for t, actions in writes.items()}
+
+
 def prepare(core: TxnCore, settled: Settled) -> Prepared:
-    """Encode each table's commit; with several written tables, record the decision first (once, and
-    again when a marker moved since), after which the commit is only ever rolled forward."""
+    """Encode each table's commit; with several written tables, make the commit decided before any
+    part is written: each part carries the others when they are small (:func:`_with_siblings`, no
+    extra round trip), else the decision is recorded first (once, and again when a marker moved
+    since). From then on the commit is only ever rolled forward."""
     book = core.book
     writes = book.writes(list(settled.group))
     extra: dict[str, Any] = {"preset": core.preset, "tables": sorted(writes), "redo": book.redo_count}
@@ -63,6 +88,11 @@ def prepare(core: TxnCore, settled: Settled) -> Prepared:
         extra["at"] = at
     commits = {t: commit_info_first(actions, lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", extra), core.ict(t))
                for t, actions in writes.items()}
+    if len(writes) > 1 and book.decision is None and not book.published:
+        embedded = _with_siblings(core, writes, extra, commits)
+        if embedded is not None:
+            commits = embedded
+            book.decision = Decision("parts", at)  # type: ignore[arg-type]
     plan = {t: commits[t] if t in writes else encode_freed(core.id, "read-only", ict=core.ict(t))
             for t in settled.group if t not in book.published and t not in book.freed}
     if len(writes) > 1 and (book.decision is None or dict(book.decision.at) != at):
@@ -136,7 +166,7 @@ def publish(core: TxnCore, prepared: Prepared) -> list[str]:
 
     # Per-table overwrites run in parallel (bounded pool): commit latency grows slowly with tables.
     items = sorted(prepared.plan.items())
-    if len(items) > 1:
+    if len(items) > 1 and not armed("between-markers"):  # (a test pausing there: one after another)
         for f in [POOL.submit(one, t, d) for t, d in items]:
             f.result()
     else:

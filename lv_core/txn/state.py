@@ -52,8 +52,9 @@ class OpRecord:
 class Decision:
     """A recorded commit decision: from here on the commit is rolled forward, never undone.
 
-    ``kind`` is ``"record"`` (LV[CT]: the decision object names every part) or ``"plan"`` (LV[I]:
-    the plan is recorded in the validation key); ``at``: table -> version of its part."""
+    ``kind`` is ``"record"`` (LV[CT]: the decision object names every part), ``"parts"`` (LV[CT]:
+    every part carries the others, so the first part written decides) or ``"plan"`` (LV[I]: the plan
+    is recorded in the validation key); ``at``: table -> version of its part."""
 
     kind: str
     at: Mapping[str, int]
@@ -111,6 +112,9 @@ class Bookkeeping:
     decision: Decision | None = None
     decision_written: bool = False  # the decision object was PUT (or tried): clean-up deletes it
     edges_written: bool = False  # the edges object (LV[CT]) was PUT (or tried): clean-up deletes it
+    exposed_holds: dict[str, int] | None = None  # the markers the last edges object that landed names
+    edges_dirty: bool = False  # a background edges write is wanted (markers placed since the last one)
+    edges_writer: bool = False  # a background edges write is running
     attempted: set[str] = field(default_factory=set)  # tables whose commit write was sent (outcome may be unknown)
     published: dict[str, int] = field(default_factory=dict)
     published_paths: dict[str, set[str]] = field(default_factory=dict)

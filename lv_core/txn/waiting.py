@@ -9,6 +9,7 @@ too long (IV).
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -32,10 +33,13 @@ from lv_core.protocol.markers import (
 )
 from lv_core.protocol.recovery import resolve_expired
 from lv_core.testing import crashpoint
-from lv_core.txn.core import TxnCore, out_edges
+from lv_core.txn.core import POOL, TxnCore, out_edges
 from lv_core.txn.state import TableState
 
-__all__ = ["Restart", "add_edges", "expose_predecessors", "resolve_all", "shift"]
+__all__ = ["Restart", "add_edges", "expose_for_commit", "expose_later", "expose_predecessors", "exposed_markers",
+           "resolve_all", "shift", "written_tables"]
+
+log = logging.getLogger("lv_core.txn")
 
 
 class Restart(Exception):
@@ -143,14 +147,82 @@ def shift(core: TxnCore, tables: set[str], reason: str) -> list[Edge]:
     return new_edges
 
 
-def expose_predecessors(core: TxnCore) -> None:
-    """Rule II: our current outgoing edges, and the markers we hold, in our edges object (one PUT,
-    whatever the number of tables held; :mod:`lv_core.protocol.edges`)."""
-    with core.edges_lock:  # waiters of several tables may expose at once: the last PUT has the latest
+def _write_exposed(core: TxnCore) -> None:
+    """PUT our edges object with our current edges and held markers, one PUT at a time (the last
+    one landed names the latest state)."""
+    with core.edges_write:
         book = core.book
         holds = {ts.name: ts.marker_version for ts in book.held() if ts.marker_version is not None}
         book.edges_written = True  # tried: clean-up deletes it
+        book.exposed_holds = None
         write_edges(core.store, core.id, out_edges(core.id, book), holds)
+        book.exposed_holds = holds
+
+
+def expose_predecessors(core: TxnCore) -> None:
+    """Rule II: our current outgoing edges, and the markers we hold, in our edges object (one PUT,
+    whatever the number of tables held; :mod:`lv_core.protocol.edges`)."""
+    _write_exposed(core)
+
+
+def expose_later(core: TxnCore) -> None:
+    """LV[CT] outside the global log, after a marker placement: expose the markers held in the
+    background (a recoverer finds the parts of a multi-table commit through them, see
+    :func:`lv_core.txn.publish.prepare`). Writes coalesce: one runs at a time, with the latest state."""
+    with core.edges_cv:
+        core.book.edges_dirty = True
+        if core.book.edges_writer:
+            return
+        core.book.edges_writer = True
+    POOL.submit(_expose_loop, core)
+
+
+def written_tables(core: TxnCore) -> set[str]:
+    """Tables the transaction's recorded operations changed."""
+    return {t for rec in core.book.ops for t in (*rec.result.adds, *rec.result.removes)
+            if rec.result.adds.get(t) or rec.result.removes.get(t)}
+
+
+def expose_for_commit(core: TxnCore, placed: str | None = None) -> None:
+    """LV[CT] outside the global log: keep the edges object naming the markers a multi-table commit
+    will write at (:func:`expose_later`). After placing a marker on ``placed`` once something is
+    written (the write that follows overlaps the PUT), and after an operation when two or more
+    tables are written and one of their markers is not named yet. Read-only transactions write none."""
+    if core.iso or not core.ct:
+        return
+    written = written_tables(core)
+    book = core.book
+    exposed = book.exposed_holds or {}
+    if placed is not None:
+        if written and exposed.get(placed) != book.tables[placed].marker_version:
+            expose_later(core)
+    elif len(written) > 1 and any(exposed.get(t) != book.tables[t].marker_version for t in written):
+        expose_later(core)
+
+
+def _expose_loop(core: TxnCore) -> None:
+    book = core.book
+    while True:
+        with core.edges_cv:
+            if not book.edges_dirty:
+                book.edges_writer = False
+                core.edges_cv.notify_all()
+                return
+            book.edges_dirty = False
+        try:
+            _write_exposed(core)
+        except Exception as e:  # best effort: without it the commit records a decision first
+            log.debug("transaction %s: exposing its markers failed: %s", core.id, e)
+
+
+def exposed_markers(core: TxnCore, timeout_s: float) -> dict[str, int] | None:
+    """The markers our edges object names once background writes ended (None: unknown, or still
+    writing after ``timeout_s``)."""
+    with core.edges_cv:
+        if not core.edges_cv.wait_for(lambda: not core.book.edges_writer, timeout=timeout_s):
+            return None
+    with core.edges_write:
+        return core.book.exposed_holds
 
 
 def _check_while_waiting(core: TxnCore, ts: TableState, v: int, on_txn: str, waited_s: float) -> None:

@@ -3,7 +3,8 @@
 counter WAREHOUSE N        N transactions each adding 1 to kv row 1 (retrying aborted ones);
                            prints JSON {"commits", "aborts", "redos"}
 transfer WAREHOUSE LEASE   one transfer kv[1] -= 1, kv2[1] += 1 in one transaction (used with
-                           LV_TEST_PAUSE_AT to be SIGKILLed at a protocol step)
+                           LV_TEST_PAUSE_AT to be SIGKILLed at a protocol step; LV_TEST_EMBED_MAX=0
+                           makes it record a decision instead of parts carrying each other)
 hold WAREHOUSE LEASE       adds 1 to kv row 1, prints HOLDING, commits once a line arrives on stdin;
                            prints JSON {"state", "versions", "redo"} (or {"state", "rule"})
 add WAREHOUSE LEASE        adds 10 to kv row 1 in one transaction, printing WAITING when it waits for
@@ -13,6 +14,7 @@ add WAREHOUSE LEASE        adds 10 to kv row 1 in one transaction, printing WAIT
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import lv_core
@@ -102,6 +104,10 @@ def transfers(warehouse: str, n: int, seed: int) -> None:
 
 
 if __name__ == "__main__":
+    if "LV_TEST_EMBED_MAX" in os.environ:  # 0: multi-table commits record their decision first
+        from lv_core.txn import publish
+
+        publish.EMBED_MAX = int(os.environ["LV_TEST_EMBED_MAX"])
     cmd = sys.argv[1]
     if cmd == "counter":
         counter(sys.argv[2], int(sys.argv[3]))

@@ -34,6 +34,7 @@ from lv_core.protocol.lease import keeper
 from lv_core.protocol.markers import read_version
 from lv_core.protocol.vlock import LOCK_KEY, CommitPending
 from lv_core.storage.instrumented import InstrumentedStore
+from lv_core.txn import publish
 from lv_core.txn.cleaner import drain
 from tests.helpers import oracle as O
 from tests.reliability.anomalies import setup_tables
@@ -287,7 +288,8 @@ def test_lost_response_to_a_single_table_commit_keeps_its_data(tmp_path):
     assert (got == [(1, 105.0)]) == (txn.state in ("committed", "unknown")), (got, txn.state)
 
 
-def test_lost_response_to_the_decision_never_half_commits(tmp_path):
+def test_lost_response_to_the_decision_never_half_commits(tmp_path, monkeypatch):
+    monkeypatch.setattr(publish, "EMBED_MAX", 0)  # the decision object is what this test is about
     plain, store, lh = _two_tables(tmp_path)
     txn = lh.begin("repeatable_read")
     O.run_op(txn, O.add("kv", 1, -5))
@@ -311,11 +313,12 @@ def test_lost_response_to_the_decision_never_half_commits(tmp_path):
     assert kv[0][1] + kv2[0][1] in (200.0, 201.0), (kv, kv2)  # all or nothing of the transfer
 
 
-def test_unknown_decision_then_abort_is_never_rolled_forward_half_way(tmp_path):
+def test_unknown_decision_then_abort_is_never_rolled_forward_half_way(tmp_path, monkeypatch):
     """The decision lands but neither its PUT response nor a GET of it comes back: the client cannot
     know it decided, so it aborts: it frees kv, cannot free kv2 (another fault) and lets its lease run
     out. The next transaction on kv2 finds the decision, sees that kv's half was freed and frees kv2
     instead of rolling it forward: nothing of the transfer becomes visible."""
+    monkeypatch.setattr(publish, "EMBED_MAX", 0)  # the decision object is what this test is about
     plain, store, lh = _two_tables(tmp_path)
     txn = lh.begin("repeatable_read")
     O.run_op(txn, O.add("kv", 1, -5))

@@ -56,20 +56,27 @@ def test_eight_processes_increment_one_counter(tmp_path, capsys):
 
 
 POINTS = ["marker-placed", "data-staged", "decision-written", "between-markers"]
+#: (point, in-commit timestamps, parts carry each other): "decision-written" exists only when the
+#: decision is recorded first (parts too big to carry each other, forced with LV_TEST_EMBED_MAX=0)
+CASES = [("marker-placed", False, True), ("data-staged", False, True), ("decision-written", False, False),
+         ("between-markers", False, False), ("between-markers", False, True), ("marker-placed", True, True),
+         ("decision-written", True, False), ("between-markers", True, True)]
 
 
-@pytest.mark.parametrize("point, ict", [(p, False) for p in POINTS] + [("marker-placed", True),
-                                                                        ("decision-written", True)])
-def test_sigkill_at_protocol_step(tmp_path, point, ict):
+@pytest.mark.parametrize("point, ict, embed", CASES)
+def test_sigkill_at_protocol_step(tmp_path, point, ict, embed):
     """``ict``: tables with in-commit timestamps; the recoverer's roll forward and the empty commits of
-    freed markers are stamped too."""
+    freed markers are stamped too. ``embed``: the transfer's parts carry each other (no decision
+    record); killed between them, the next client rolls the missing part forward from the one in
+    the log."""
     wh = str(tmp_path / "wh")
     lh = lv_core.connect(wh, lease_s=5.0)
     props = {"delta.enableInCommitTimestamps": "true"} if ict else None
     make_kv(lh, "kv", {1: 100.0}, props)
     make_kv(lh, "kv2", {1: 100.0}, props)
     lease = 1.5
-    p = _worker("transfer", wh, str(lease), env={"LV_TEST_PAUSE_AT": point})
+    env = {"LV_TEST_PAUSE_AT": point, **({} if embed else {"LV_TEST_EMBED_MAX": "0"})}
+    p = _worker("transfer", wh, str(lease), env=env)
     line = p.stdout.readline()
     assert line.strip() == f"LV-PAUSED {point}", p.stderr.read()
     os.kill(p.pid, signal.SIGKILL)

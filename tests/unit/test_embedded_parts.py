@@ -1,0 +1,128 @@
+"""A small LV[CT] multi-table commit without a decision record (issue 21): every part carries the
+others (``lakevilla.siblings``), the markers are named in the edges object before any part is
+written, so any part in the log is the decision and a recoverer rolls the others forward from it."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+import lv_core
+from lv_core.cli import main as lv_main
+from lv_core.errors import LvError
+from lv_core.protocol.edges import read_edges
+from lv_core.protocol.markers import KEY, read_version
+from lv_core.storage.instrumented import InstrumentedStore
+from lv_core.txn import cleaner, publish
+from tests.helpers import oracle as O
+from tests.reliability.anomalies import setup_tables
+
+pytestmark = pytest.mark.usefixtures("log_immutability")
+
+LEASE = 1.0
+
+
+def _three(tmp_path):
+    plain = lv_core.connect(str(tmp_path / "wh"), lease_s=LEASE)
+    setup_tables(plain, {"a": [(1, 100.0)], "b": [(1, 100.0)], "c": [(1, 100.0)]}, register=False)
+    store = InstrumentedStore(plain.store)
+    return plain, store, lv_core.Lakehouse(store, lease_s=LEASE)
+
+
+def _payload(lh, table: str, version: int) -> dict:
+    st = read_version(lh.store, table, version)
+    for line in st.raw.decode().splitlines():
+        ci = json.loads(line).get("commitInfo")
+        if ci and KEY in ci:
+            return ci[KEY]
+    raise AssertionError(f"no LakeVilla commitInfo at {table}@{version}")
+
+
+def _transfer(lh, tables=("a", "b", "c")):
+    txn = lh.begin("repeatable_read", timeout_s=20)
+    for i, t in enumerate(tables):
+        O.run_op(txn, O.add(t, 1, 10.0 * (i + 1)))
+    return txn
+
+
+def test_parts_carry_each_other_and_no_decision_is_written(tmp_path):
+    plain, store, lh = _three(tmp_path)
+    txn = _transfer(lh)
+    fault = store.fail("PUT", key_contains="decision.json")  # a decision write would fail the commit
+    res = txn.commit()
+    assert not fault.fired
+    for t, v in res.versions.items():
+        lv = _payload(plain, t, v)
+        assert lv["at"] == res.versions
+        assert sorted(lv["siblings"]) == sorted(set(res.versions) - {t})
+        for o, data in lv["siblings"].items():  # exactly the other part's actions, as a plain commit
+            lines = [json.loads(x) for x in data.splitlines()]
+            ci = next(x["commitInfo"][KEY] for x in lines if "commitInfo" in x)
+            assert "siblings" not in ci and ci["txn"] == txn.id
+            landed = [json.loads(x) for x in read_version(plain.store, o, res.versions[o]).raw.decode().splitlines()]
+            assert [x for x in lines if "commitInfo" not in x] == [x for x in landed if "commitInfo" not in x]
+    assert [O.table_rows(plain.store.url(t)) for t in "abc"] == [[(1, 110.0)], [(1, 120.0)], [(1, 130.0)]]
+    assert cleaner.drain(30)
+    assert read_edges(plain.store, txn.id) is None  # deleted with the transaction's other objects
+
+
+def test_a_part_in_the_log_is_rolled_forward_without_a_decision(tmp_path):
+    """The part of c cannot be written (the store keeps failing): the owner ends undecided, since a
+    and b may be in the log. Once its lease ran out, the next writer of c finds the parts through the
+    edges object and writes c's part from what a carries: the transfer is all there."""
+    plain, store, lh = _three(tmp_path)
+    txn = _transfer(lh)
+    store.fail("PUT-create", key_contains="c/_delta_log/", times=10)
+    with pytest.raises(LvError):
+        txn.commit()
+    assert txn.state == "unknown"
+    assert O.table_rows(plain.store.url("a")) == [(1, 110.0)]  # a's part landed: decided
+    assert O.table_rows(plain.store.url("c")) == [(1, 100.0)]
+    time.sleep(LEASE + 0.2)  # the owner's lease runs out (nothing to await: it is gone)
+    other = lv_core.connect(str(tmp_path / "wh"), lease_s=LEASE)
+    t = other.begin("repeatable_read", timeout_s=20)
+    O.run_op(t, O.add("c", 1, 1.0))
+    t.commit()
+    assert O.table_rows(plain.store.url("c")) == [(1, 131.0)]
+    assert [O.table_rows(plain.store.url(x)) for x in "ab"] == [[(1, 110.0)], [(1, 120.0)]]
+    assert lv_main(["recover", str(tmp_path / "wh"), "--grace", "0", "--lease", str(LEASE)]) == 0
+    assert not list(plain.store.list("_lakevilla/txns/"))
+
+
+def test_recover_rolls_the_missing_part_forward(tmp_path):
+    plain, store, lh = _three(tmp_path)
+    txn = _transfer(lh)
+    store.fail("PUT-create", key_contains="b/_delta_log/", times=10)
+    with pytest.raises(LvError):
+        txn.commit()
+    time.sleep(LEASE + 0.2)
+    rep = lv_core.connect(str(tmp_path / "wh")).recover(lease_grace_s=0)
+    assert [(t, x) for t, _v, x in rep.rolled_forward] == [("b", txn.id)]
+    assert [O.table_rows(plain.store.url(x)) for x in "abc"] == [[(1, 110.0)], [(1, 120.0)], [(1, 130.0)]]
+
+
+def test_without_a_part_in_the_log_the_markers_are_freed(tmp_path):
+    """No part landed (every part write failed): nothing is rolled forward, the markers are freed."""
+    plain, store, lh = _three(tmp_path)
+    txn = _transfer(lh)
+    store.fail("PUT-create", key_contains="/_delta_log/", times=1000)  # stays armed: no retry lands later
+    with pytest.raises(LvError):
+        txn.commit()
+    time.sleep(LEASE + 0.2)
+    assert all(read_version(plain.store, t, v).pending for t, v in txn.marker_versions().items())
+    rep = lv_core.connect(str(tmp_path / "wh")).recover(lease_grace_s=0)
+    assert not rep.rolled_forward and len(rep.freed) == 3
+    assert [O.table_rows(plain.store.url(x)) for x in "abc"] == [[(1, 100.0)]] * 3
+
+
+def test_big_commits_record_the_decision_first(tmp_path, monkeypatch):
+    monkeypatch.setattr(publish, "EMBED_MAX", 10)
+    plain, store, lh = _three(tmp_path)
+    txn = _transfer(lh)
+    fault = store.fail("PUT", key_contains="decision.json", after=True)  # lands; the response is lost
+    res = txn.commit()  # it reads the decision back
+    assert fault.fired
+    for t, v in res.versions.items():
+        assert "siblings" not in _payload(plain, t, v)
