@@ -113,6 +113,7 @@ class Bookkeeping:
     decision_written: bool = False  # the decision object was PUT (or tried): clean-up deletes it
     edges_written: bool = False  # the edges object (LV[CT]) was PUT (or tried): clean-up deletes it
     exposed_holds: dict[str, int] | None = None  # the markers the last edges object that landed names
+    exposing: dict[str, int] | None = None  # the markers the edges object being written names
     edges_dirty: bool = False  # a background edges write is wanted (markers placed since the last one)
     edges_writer: bool = False  # a background edges write is running
     attempted: set[str] = field(default_factory=set)  # tables whose commit write was sent (outcome may be unknown)

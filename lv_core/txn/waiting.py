@@ -154,9 +154,12 @@ def _write_exposed(core: TxnCore) -> None:
         book = core.book
         holds = {ts.name: ts.marker_version for ts in book.held() if ts.marker_version is not None}
         book.edges_written = True  # tried: clean-up deletes it
-        book.exposed_holds = None
-        write_edges(core.store, core.id, out_edges(core.id, book), holds)
-        book.exposed_holds = holds
+        book.exposed_holds, book.exposing = None, holds
+        try:
+            write_edges(core.store, core.id, out_edges(core.id, book), holds)
+            book.exposed_holds = holds
+        finally:
+            book.exposing = None
 
 
 def expose_predecessors(core: TxnCore) -> None:
@@ -190,9 +193,11 @@ def expose_for_commit(core: TxnCore, placed: str | None = None) -> None:
     tables are written and one of their markers is not named yet. Read-only transactions write none."""
     if core.iso or not core.ct:
         return
-    written = written_tables(core)
     book = core.book
-    exposed = book.exposed_holds or {}
+    if book.edges_dirty:
+        return  # a write with the latest state is coming
+    written = written_tables(core)
+    exposed = book.exposing or book.exposed_holds or {}  # what the write in flight, else the last one, names
     if placed is not None:
         if written and exposed.get(placed) != book.tables[placed].marker_version:
             expose_later(core)
