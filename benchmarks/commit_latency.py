@@ -57,6 +57,32 @@ def measure(ks: list[int], reps: int, latency_s: float) -> dict[int, float]:
     return out
 
 
+def store_floor(ks: list[int], reps: int, latency_s: float) -> dict[int, float]:
+    """Median time (ms) of k PUT-creates of small log files in parallel on the same kind of store, with
+    no protocol around them: what a commit of k tables cannot go below here (the local store syncs
+    every file; on S3 parallel PUTs cost about one round trip)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import lv_core
+    from lv_core.storage.base import CREATE
+    from lv_core.storage.instrumented import KINDS, InstrumentedStore
+
+    store = InstrumentedStore(lv_core.connect(tempfile.mkdtemp(prefix="lv-floor-")).store,
+                              latency={kind: latency_s for kind in KINDS})
+    out: dict[int, float] = {}
+    with ThreadPoolExecutor(max(ks)) as pool:
+        for k in ks:
+            times = []
+            for r in range(reps + 1):
+                t0 = time.perf_counter()
+                keys = [f"r{r}k{k}t{i}/_delta_log/00000000000000000003.json" for i in range(k)]
+                list(pool.map(lambda key: store.put(key, b"{}" * 500, mode=CREATE), keys))
+                if r:
+                    times.append((time.perf_counter() - t0) * 1000)
+            out[k] = round(statistics.median(times), 1)
+    return out
+
+
 def _child(tree: str, ks: list[int], reps: int, latency_s: float) -> dict[int, float]:
     code = ("import json; from benchmarks import commit_latency as c; "
             f"print(json.dumps(c.measure({ks!r}, {reps}, {latency_s})))")
@@ -85,6 +111,9 @@ def main(argv: list[str] | None = None) -> None:
     for name, rs in runs.items():
         med = {k: round(statistics.median(r[k] for r in rs), 1) for k in ks}
         summary[name] = {"commit_ms_p50": med, f"ratio_{ks[-1]}_to_{ks[0]}": round(med[ks[-1]] / med[ks[0]], 2)}
+    floor = store_floor(ks, args.reps * args.rounds, args.latency_ms / 1000)
+    summary["store_floor"] = {"parallel_put_create_ms_p50": floor,
+                              f"ratio_{ks[-1]}_to_{ks[0]}": round(floor[ks[-1]] / floor[ks[0]], 2)}
     data = {"base": args.base, "head": args.head, "latency_ms": args.latency_ms, "reps": args.reps,
             "rounds": args.rounds, "runs": runs, "summary": summary}
     Path(args.out).write_text(json.dumps(data, indent=1) + "\n")
