@@ -41,6 +41,10 @@ __all__ = ["Restart", "add_edges", "expose_for_commit", "expose_later", "expose_
 
 log = logging.getLogger("lv_core.txn")
 
+#: reads the versions between a snapshot and the marker in parallel (leaf GETs only)
+_AHEAD = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-ahead")
+_AHEAD_MAX = 32  # versions read ahead at once
+
 
 class Restart(Exception):
     """Markers moved while waiting (a shift): recompute what to wait for."""
@@ -277,7 +281,15 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
     out: list[PredecessorCommit] = []
     s = core.settings
     assert ts.marker_version is not None
-    for v in sorted(set(ts.pending) | set(range(ts.base.version + 1, ts.marker_version))):
+    versions = sorted(set(ts.pending) | set(range(ts.base.version + 1, ts.marker_version)))
+    logged = _read_ahead(core, ts.name, versions)
+    for i, v in enumerate(versions):
+        got = logged.get(v)
+        if got is not None and not (core.iso and got.parts and got.txn != core.id):  # in the log: final
+            # (LV[I] waits for the other parts of a multi-table commit outside the global log: below)
+            out.append(PredecessorCommit(ts.name, v, got.txn, [] if got.kind == "freed" else
+                                         decode_commit(got.raw, version=v, table=ts.name)))
+            continue
         waited_on: str | None = None
         delay = s.poll_min_s
         wait_t0 = time.monotonic()
@@ -327,6 +339,23 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
             core.events.emit(ev.WaitEnded(core.id, table=ts.name, version=v, on_txn=waited_on, outcome=outcome))
         actions = [] if st.kind == "freed" else decode_commit(st.raw, version=v, table=ts.name)
         out.append(PredecessorCommit(ts.name, v, st.txn, actions))
+        if polls > 1:  # time passed: the versions above may have landed meanwhile
+            logged = _read_ahead(core, ts.name, versions[i + 1:])
+    return out
+
+
+def _read_ahead(core: TxnCore, table: str, versions: list[int]) -> dict[int, VersionState]:
+    """The versions among ``versions`` that the log holds (their Delta files, read in parallel: one
+    round trip however many predecessors committed since the snapshot). Stops at the first one
+    missing: the log has no gaps, so nothing above it is there either."""
+    if len(versions) < 2:
+        return {}
+    found = list(_AHEAD.map(lambda v: read_log_version(core.store, table, v), versions[:_AHEAD_MAX]))
+    out: dict[int, VersionState] = {}
+    for v, st in zip(versions, found, strict=False):
+        if st is None:
+            break
+        out[v] = st
     return out
 
 
