@@ -18,6 +18,7 @@ from lv_core.txn.access import free_own_marker
 from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
 from lv_core.txn.result import CommitResult
+from lv_core.txn.waiting import exposed_markers
 
 __all__ = ["abort", "end_undecidable", "finish"]
 
@@ -30,6 +31,8 @@ def _cleanup(core: TxnCore) -> None:
     (:mod:`lv_core.txn.cleaner`: nothing waits for these deletes), so a crash leaves only leftovers
     that `lv recover` removes."""
     book = core.book
+    if book.edges_writer:  # an edges object write in flight: it would land after its delete
+        exposed_markers(core, 5.0)
     lease_written = keeper().unregister(core.id)
     keys = book.unpublished_adds()
     keys += [layout.sublog_key(core.id, step) for step in sorted(book.sublog_steps)]
