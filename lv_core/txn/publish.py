@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,7 +168,9 @@ def publish(core: TxnCore, prepared: Prepared) -> list[str]:
     # Per-table overwrites run in parallel (bounded pool): commit latency grows slowly with tables.
     items = sorted(prepared.plan.items())
     if len(items) > 1 and not armed("between-markers"):  # (a test pausing there: one after another)
-        for f in [POOL.submit(one, t, d) for t, d in items]:
+        futures = [POOL.submit(one, t, d) for t, d in items]
+        wait(futures)  # all of them, even after one failed: no write of ours is in flight once we return
+        for f in futures:
             f.result()
     else:
         for t, d in items:

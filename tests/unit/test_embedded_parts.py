@@ -107,7 +107,7 @@ def test_without_a_part_in_the_log_the_markers_are_freed(tmp_path):
     """No part landed (every part write failed): nothing is rolled forward, the markers are freed."""
     plain, store, lh = _three(tmp_path)
     txn = _transfer(lh)
-    store.fail("PUT-create", key_contains="/_delta_log/", times=1000)  # stays armed: no retry lands later
+    store.fail("PUT-create", key_contains="/_delta_log/", times=1000)
     with pytest.raises(LvError):
         txn.commit()
     time.sleep(LEASE + 0.2)
