@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from lv_core.errors import LvError, NotFound
+from lv_core.errors import LvError
 from lv_core.protocol.dag import Edge, edges_from_json
 from lv_core.protocol.layout import edges_key
 from lv_core.storage.base import ObjectStore
@@ -69,6 +69,6 @@ def read_edges(store: ObjectStore, txn: str) -> TxnEdges | None:
     """``txn``'s edges (one GET); None when it exposed none (or ended) or the object is unreadable."""
     try:
         got = store.get(edges_key(txn))
-    except (NotFound, LvError):
+    except LvError:  # NotFound included
         return None
     return decode_edges(txn, got.data)

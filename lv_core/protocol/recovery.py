@@ -81,6 +81,27 @@ def _decision(store: ObjectStore, txn: str) -> dict | None:
         return None
 
 
+def _written_by(actions: Iterable[object], txn: str) -> bool:
+    """The decoded commit is one ``txn`` wrote (its LakeVilla commitInfo names it)."""
+    return any(isinstance(a, CommitInfo) and (a.payload.get(KEY) or {}).get("txn") == txn for a in actions)
+
+
+def _gave_up_a_part(store: ObjectStore, txn: str, parts: Iterable[tuple[str, int]], table: str) -> bool | None:
+    """Whether ``txn`` gave up (freed) one of the other ``parts`` of its multi-table commit; None when
+    one of them is neither in the log nor a marker. A commit whose other half can no longer land
+    must not be rolled forward half way."""
+    for t, v in parts:
+        if t == table:
+            continue
+        try:
+            other = read_version(store, t, v)
+        except NotFound:
+            return None
+        if other.kind == "freed" and other.txn == txn:
+            return True
+    return False
+
+
 def _decided_commit(store: ObjectStore, txn: str, table: str, version: int) -> bytes | None:
     """The commit ``txn``'s decision names for ``table@version``, if the decision stands.
 
@@ -101,23 +122,15 @@ def _decided_commit(store: ObjectStore, txn: str, table: str, version: int) -> b
             v, data = p["version"], str(p["commit"]).encode()
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 return None
-            actions = decode_commit(data, version=v, table=t)
-            if not any(isinstance(a, CommitInfo) and (a.payload.get(KEY) or {}).get("txn") == txn for a in actions):
+            if not _written_by(decode_commit(data, version=v, table=t), txn):
                 return None  # not a commit of this transaction
             plans[t] = (v, data)
     except (LvError, KeyError, TypeError, AttributeError):
         return None
     if plans[table][0] != version:
         return None
-    for t, (v, _data) in plans.items():
-        if t == table:
-            continue
-        try:
-            other = read_version(store, t, v)
-        except NotFound:
-            return None
-        if other.kind == "freed" and other.txn == txn:
-            return None  # that half was given up: free this one too
+    if _gave_up_a_part(store, txn, ((t, v) for t, (v, _data) in plans.items()), table) is not False:
+        return None  # a half was given up (free this one too), or cannot be found
     return plans[table][1]
 
 
@@ -145,19 +158,12 @@ def _part_commit(store: ObjectStore, txn: str, table: str, version: int) -> byte
             if not isinstance(at, dict) or not isinstance(siblings, dict) or at.get(table) != version:
                 return None
             data = str(siblings[table]).encode()
-            if not any(isinstance(a, CommitInfo) and (a.payload.get(KEY) or {}).get("txn") == txn
-                       for a in decode_commit(data, version=version, table=table)):
+            if not _written_by(decode_commit(data, version=version, table=table), txn):
                 return None
             parts = [(str(pt), int(pv)) for pt, pv in at.items()]
         except (LvError, KeyError, TypeError, ValueError, StopIteration):
             return None
-        for pt, pv in parts:
-            if pt != table:
-                with contextlib.suppress(NotFound):
-                    got = read_version(store, pt, pv)
-                    if got.kind == "freed" and got.txn == txn:
-                        return None
-        return data
+        return None if _gave_up_a_part(store, txn, parts, table) else data  # a part in the log: decided
     return None
 
 

@@ -151,9 +151,10 @@ def shift(core: TxnCore, tables: set[str], reason: str) -> list[Edge]:
     return new_edges
 
 
-def _write_exposed(core: TxnCore) -> None:
-    """PUT our edges object with our current edges and held markers, one PUT at a time (the last
-    one landed names the latest state)."""
+def expose_predecessors(core: TxnCore) -> None:
+    """Rule II: our current outgoing edges, and the markers we hold, in our edges object (one PUT,
+    whatever the number of tables held; :mod:`lv_core.protocol.edges`). One PUT at a time: the last
+    one landed names the latest state."""
     with core.edges_write:
         book = core.book
         holds = {ts.name: ts.marker_version for ts in book.held() if ts.marker_version is not None}
@@ -164,12 +165,6 @@ def _write_exposed(core: TxnCore) -> None:
             book.exposed_holds = holds
         finally:
             book.exposing = None
-
-
-def expose_predecessors(core: TxnCore) -> None:
-    """Rule II: our current outgoing edges, and the markers we hold, in our edges object (one PUT,
-    whatever the number of tables held; :mod:`lv_core.protocol.edges`)."""
-    _write_exposed(core)
 
 
 def expose_later(core: TxnCore) -> None:
@@ -219,7 +214,7 @@ def _expose_loop(core: TxnCore) -> None:
                 return
             book.edges_dirty = False
         try:
-            _write_exposed(core)
+            expose_predecessors(core)
         except Exception as e:  # best effort: without it the commit records a decision first
             log.debug("transaction %s: exposing its markers failed: %s", core.id, e)
 
@@ -287,8 +282,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
         got = logged.get(v)
         if got is not None and not (core.iso and got.parts and got.txn != core.id):  # in the log: final
             # (LV[I] waits for the other parts of a multi-table commit outside the global log: below)
-            out.append(PredecessorCommit(ts.name, v, got.txn, [] if got.kind == "freed" else
-                                         decode_commit(got.raw, version=v, table=ts.name)))
+            out.append(_predecessor(ts.name, got))
             continue
         waited_on: str | None = None
         delay = s.poll_min_s
@@ -337,11 +331,16 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
         if waited_on is not None:
             outcome = "committed" if st.kind == "commit" else "freed"
             core.events.emit(ev.WaitEnded(core.id, table=ts.name, version=v, on_txn=waited_on, outcome=outcome))
-        actions = [] if st.kind == "freed" else decode_commit(st.raw, version=v, table=ts.name)
-        out.append(PredecessorCommit(ts.name, v, st.txn, actions))
+        out.append(_predecessor(ts.name, st))
         if polls > 1:  # time passed: the versions above may have landed meanwhile
             logged = _read_ahead(core, ts.name, versions[i + 1:])
     return out
+
+
+def _predecessor(table: str, st: VersionState) -> PredecessorCommit:
+    """A resolved version below our marker as a predecessor (a freed one changes nothing)."""
+    actions = [] if st.kind == "freed" else decode_commit(st.raw, version=st.version, table=table)
+    return PredecessorCommit(table, st.version, st.txn, actions)
 
 
 def _read_ahead(core: TxnCore, table: str, versions: list[int]) -> dict[int, VersionState]:

@@ -47,6 +47,18 @@ def _transfer(lh, tables=("a", "b", "c")):
     return txn
 
 
+def _commit_fails(tmp_path, key_contains: str, times: int):
+    """A transfer over a, b and c whose part writes to keys with ``key_contains`` keep failing: its
+    commit raises. Returns (a plain lakehouse, the transaction) once the owner's lease ran out."""
+    plain, store, lh = _three(tmp_path)
+    txn = _transfer(lh)
+    store.fail("PUT-create", key_contains=key_contains, times=times)
+    with pytest.raises(LvError):
+        txn.commit()
+    time.sleep(LEASE + 0.2)  # the owner's lease runs out (nothing to await: it is gone)
+    return plain, txn
+
+
 def test_parts_carry_each_other_and_no_decision_is_written(tmp_path):
     plain, store, lh = _three(tmp_path)
     txn = _transfer(lh)
@@ -72,15 +84,10 @@ def test_a_part_in_the_log_is_rolled_forward_without_a_decision(tmp_path):
     """The part of c cannot be written (the store keeps failing): the owner ends undecided, since a
     and b may be in the log. Once its lease ran out, the next writer of c finds the parts through the
     edges object and writes c's part from what a carries: the transfer is all there."""
-    plain, store, lh = _three(tmp_path)
-    txn = _transfer(lh)
-    store.fail("PUT-create", key_contains="c/_delta_log/", times=10)
-    with pytest.raises(LvError):
-        txn.commit()
+    plain, txn = _commit_fails(tmp_path, "c/_delta_log/", 10)
     assert txn.state == "unknown"
     assert O.table_rows(plain.store.url("a")) == [(1, 110.0)]  # a's part landed: decided
     assert O.table_rows(plain.store.url("c")) == [(1, 100.0)]
-    time.sleep(LEASE + 0.2)  # the owner's lease runs out (nothing to await: it is gone)
     other = lv_core.connect(str(tmp_path / "wh"), lease_s=LEASE)
     t = other.begin("repeatable_read", timeout_s=20)
     O.run_op(t, O.add("c", 1, 1.0))
@@ -92,12 +99,7 @@ def test_a_part_in_the_log_is_rolled_forward_without_a_decision(tmp_path):
 
 
 def test_recover_rolls_the_missing_part_forward(tmp_path):
-    plain, store, lh = _three(tmp_path)
-    txn = _transfer(lh)
-    store.fail("PUT-create", key_contains="b/_delta_log/", times=10)
-    with pytest.raises(LvError):
-        txn.commit()
-    time.sleep(LEASE + 0.2)
+    plain, txn = _commit_fails(tmp_path, "b/_delta_log/", 10)
     rep = lv_core.connect(str(tmp_path / "wh")).recover(lease_grace_s=0)
     assert [(t, x) for t, _v, x in rep.rolled_forward] == [("b", txn.id)]
     assert [O.table_rows(plain.store.url(x)) for x in "abc"] == [[(1, 110.0)], [(1, 120.0)], [(1, 130.0)]]
@@ -105,12 +107,7 @@ def test_recover_rolls_the_missing_part_forward(tmp_path):
 
 def test_without_a_part_in_the_log_the_markers_are_freed(tmp_path):
     """No part landed (every part write failed): nothing is rolled forward, the markers are freed."""
-    plain, store, lh = _three(tmp_path)
-    txn = _transfer(lh)
-    store.fail("PUT-create", key_contains="/_delta_log/", times=1000)
-    with pytest.raises(LvError):
-        txn.commit()
-    time.sleep(LEASE + 0.2)
+    plain, txn = _commit_fails(tmp_path, "/_delta_log/", 1000)
     assert all(read_version(plain.store, t, v).pending for t, v in txn.marker_versions().items())
     rep = lv_core.connect(str(tmp_path / "wh")).recover(lease_grace_s=0)
     assert not rep.rolled_forward and len(rep.freed) == 3

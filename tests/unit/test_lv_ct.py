@@ -175,8 +175,8 @@ def test_waiting_too_long_triggers_a_preemptive_shift(tmp_path, monkeypatch):
     t1 = lh.begin(CT, timeout_s=20)
     add_kv(t1, "a", 1, 1)
     lazy = lazy_lh.begin(CT, timeout_s=20)
-    expose = waiting._write_exposed  # lazy's edges object writes are delayed: nobody sees its edges
-    monkeypatch.setattr(waiting, "_write_exposed", lambda core: None if core.id == lazy.id else expose(core))
+    expose = waiting.expose_predecessors  # lazy's edges object writes are delayed: nobody sees its edges
+    monkeypatch.setattr(waiting, "expose_predecessors", lambda core: None if core.id == lazy.id else expose(core))
     add_kv(lazy, "b", 1, 1)
     add_kv(lazy, "a", 1, 1)  # lazy waits behind t1 in a
     add_kv(t1, "b", 1, 1)    # t1 waits behind lazy in b: a cycle no marker reveals
