@@ -41,7 +41,7 @@ from lv_core.errors import AlreadyExists, LvError, NotFound
 from lv_core.protocol import ict
 from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.layout import commit_key
-from lv_core.protocol.markers import KEY, append_at_tail
+from lv_core.protocol.markers import KEY, append_at_tail, classify
 from lv_core.protocol.validation import ValidationOutcome
 from lv_core.storage.base import CREATE, ObjectStore
 from lv_core.testing import crashpoint
@@ -254,6 +254,14 @@ def ordered(plan: Sequence[PlannedCommit]) -> list[PlannedCommit]:
     return sorted(plan, key=lambda e: rank.get((e.mode, e.blind), 2))
 
 
+def _freed(version: int, raw: bytes, etag: str) -> bool:
+    """Whether a log version holds the empty commit of a given-up marker."""
+    try:
+        return classify(version, raw, etag).kind == "freed"
+    except LvError:
+        return False
+
+
 def _write(store: ObjectStore, e: PlannedCommit) -> tuple[int, str]:
     """Write one entry (or find it written); returns (version, etag of our bytes)."""
     if e.mode == OVERWRITE_MARKER:
@@ -267,6 +275,10 @@ def _write(store: ObjectStore, e: PlannedCommit) -> tuple[int, str]:
                 got = None
             if got is not None and ict.same_commit(got.data, e.data):
                 return e.version, got.etag
+            if got is not None and not _freed(e.version, got.data, got.etag):
+                raise _Broken("R2", f"R2 (version taken): version {e.version} of table {e.table!r}, reserved by "
+                              "the transaction's marker, was taken by a writer that ignores markers. Help: retry "
+                              "the transaction.") from None
             raise _Broken("timeout", f"the marker of table {e.table!r} at version {e.version} was freed before "
                           "the commit landed (the lease ran out). Help: retry the transaction.") from None
     v = e.version

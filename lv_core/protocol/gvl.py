@@ -164,6 +164,11 @@ class GlobalLog:
         with self._lock:
             return self._known.version if self._known is not None else -1
 
+    def known_state(self) -> GvlState | None:
+        """The newest global version this instance has seen (None: none yet). No request."""
+        with self._lock:
+            return self._known
+
     def at(self, version: int) -> GvlState:
         """Global version ``version`` (time travel: the whole lakehouse as of that version).
 

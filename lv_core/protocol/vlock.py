@@ -1,18 +1,19 @@
 """The validation lock (#4.2): one validating transaction at a time, with a lease and takeover.
 
-``_lakevilla/validation.lock`` exists while a transaction validates or commits. State machine::
+``_lakevilla/validation.lock`` (record: :mod:`lv_core.protocol.lockrecord`). State machine::
 
-    (absent) --PUT-create {validating}--> validating --PUT-if-match {committing, plan}--> committing
-    validating --DELETE--> (absent)                      (incompatible, or read-only: nothing written)
-    committing --table commits, publish gvl n+1, DELETE--> (absent)
+    free/(absent) --PUT-if-match/PUT-create {validating}--> validating --PUT-if-match {committing, plan}--> committing
+    validating --PUT-if-match {free, head}--> free        (incompatible, or read-only: nothing written)
+    committing --table commits, publish gvl n+1, PUT-if-match {free, head n+1}--> free
+    free --PUT-if-match {committing, plan}--> committing  (the fast path: see below)
 
 The holder renews its lease (PUT-if-match with a new ``lease_expires``) every ``lease_s / 3`` from
 a daemon thread. A waiter polls (GET, backoff ``poll_min_s`` doubling to ``poll_max_s``) until the
-key is gone (then PUT-create) or the holder's lease expired, which it decides in one of two ways:
-the record's ``lease_expires`` is more than ``skew_s`` in the past by the waiter's clock, or the
-record's etag has not changed for ``lease_s`` as measured by the waiter (needs no synchronised
-clocks: a live holder changes it every ``lease_s / 3``). It then takes the lock over with
-PUT-if-match on the etag it read:
+key is free (then PUT-if-match on the free record's etag, or PUT-create when there is no key) or the
+holder's lease expired, which it decides in one of two ways: the record's ``lease_expires`` is more
+than ``skew_s`` in the past by the waiter's clock, or the record's etag has not changed for
+``lease_s`` as measured by the waiter (needs no synchronised clocks: a live holder changes it every
+``lease_s / 3``). It then takes the lock over with PUT-if-match on the etag it read:
 
 - state "validating": roll back = nothing to undo (the holder wrote nothing); the taker simply
   holds the lock now (state "validating", its own txn);
@@ -31,24 +32,21 @@ a Delta commit, see :func:`~lv_core.protocol.commitplan.parse_plan`) reads with 
 and an empty plan: after its lease it is taken over and rolled back (its plan is never executed,
 by a taker nor by :func:`~lv_core.protocol.recovery.recover`), so it cannot block the warehouse.
 
-Release deletes the key (DELETE is unconditional on object stores): the holder deletes only
-while its own lease has at least ``lease_s / 4`` left by its own clock (nobody can have taken it
-over before it expires); otherwise it first GETs the record and deletes only if the etag is still
-its own. Residual risk, as with every lease: a holder stalled for longer than that margin between
-the check and the DELETE.
+Release overwrites the record with a "free" one (PUT-if-match on the holder's etag: a holder that
+was taken over changes nothing) naming the newest global version the holder knows. Only a holder
+publishes global versions, so when the next PUT-if-match on the etag of that free record succeeds,
+nobody held the lock in between and the head is still the one it names: a process that released the
+lock last (:meth:`ValidationLock.free_head`) validates against its cached head without reading the
+log, and takes the lock with its plan in one request (:meth:`ValidationLock.acquire_planned`).
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
-import math
 import random
 import threading
 import time
-from dataclasses import dataclass, field, replace
-from types import MappingProxyType
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from lv_core.errors import (
@@ -59,24 +57,15 @@ from lv_core.errors import (
     TransactionAborted,
     TransactionError,
 )
-from lv_core.protocol.commitplan import (
-    InvalidPlan,
-    PlannedCommit,
-    PlanResult,
-    execute_plan,
-    parse_group,
-    parse_plan,
-)
+from lv_core.protocol.commitplan import PlannedCommit, PlanResult, execute_plan
 from lv_core.protocol.gvl import GlobalLog, GlobalLogConflict, GlobalVersionNotFound, GvlState
-from lv_core.protocol.layout import LV_ROOT, client_label
+from lv_core.protocol.layout import client_label
+from lv_core.protocol.lockrecord import COMMITTING, FREE, LOCK_KEY, VALIDATING, LockRecord, free_record
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
 from lv_core.testing import crashpoint
 
 log = logging.getLogger(__name__)
 
-LOCK_KEY = f"{LV_ROOT}/validation.lock"
-VALIDATING = "validating"
-COMMITTING = "committing"
 #: A waiter that queued a commit request polls at least this often (its outcome may be published any time).
 QUEUED_POLL_S = 0.05
 #: How many times the holder retries a plan whose requests failed before leaving it to a roll forward.
@@ -103,119 +92,6 @@ class CommitPending(TransactionError):
     The lock stays in state "committing" and the next validator rolls it forward once the lease
     expires: the transaction *will* commit; its outcome is not known to this client yet.
     """
-
-
-@dataclass(frozen=True)
-class LockRecord:
-    """The content of the lock object.
-
-    Attributes:
-        txn: the holder.
-        state: "validating" or "committing".
-        lease_s, lease_expires: the holder's lease (expiry by the holder's clock).
-        client: host:pid of the holder (for humans).
-        acquired: when the holder took it.
-        gvl_base: the global version the plan builds on (informational while validating).
-        plan: the table commits to write (committing only).
-        plan_txn: whose commit the plan is (differs from ``txn`` while a taker rolls it forward).
-        additions: read-only tables the global log did not know -> version to add them at.
-        recovering: the crashed holder whose plan a taker is rolling forward.
-        group: other transactions whose commits the plan holds (group commit) -> ``{"tables": [...],
-            "validation": {...}}`` (their tables, and their validation outcome for their widgets).
-        invalid: the record was "committing" but its plan (or additions, gvl base, plan txn) is
-            malformed: ``plan`` and ``additions`` are then empty and it must never be rolled forward
-            (only taken over after its lease, and rolled back). Never encoded.
-        invalid_reason: why (for logs).
-    """
-
-    txn: str
-    state: str
-    lease_s: float
-    lease_expires: float
-    client: str = ""
-    acquired: float = 0.0
-    gvl_base: int | None = None
-    plan: tuple[PlannedCommit, ...] = ()
-    plan_txn: str | None = None
-    additions: Mapping[str, int] = field(default_factory=dict)
-    recovering: str | None = None
-    group: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    invalid: bool = False
-    invalid_reason: str = ""
-
-    def encode(self) -> bytes:
-        if self.invalid:
-            raise ValueError("an invalid lock record (malformed plan) must not be written back")
-        body: dict[str, Any] = {
-            "txn": self.txn, "state": self.state, "lease_s": self.lease_s, "lease_expires": self.lease_expires,
-            "client": self.client, "acquired": self.acquired, "gvl_base": self.gvl_base,
-        }
-        if self.state == COMMITTING:
-            body.update(plan=[e.to_json() for e in self.plan], plan_txn=self.plan_txn,
-                        additions=dict(self.additions))
-            if self.group:
-                body["group"] = {m: {"tables": list(g["tables"]), "validation": g.get("validation") or {}}
-                                 for m, g in self.group.items()}
-        if self.recovering:
-            body["recovering"] = self.recovering
-        return json.dumps(body, separators=(",", ":")).encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> "LockRecord":
-        """Parse a lock object.
-
-        An unreadable one reads as an expired "validating" lock (safe to take). A "committing" one
-        whose plan fails :func:`~lv_core.protocol.commitplan.parse_plan` (or whose ``gvl_base`` /
-        ``plan_txn`` is malformed) reads with its lease, ``invalid=True``, an empty plan and no
-        additions: nobody may roll it forward; it is taken over (rolled back) once its lease expired.
-
-        Checking a plan decodes every commit it holds, so results are memoised by content (a waiter
-        polls the same record many times; records are immutable).
-        """
-        if cls is LockRecord:
-            return _decode_cached(bytes(data))
-        return cls._parse(data)
-
-    @classmethod
-    def _parse(cls, data: bytes) -> "LockRecord":
-        try:
-            b = json.loads(data)
-            state = str(b["state"])
-            if state not in (VALIDATING, COMMITTING):
-                raise ValueError(state)
-            head = cls(
-                txn=str(b["txn"]), state=state, lease_s=float(b["lease_s"]), lease_expires=float(b["lease_expires"]),
-                client=str(b.get("client") or ""), acquired=float(b.get("acquired") or 0.0),
-                recovering=None if b.get("recovering") is None else str(b["recovering"]),
-            )
-            if not (math.isfinite(head.lease_s) and math.isfinite(head.lease_expires)):
-                raise ValueError("lease is not a finite number")  # NaN would never expire
-            if state == VALIDATING:  # the gvl base is informational only: never executed
-                return replace(head, gvl_base=None if b.get("gvl_base") is None else int(b["gvl_base"]))
-        except (ValueError, TypeError, KeyError, AttributeError):
-            log.warning("unreadable %s: treating it as expired", LOCK_KEY)
-            return cls(txn="?", state=VALIDATING, lease_s=0.0, lease_expires=0.0)
-        gvl_base, plan_txn = b.get("gvl_base"), b.get("plan_txn")
-        try:
-            if gvl_base is not None and (isinstance(gvl_base, bool) or not isinstance(gvl_base, int) or gvl_base < -1):
-                raise InvalidPlan(f"gvl_base must be an integer >= -1, not {gvl_base!r}")
-            if plan_txn is not None and not (isinstance(plan_txn, str) and plan_txn):
-                raise InvalidPlan(f"plan_txn must be a transaction id, not {plan_txn!r}")
-            plan, additions = parse_plan(b.get("plan"), b.get("additions"))
-            group = parse_group(b.get("group"), plan)
-        except InvalidPlan as e:
-            log.debug("%s of %s holds an invalid plan: %s", LOCK_KEY, head.txn, e)
-            return replace(head, gvl_base=gvl_base if isinstance(gvl_base, int) and not isinstance(gvl_base, bool)
-                           else None, plan_txn=plan_txn if isinstance(plan_txn, str) else None,
-                           invalid=True, invalid_reason=str(e))
-        # read-only view: decoded records are shared (memoised)
-        return replace(head, gvl_base=gvl_base, plan=plan, plan_txn=plan_txn, additions=MappingProxyType(additions),
-                       group=MappingProxyType(group))
-
-
-@functools.lru_cache(maxsize=8)
-def _decode_cached(data: bytes) -> LockRecord:
-    return LockRecord._parse(data)
 
 
 @dataclass(frozen=True)
@@ -268,22 +144,71 @@ class ValidationLock:
         self.poll_min_s = poll_min_s
         self.poll_max_s = poll_max_s
         self.skew_s = lease_s if skew_s is None else skew_s
+        self._free_mu = threading.Lock()
+        self._free: tuple[str, int | None] | None = None  # (etag, head) of the free record this instance wrote last
 
     def read(self) -> tuple[LockRecord, str] | None:
         """The current record and its etag, or None when nobody holds the lock. Cost: 1 GET."""
+        found = self._read_any()
+        return None if found is None or found[0].state == FREE else found
+
+    def _read_any(self) -> tuple[LockRecord, str] | None:
+        """The record (a free one too) and its etag; None: no key. Cost: 1 GET."""
         try:
             res = self.store.get(LOCK_KEY)
         except NotFound:
             return None
         return LockRecord.decode(res.data), res.etag
 
+    def free_head(self) -> int | None:
+        """The head named by the free record this instance wrote last, while it may still be current
+        (None: another holder was seen since, or none was written). No request."""
+        with self._free_mu:
+            return self._free[1] if self._free is not None else None
+
+    def _remember_free(self, etag: str | None, head: int | None) -> None:
+        with self._free_mu:
+            self._free = (etag, head) if etag is not None else None
+
+    def _claim(self, rec: LockRecord, free_etag: str | None) -> str | None:
+        """Write ``rec`` over the free record ``free_etag`` (PUT-if-match) or, without one, where there
+        is no key (PUT-create). Returns the new etag, None when the lock is not free that way."""
+        try:
+            if free_etag is not None:
+                return self.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(free_etag))
+            return self.store.put(LOCK_KEY, rec.encode(), mode=CREATE)
+        except (AlreadyExists, PreconditionFailed, NotFound):
+            return None
+        finally:
+            self._remember_free(None, None)
+
+    def acquire_planned(self, txn: str, plan: Sequence[PlannedCommit], base: GvlState, *,
+                        additions: Mapping[str, int] | None = None) -> "HeldLock | None":
+        """Take the lock straight into state "committing" with ``plan`` (validated against ``base``),
+        by one PUT-if-match on the free record this instance wrote last, which named ``base`` as head.
+
+        Success proves that nobody held the lock since that release, so ``base`` is still the newest
+        global version: the caller then runs :meth:`HeldLock.execute`. Returns None (nothing written)
+        when the free record is not that one any more (or names another head): validate the usual way.
+        """
+        with self._free_mu:
+            free = self._free
+        if free is None or free[1] is None or free[1] != base.version:
+            return None
+        now = time.time()
+        rec = LockRecord(txn, COMMITTING, self.lease_s, now + self.lease_s, client_label(), now, base.version,
+                         plan=tuple(plan), plan_txn=txn, additions=dict(additions or {}))
+        etag = self._claim(rec, free[0])
+        return None if etag is None else HeldLock(self, rec, etag, [])
+
     def acquire(self, txn: str, *, timeout_s: float, gvl_base: int | None = None,
                 on_wait: Callable[[LockRecord], None] | None = None) -> "HeldLock":
         """Take the lock for ``txn``, waiting (polling) for the holder and taking over an expired one.
 
         ``on_wait`` is called with the holder's record whenever the waited-for holder or its state
-        changes (for ``Waiting`` events). Cost: 1 PUT-create when the lock is free; otherwise 1 GET
-        per poll round, then 1 PUT-create or 1 PUT-if-match (takeover; a roll forward adds the
+        changes (for ``Waiting`` events). Cost: 1 PUT-if-match when this instance released the lock last
+        (1 PUT-create when there is no key); otherwise 1 GET per poll round, then 1 PUT-if-match on the
+        free record (or PUT-create), or on an expired holder's record (takeover; a roll forward adds the
         plan's writes, see :func:`~lv_core.protocol.commitplan.execute_plan`, and 1 PUT-if-match).
 
         Raises:
@@ -315,24 +240,27 @@ class ValidationLock:
         tried = False
         # a queued waiter's outcome can be published by any holder: it looks at most QUEUED_POLL_S later
         cap = self.poll_max_s if queue is None else min(self.poll_max_s, QUEUED_POLL_S)
+        with self._free_mu:
+            free_etag = self._free[0] if self._free is not None else None
         while True:
             now = time.time()
             mine = LockRecord(txn, VALIDATING, self.lease_s, now + self.lease_s, client_label(), now, gvl_base)
-            try:
-                etag = self.store.put(LOCK_KEY, mine.encode(), mode=CREATE)
+            etag = self._claim(mine, free_etag)
+            if etag is not None:
                 return HeldLock(self, mine, etag, takeovers, waited=tried)
-            except AlreadyExists:
-                pass
             if not tried and queue is not None:
                 queue.busy()
             tried = True
             while True:
-                found = self.read()
-                if queue is not None and queue.done(found[0] if found is not None else None):
-                    return None
-                if found is None:
-                    break  # released: try PUT-create again at once
+                found = self._read_any()
+                if found is None or found[0].state == FREE:
+                    if queue is not None and queue.done(None):
+                        return None
+                    free_etag = found[1] if found is not None else None
+                    break  # released: claim it at once
                 rec, etag = found
+                if queue is not None and queue.done(rec):
+                    return None
                 seen_at = first_seen.setdefault(etag, time.monotonic())
                 if self._expired(rec, seen_at):
                     held = self._take_over(txn, rec, etag, gvl_base, takeovers)
@@ -433,6 +361,9 @@ class HeldLock:
         self._lost = False
         self._active = True
         self._handed_off = False  # the release after a published plan runs in the background
+        #: the newest global version this holder knows (read under the lock, or published): the free
+        #: record names it at release (None: unknown)
+        self.head: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew_loop, name=f"lv-vlock-{self.txn[-8:]}", daemon=True)
         self._thread.start()
@@ -464,15 +395,15 @@ class HeldLock:
         """Record the plan (state "committing"), write it, publish ``base.version + 1``, release.
 
         ``background(what, fn)`` runs the release off the caller's path (after the publish only the
-        next validator waits for the DELETE, as it would anyway); without it, it runs here.
+        next validator waits for the release, as it would anyway); without it, it runs here.
         ``group``: other transactions whose commits ``plan`` also holds -> ``{"tables", "validation"}``
         (group commit, see :mod:`lv_core.txn.group`); their outcomes are in ``result.group``, and they are
         published even when the holder's own entries break (the TransactionAborted is raised after).
 
         ``base`` is the global log head read while holding the lock (the one validation used).
-        With an empty plan and no additions it only releases (1 DELETE; ``result.gvl`` is ``base``).
+        With an empty plan and no additions it only releases (1 PUT-if-match; ``result.gvl`` is ``base``).
         Cost: 1 PUT-if-match + :func:`~lv_core.protocol.commitplan.execute_plan` (1 write per
-        table + 1 PUT-create + 1 PUT hint) + 1 DELETE.
+        table + 1 PUT-create + 1 PUT hint) + 1 PUT-if-match (release).
 
         Raises:
             ValidationLockLost: the lease ran out and the lock was taken over before the plan was
@@ -484,12 +415,22 @@ class HeldLock:
             CommitPending: writing kept failing; the commit will be completed by a roll forward.
             GlobalLogConflict: global version ``base.version + 1`` was published by someone else.
         """
+        self.head = base.version
         if not plan and not additions:  # read-only: nothing to record, write or publish
             self.release()
             return PlanResult(True, {}, base)
         rec = replace(self._record, state=COMMITTING, gvl_base=base.version, plan=tuple(plan), plan_txn=self.txn,
                       additions=dict(additions or {}), group=dict(group or {}))
         self._transition(rec)
+        return self.execute(base, background=background)
+
+    def execute(self, base: GvlState, *,
+                background: Callable[[str, Callable[[], object]], None] | None = None) -> PlanResult:
+        """Write the plan recorded in the lock (state "committing", built on ``base``), publish
+        ``base.version + 1`` and release: the second half of :meth:`commit`, which raises the same."""
+        rec = self._record
+        assert rec.state == COMMITTING and rec.gvl_base == base.version
+        self.head = None  # unknown until the plan's outcome is (a conflict means another published)
         crashpoint("plan-recorded")
         delay = self.lock.poll_min_s
         for attempt in range(PLAN_ATTEMPTS):
@@ -505,6 +446,7 @@ class HeldLock:
                         f"completes it after the lock lease ({self.lock.lease_s:g}s).") from e
                 time.sleep(delay)
                 delay = min(self.lock.poll_max_s, delay * 4)
+        self.head = result.gvl.version if result.gvl is not None else base.version
         self._handed_off = background is not None
         (background or (lambda _what, fn: fn()))("validation lock release", self._release_after_plan)
         if not result.committed:
@@ -520,9 +462,10 @@ class HeldLock:
                         "finds its plan done and removes it", self.txn, e)
 
     def release(self) -> None:
-        """Stop renewing and delete the lock if it is still ours (see the module docstring). Idempotent.
+        """Stop renewing and leave a free record naming :attr:`head` if the lock is still ours
+        (PUT-if-match on our etag; a holder that was taken over changes nothing). Idempotent.
 
-        Cost: 1 DELETE (+1 GET when the own lease is close to expiry).
+        Cost: 1 PUT-if-match.
         """
         self._stop.set()
         with self._mu:
@@ -531,15 +474,13 @@ class HeldLock:
             self._active = False
             if self._lost:
                 return
-            store = self.lock.store
-            if self._record.lease_expires - time.time() < self.lock.lease_s / 4:
-                try:
-                    if store.get(LOCK_KEY).etag != self._etag:
-                        self._lost = True
-                        return
-                except NotFound:
-                    return
-            store.delete(LOCK_KEY)
+            try:
+                freed = free_record(self.txn, self.head).encode()
+                etag = self.lock.store.put(LOCK_KEY, freed, mode=IfMatch(self._etag))
+            except (PreconditionFailed, NotFound):
+                self._lost = True
+                return
+            self.lock._remember_free(etag, self.head)
 
     # ------------------------------------------------------------------ internals
     def _transition(self, rec: LockRecord) -> None:
@@ -586,6 +527,7 @@ class HeldLock:
 
 __all__ = [
     "COMMITTING",
+    "FREE",
     "LOCK_KEY",
     "VALIDATING",
     "CommitPending",

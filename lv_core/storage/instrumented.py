@@ -70,6 +70,7 @@ class Fault:
     error: ErrorSpec
     after: bool
     fired: int = 0
+    skip: int = 0  # matching requests still let through before the fault fires
 
     def matches(self, kind: str, key: str) -> bool:
         return (
@@ -195,8 +196,10 @@ class InstrumentedStore(ObjectStore):
         times: int = 1,
         error: ErrorSpec = StorageError,
         after: bool = False,
+        skip: int = 0,
     ) -> Fault:
-        """Make the next ``times`` requests of ``kind`` (``"*"``: any) whose key contains ``key_contains`` raise.
+        """Make the next ``times`` requests of ``kind`` (``"*"``: any) whose key contains ``key_contains``
+        raise, after letting the first ``skip`` of them through.
 
         With ``after=True`` the request is performed first (a write lands, a read is served) and
         the error is raised afterwards, modelling a lost response. Returns the armed :class:`Fault`
@@ -204,7 +207,9 @@ class InstrumentedStore(ObjectStore):
         """
         if times < 1:
             raise ValueError("times must be >= 1")
-        fault = Fault(_check_kind(kind), key_contains, times, error, after)
+        if skip < 0:
+            raise ValueError("skip must be >= 0")
+        fault = Fault(_check_kind(kind), key_contains, times, error, after, skip=skip)
         with self._lock:
             self._faults.append(fault)
         return fault
@@ -268,6 +273,9 @@ class InstrumentedStore(ObjectStore):
         with self._lock:
             for fault in self._faults:
                 if fault.matches(kind, key):
+                    if fault.skip > 0:
+                        fault.skip -= 1
+                        continue
                     fault.remaining -= 1
                     fault.fired += 1
                     if fault.remaining == 0:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any
+from concurrent.futures import Future
+from typing import Any, Mapping
 
 from lv_core import events as ev
 from lv_core.delta.actions import decode_commit
@@ -28,7 +29,7 @@ from lv_core.protocol.hidden import collect, probe_early
 from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, read_version, write_version
 from lv_core.protocol.parts import PartMissing, close_parts
-from lv_core.protocol.validation import TableAccess, ValidationOutcome, validate
+from lv_core.protocol.validation import LogTail, TableAccess, ValidationOutcome, validate
 from lv_core.protocol.vqueue import outcome_of, withdraw
 from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
@@ -152,6 +153,7 @@ def _catch_up(core: TxnCore, outcome: ValidationOutcome, deadline: float) -> Non
         left = max(0.001, deadline - time.monotonic())
         with core.services.vlock.acquire(core.id, timeout_s=left) as held:
             state = core.services.glog.head()
+            held.head = state.version
             fresh = _whole(core, state, {t: v for t, v in updates.items()
                                         if (known := state.table_version(t)) is None or known < v})
             held.commit([], state, additions=fresh, background=cleaner.background) if fresh else held.release()
@@ -171,6 +173,82 @@ def _fill_unused_markers(core: TxnCore, names: dict[str, int]) -> dict[str, int]
             write_version(core.store, t, ts.marker_version, encode_freed(core.id, "read-only", ict=core.ict(t)))
             freed[t] = ts.marker_version
     return freed
+
+
+def _plan(core: TxnCore, writes: Mapping[str, list], outcome: ValidationOutcome, state: GvlState) -> list:
+    """The table commits of a validated transaction, to be published as ``state.version + 1``."""
+    book = core.book
+    commits = {}
+    for t, actions in writes.items():
+        ci = lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
+            "preset": core.preset, "tables": sorted(writes), "redo": book.redo_count, "gvl": state.version + 1})
+        commits[t] = commit_info_first(actions, ci, core.ict(t))
+    markers = {t: (ts.marker_version, ts.marker_etag) for t, ts in book.tables.items()
+               if ts.marker_version is not None and ts.marker_etag is not None}
+    return build_plan(outcome, commits, markers)
+
+
+def _settled_tail(marker: int) -> Future[LogTail]:
+    """What probing a written table from just below its settled marker finds when nobody took a
+    version there: the own marker, then nothing."""
+    done: Future[LogTail] = Future()
+    done.set_result(LogTail(marker - 1, ("own",)))
+    return done
+
+
+def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess]) -> Published | None:
+    """Validate and take the lock with the plan in one request, or None (nothing written: go the usual way).
+
+    When this process released the validation lock last (its free record names the global version
+    this process knows as the head) and every table the transaction touched is a written table whose
+    marker settled (every version below it is in the log and was read), validation needs no request:
+    the head is the cached one, and each table's tail is the own marker (a version a writer that
+    ignores markers took meanwhile breaks the plan's PUT-create instead, which reverts it, as a version
+    taken after a probe does). A compatible plan is recorded with PUT-if-match on that free record:
+    success proves nobody held the lock since, so the head validated against is still the head.
+    Anything else (incompatible, other tables, the record changed) goes through the lock as usual."""
+    glog, vlock, book = core.services.glog, core.services.vlock, core.book
+    head, state = vlock.free_head(), glog.known_state()
+    if head is None or state is None or state.version != head or not accesses:
+        return None
+    for a in accesses:
+        known = state.table_version(a.table)
+        if not a.written or a.marker is None or (known is not None and known >= a.marker) or (
+                a.blind and len(accesses) > 1):  # a blind append moves past a taken version: probed as usual
+            return None
+    early = {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
+    outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id,
+                               footprints=book.footprints(), early=early), core.policy)
+    if not outcome.compatible or any(v.pending or v.foreign for v in outcome.tables.values()):
+        return None
+    names = outcome.write_versions()
+    if any(names.get(a.table) != a.marker for a in accesses):
+        return None  # a marker the plan would not commit at: filled under the lock as usual
+    plan = _plan(core, writes, outcome, state)
+    additions = outcome.additions()
+    try:
+        additions.update(close_parts(core.store, state, {**names, **additions}, own_txn=core.id,
+                                     fixed=frozenset(names)))
+    except PartMissing:
+        return None
+    held = vlock.acquire_planned(core.id, plan, state, additions=additions)
+    if held is None:
+        return None
+    _emit(core, outcome, state.version + 1)
+    before, book.decision = book.decision, Decision("plan", names)
+    try:
+        with held:
+            result = held.execute(state, background=cleaner.background)
+    except TransactionAborted as e:
+        if e.rule != "R2" or e.details.get("written"):
+            raise
+        # A writer that ignores markers took a marker's version before anything was written: the plan is
+        # void (nothing written or published, the lock released); the usual path probes and decides.
+        book.decision = before
+        return None
+    for t, v in result.versions.items():
+        book.mark_published(t, v, writes.get(t, []))
+    return Published(dict(result.versions), {}, result.gvl or state)
 
 
 def commit_isolated(core: TxnCore, deadline: float) -> Published:
@@ -204,6 +282,10 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
             raise outcome.to_abort()
         return Published({}, {}, state)
 
+    fast = _commit_fast(core, writes, accesses)
+    if fast is not None:
+        return fast
+
     def on_wait(rec: Any) -> None:
         core.events.emit(ev.Waiting(core.id, table="validation lock", version=-1, on_txn=getattr(rec, "txn", "?")))
 
@@ -220,6 +302,7 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
         gone = in_background(withdraw, core.store, waiter.key) if waiter.queued else None
         early = probe_early(core.store, accesses, own_txn=core.id)  # with the head read: one round trip
         state = glog.head()
+        held.head = state.version
         if gone is not None:
             gone.result()  # no later holder may pick our request up
         group = serve(core.store, state, chosen.result()) if chosen is not None else Group()
@@ -242,14 +325,7 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
                             background=cleaner.background)
                 forget(core, group)
             raise outcome.to_abort()
-        commits = {}
-        for t, actions in writes.items():
-            ci = lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
-                "preset": core.preset, "tables": sorted(writes), "redo": book.redo_count, "gvl": state.version + 1})
-            commits[t] = commit_info_first(actions, ci, core.ict(t))
-        markers = {t: (ts.marker_version, ts.marker_etag) for t, ts in book.tables.items()
-                   if ts.marker_version is not None and ts.marker_etag is not None}
-        plan = build_plan(outcome, commits, markers)
+        plan = _plan(core, writes, outcome, state)
         additions = outcome.additions()
         names = outcome.write_versions()
         try:

@@ -32,6 +32,7 @@ from lv_core.protocol.markers import (
 )
 from lv_core.protocol.vlock import (
     COMMITTING,
+    FREE,
     LOCK_KEY,
     VALIDATING,
     LockRecord,
@@ -76,9 +77,19 @@ def test_acquire_and_release(store: ObjectStore) -> None:
         assert rec.lease_expires > time.time() + 20 and not held.lost and held.takeovers == []
     assert lock.read() is None
     counts = inst.counts()
-    # acquire = 1 PUT-create, release = 1 DELETE (+ the test's 2 reads)
-    assert (counts["PUT-create"], counts["GET"], counts["DELETE"], counts["LIST"]) == (1, 2, 1, 0)
+    # acquire = 1 PUT-create, release = 1 PUT-if-match leaving a free record (+ the test's 2 reads)
+    assert (counts["PUT-create"], counts["PUT-if-match"], counts["GET"], counts["DELETE"]) == (1, 1, 2, 0)
     assert inst.total() == 4
+    free = LockRecord.decode(store.get(LOCK_KEY).data)
+    assert (free.state, free.txn, free.head) == (FREE, "t-1", None)  # it never read nor published a head
+    inst.reset()
+    with lock.acquire("t-2", timeout_s=5):  # over the free record it wrote itself: 1 PUT-if-match, no read
+        pass
+    assert (inst.counts()["PUT-if-match"], inst.total()) == (2, 2)
+    other = ValidationLock(inst, lease_s=30)  # another client: reads the free record, then PUT-if-match
+    inst.reset()
+    with other.acquire("t-3", timeout_s=5):
+        assert (inst.counts()["PUT-create"], inst.counts()["GET"], inst.counts()["PUT-if-match"]) == (1, 1, 1)
 
 
 def test_mutual_exclusion_across_8_threads(store: ObjectStore) -> None:
@@ -215,10 +226,12 @@ def test_holder_commit_path_and_its_cost(store: ObjectStore) -> None:
     assert result.committed and result.versions == {"a": 1, "b": 1}
     assert result.gvl is not None and dict(result.gvl.tables) == {"a": 1, "b": 1, "c": 4} and result.gvl.txn == "me"
     c = inst.counts()
-    # lock: PUT-create, PUT-if-match (committing), DELETE; head: GET hint + GET miss;
+    # lock: PUT-create, PUT-if-match (committing), PUT-if-match (free); head: GET hint + GET miss;
     # plan: PUT-create (b) + PUT-create (a's marker version, into the log); publish: PUT-create + PUT (hint)
     assert (c["PUT-create"], c["PUT-if-match"], c["PUT"], c["GET"], c["DELETE"], c["HEAD"], c["LIST"]) == (
-        4, 1, 1, 2, 1, 0, 0)
+        4, 2, 1, 2, 0, 0, 0)
+    free = LockRecord.decode(store.get(LOCK_KEY).data)
+    assert (free.state, free.head) == (FREE, result.gvl.version) and lock.free_head() == result.gvl.version
     assert lock.read() is None and rows(store, "a") == [1] and rows(store, "b") == [2]
     assert GlobalLog(store).head() == result.gvl
 
