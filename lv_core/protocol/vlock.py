@@ -122,6 +122,14 @@ class Queued(Protocol):
         """Whether the wait is over (the request was decided by a holder); ``record``: the lock now."""
 
 
+@dataclass(frozen=True)
+class FreeSlot:
+    """A free record of the lock: its etag (to claim it with PUT-if-match) and the head it names."""
+
+    etag: str
+    head: int | None
+
+
 class ValidationLock:
     """Acquires the validation lock of a warehouse (thread-safe; one instance may serve many transactions).
 
@@ -145,7 +153,7 @@ class ValidationLock:
         self.poll_max_s = poll_max_s
         self.skew_s = lease_s if skew_s is None else skew_s
         self._free_mu = threading.Lock()
-        self._free: tuple[str, int | None] | None = None  # (etag, head) of the free record this instance wrote last
+        self._free: FreeSlot | None = None  # the free record this instance wrote last
 
     def read(self) -> tuple[LockRecord, str] | None:
         """The current record and its etag, or None when nobody holds the lock. Cost: 1 GET."""
@@ -160,15 +168,28 @@ class ValidationLock:
             return None
         return LockRecord.decode(res.data), res.etag
 
-    def free_head(self) -> int | None:
-        """The head named by the free record this instance wrote last, while it may still be current
-        (None: another holder was seen since, or none was written). No request."""
+    def free_slot(self) -> "FreeSlot | None":
+        """The free record this instance wrote last, while it may still be current (None: another holder
+        was seen since, or none was written). No request."""
         with self._free_mu:
-            return self._free[1] if self._free is not None else None
+            return self._free
 
-    def _remember_free(self, etag: str | None, head: int | None) -> None:
+    def free_head(self) -> int | None:
+        """The head named by :meth:`free_slot` (None: unknown). No request."""
+        slot = self.free_slot()
+        return slot.head if slot is not None else None
+
+    def peek(self) -> "FreeSlot | None":
+        """The free record now (1 GET): None when a transaction holds the lock or there is no free
+        record to claim with a plan (no key, or its head is unknown)."""
+        found = self._read_any()
+        if found is None or found[0].state != FREE or found[0].head is None:
+            return None
+        return FreeSlot(found[1], found[0].head)
+
+    def _remember_free(self, slot: "FreeSlot | None") -> None:
         with self._free_mu:
-            self._free = (etag, head) if etag is not None else None
+            self._free = slot
 
     def _claim(self, rec: LockRecord, free_etag: str | None) -> str | None:
         """Write ``rec`` over the free record ``free_etag`` (PUT-if-match) or, without one, where there
@@ -180,25 +201,24 @@ class ValidationLock:
         except (AlreadyExists, PreconditionFailed, NotFound):
             return None
         finally:
-            self._remember_free(None, None)
+            self._remember_free(None)
 
-    def acquire_planned(self, txn: str, plan: Sequence[PlannedCommit], base: GvlState, *,
+    def acquire_planned(self, txn: str, plan: Sequence[PlannedCommit], base: GvlState, slot: "FreeSlot", *,
                         additions: Mapping[str, int] | None = None) -> "HeldLock | None":
-        """Take the lock straight into state "committing" with ``plan`` (validated against ``base``),
-        by one PUT-if-match on the free record this instance wrote last, which named ``base`` as head.
+        """Take the lock straight into state "committing" with ``plan`` (validated against ``base``), by
+        one PUT-if-match on the free record ``slot`` (:meth:`free_slot` or :meth:`peek`), whose head
+        is ``base``.
 
-        Success proves that nobody held the lock since that release, so ``base`` is still the newest
-        global version: the caller then runs :meth:`HeldLock.execute`. Returns None (nothing written)
-        when the free record is not that one any more (or names another head): validate the usual way.
+        Success proves that nobody held the lock since that record was written, so ``base`` is still
+        the newest global version: the caller then runs :meth:`HeldLock.execute`. Returns None
+        (nothing written) when the record is not that one any more: validate the usual way.
         """
-        with self._free_mu:
-            free = self._free
-        if free is None or free[1] is None or free[1] != base.version:
+        if slot.head != base.version:
             return None
         now = time.time()
         rec = LockRecord(txn, COMMITTING, self.lease_s, now + self.lease_s, client_label(), now, base.version,
                          plan=tuple(plan), plan_txn=txn, additions=dict(additions or {}))
-        etag = self._claim(rec, free[0])
+        etag = self._claim(rec, slot.etag)
         return None if etag is None else HeldLock(self, rec, etag, [])
 
     def acquire(self, txn: str, *, timeout_s: float, gvl_base: int | None = None,
@@ -240,8 +260,8 @@ class ValidationLock:
         tried = False
         # a queued waiter's outcome can be published by any holder: it looks at most QUEUED_POLL_S later
         cap = self.poll_max_s if queue is None else min(self.poll_max_s, QUEUED_POLL_S)
-        with self._free_mu:
-            free_etag = self._free[0] if self._free is not None else None
+        slot = self.free_slot()
+        free_etag = slot.etag if slot is not None else None
         while True:
             now = time.time()
             mine = LockRecord(txn, VALIDATING, self.lease_s, now + self.lease_s, client_label(), now, gvl_base)
@@ -480,7 +500,7 @@ class HeldLock:
             except (PreconditionFailed, NotFound):
                 self._lost = True
                 return
-            self.lock._remember_free(etag, self.head)
+            self.lock._remember_free(FreeSlot(etag, self.head))
 
     # ------------------------------------------------------------------ internals
     def _transition(self, rec: LockRecord) -> None:
@@ -531,6 +551,7 @@ __all__ = [
     "LOCK_KEY",
     "VALIDATING",
     "CommitPending",
+    "FreeSlot",
     "HeldLock",
     "LockRecord",
     "Queued",

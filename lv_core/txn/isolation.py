@@ -31,7 +31,7 @@ from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, read_v
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import LogTail, TableAccess, ValidationOutcome, validate
 from lv_core.protocol.vqueue import outcome_of, withdraw
-from lv_core.testing import crashpoint
+from lv_core.testing import armed, crashpoint
 from lv_core.txn import cleaner
 from lv_core.txn.core import TxnCore
 from lv_core.txn.group import Group, Waiter, forget, gather, in_background, joined, make_request, serve
@@ -197,33 +197,47 @@ def _settled_tail(marker: int) -> Future[LogTail]:
 
 
 def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess]) -> Published | None:
-    """Validate and take the lock with the plan in one request, or None (nothing written: go the usual way).
+    """Validate against the head a free validation key names, then take the key with the plan in one
+    PUT-if-match on that free record; None (nothing written) sends the commit the usual way.
 
-    When this process released the validation lock last (its free record names the global version
-    this process knows as the head) and every table the transaction touched is a written table whose
-    marker settled (every version below it is in the log and was read), validation needs no request:
-    the head is the cached one, and each table's tail is the own marker (a version a writer that
-    ignores markers took meanwhile breaks the plan's PUT-create instead, which reverts it, as a version
-    taken after a probe does). A compatible plan is recorded with PUT-if-match on that free record:
-    success proves nobody held the lock since, so the head validated against is still the head.
-    Anything else (incompatible, other tables, the record changed) goes through the lock as usual."""
+    The free record is the one this process wrote at its last release when its head is still the newest
+    global version this process knows (warm: no request), else the one read now (1 GET; a key held by a
+    transaction: the usual way). Success of the PUT-if-match proves nobody held the key since the
+    record was written, so the head validated against is still the head (only a holder publishes).
+    Warm, with every table written behind a settled marker (every version below it in the log and
+    read, none named by the head at or past it; no blind append among several tables), validation makes
+    no request: each table's tail is its own marker (what a probe from just below it finds when nobody
+    took a version there; a version a writer that ignores markers took meanwhile breaks the plan's
+    PUT-create instead, as a version taken after a probe does). Otherwise the tails are probed as usual,
+    before the key is taken. A transaction that queued a request for group commit never gets here."""
     glog, vlock, book = core.services.glog, core.services.vlock, core.book
-    head, state = vlock.free_head(), glog.known_state()
-    if head is None or state is None or state.version != head or not accesses:
-        return None
-    for a in accesses:
-        known = state.table_version(a.table)
-        if not a.written or a.marker is None or (known is not None and known >= a.marker) or (
-                a.blind and len(accesses) > 1):  # a blind append moves past a taken version: probed as usual
+    if not accesses or any(a.marker is None and a.written for a in accesses):
+        return None  # a write without marker is placed by the usual path (next free version, foreign moves)
+    if armed("validation-key-held"):
+        return None  # a crash test pauses in state "validating", which only the usual path has
+    slot, state = vlock.free_slot(), glog.known_state()
+    warm = slot is not None and state is not None and slot.head == state.version
+    early: dict[str, tuple[int, Future[LogTail]]] = {}
+    if warm:
+        assert state is not None
+        if all(a.written and a.marker is not None and not (a.blind and len(accesses) > 1)
+               and ((known := state.table_version(a.table)) is None or known < a.marker) for a in accesses):
+            early = {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
+    else:
+        early = probe_early(core.store, accesses, own_txn=core.id)  # with the key's GET: one round trip
+        slot = vlock.peek()
+        if slot is None or slot.head is None:
             return None
-    early = {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
+        state = state if state is not None and state.version == slot.head else glog.at(slot.head)
+    assert slot is not None and state is not None
     outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id,
                                footprints=book.footprints(), early=early), core.policy)
-    if not outcome.compatible or any(v.pending or v.foreign for v in outcome.tables.values()):
-        return None
+    if not outcome.compatible:
+        return None  # decided under the key with the head read there (catch-ups, the abort's numbers)
+    _check_foreign(core, outcome)
     names = outcome.write_versions()
-    if any(names.get(a.table) != a.marker for a in accesses):
-        return None  # a marker the plan would not commit at: filled under the lock as usual
+    if any(a.marker is not None and names.get(a.table) != a.marker for a in accesses):
+        return None  # a marker the plan would not commit at: filled under the key as usual
     plan = _plan(core, writes, outcome, state)
     additions = outcome.additions()
     try:
@@ -231,7 +245,7 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
                                      fixed=frozenset(names)))
     except PartMissing:
         return None
-    held = vlock.acquire_planned(core.id, plan, state, additions=additions)
+    held = vlock.acquire_planned(core.id, plan, state, slot, additions=additions)
     if held is None:
         return None
     _emit(core, outcome, state.version + 1)
@@ -243,7 +257,7 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
         if e.rule != "R2" or e.details.get("written"):
             raise
         # A writer that ignores markers took a marker's version before anything was written: the plan is
-        # void (nothing written or published, the lock released); the usual path probes and decides.
+        # void (nothing written or published, the key released); the usual path probes and decides.
         book.decision = before
         return None
     for t, v in result.versions.items():
