@@ -130,6 +130,22 @@ class FreeSlot:
     head: int | None
 
 
+class Unread:
+    """The type of :data:`UNREAD`."""
+
+
+#: ``seen`` not given: the lock is read first
+UNREAD = Unread()
+
+
+def slot_of(found: tuple[LockRecord, str] | None) -> FreeSlot | None:
+    """The free record :meth:`ValidationLock.look` found, if it can be claimed with a plan (it names its
+    head); None for a held lock, no key, or a free record of an older release without head."""
+    if found is None or found[0].state != FREE or found[0].head is None:
+        return None
+    return FreeSlot(found[1], found[0].head)
+
+
 class ValidationLock:
     """Acquires the validation lock of a warehouse (thread-safe; one instance may serve many transactions).
 
@@ -160,6 +176,10 @@ class ValidationLock:
         found = self._read_any()
         return None if found is None or found[0].state == FREE else found
 
+    def look(self) -> tuple[LockRecord, str] | None:
+        """The record (a free one too) and its etag; None: no key. Cost: 1 GET."""
+        return self._read_any()
+
     def _read_any(self) -> tuple[LockRecord, str] | None:
         """The record (a free one too) and its etag; None: no key. Cost: 1 GET."""
         try:
@@ -178,14 +198,6 @@ class ValidationLock:
         """The head named by :meth:`free_slot` (None: unknown). No request."""
         slot = self.free_slot()
         return slot.head if slot is not None else None
-
-    def peek(self) -> "FreeSlot | None":
-        """The free record now (1 GET): None when a transaction holds the lock or there is no free
-        record to claim with a plan (no key, or its head is unknown)."""
-        found = self._read_any()
-        if found is None or found[0].state != FREE or found[0].head is None:
-            return None
-        return FreeSlot(found[1], found[0].head)
 
     def _remember_free(self, slot: "FreeSlot | None") -> None:
         with self._free_mu:
@@ -206,7 +218,7 @@ class ValidationLock:
     def acquire_planned(self, txn: str, plan: Sequence[PlannedCommit], base: GvlState, slot: "FreeSlot", *,
                         additions: Mapping[str, int] | None = None) -> "HeldLock | None":
         """Take the lock straight into state "committing" with ``plan`` (validated against ``base``), by
-        one PUT-if-match on the free record ``slot`` (:meth:`free_slot` or :meth:`peek`), whose head
+        one PUT-if-match on the free record ``slot`` (:meth:`free_slot`, or :func:`slot_of` :meth:`look`), whose head
         is ``base``.
 
         Success proves that nobody held the lock since that record was written, so ``base`` is still
@@ -242,16 +254,19 @@ class ValidationLock:
         return held
 
     def acquire_or_join(self, txn: str, queue: "Queued", *, timeout_s: float, gvl_base: int | None = None,
-                        on_wait: Callable[[LockRecord], None] | None = None) -> "HeldLock | None":
+                        on_wait: Callable[[LockRecord], None] | None = None,
+                        seen: "tuple[LockRecord, str] | None | Unread" = UNREAD) -> "HeldLock | None":
         """:meth:`acquire`, for a transaction that queues a commit request when the lock is busy
-        (group commit): ``queue.busy()`` is called once, after the first PUT-create failed, and
+        (group commit): ``queue.busy()`` is called once, when the lock is first found held, and
         ``queue.done(record)`` with every record polled (None: the lock is free) before anything is
         done with it; once it returns True the wait ends without the lock (None is returned: another
-        holder decided the transaction). Raises what :meth:`acquire` raises, and what ``queue`` raises."""
-        return self._acquire(txn, timeout_s, gvl_base, on_wait, queue)
+        holder decided the transaction). ``seen``: what :meth:`look` returned just before (saves a GET).
+        Raises what :meth:`acquire` raises, and what ``queue`` raises."""
+        return self._acquire(txn, timeout_s, gvl_base, on_wait, queue, seen)
 
     def _acquire(self, txn: str, timeout_s: float, gvl_base: int | None,
-                 on_wait: Callable[[LockRecord], None] | None, queue: "Queued | None") -> "HeldLock | None":
+                 on_wait: Callable[[LockRecord], None] | None, queue: "Queued | None",
+                 seen: "tuple[LockRecord, str] | None | Unread" = UNREAD) -> "HeldLock | None":
         deadline = time.monotonic() + timeout_s
         first_seen: dict[str, float] = {}  # etag -> when this waiter first saw it (monotonic)
         delay = self.poll_min_s
@@ -262,23 +277,28 @@ class ValidationLock:
         cap = self.poll_max_s if queue is None else min(self.poll_max_s, QUEUED_POLL_S)
         slot = self.free_slot()
         free_etag = slot.etag if slot is not None else None
+        # Without a free record of its own to claim, look first: the key exists (free or held) unless
+        # the warehouse never validated, so a blind PUT-create would only fail.
+        look = free_etag is None or not isinstance(seen, Unread)
         while True:
-            now = time.time()
-            mine = LockRecord(txn, VALIDATING, self.lease_s, now + self.lease_s, client_label(), now, gvl_base)
-            etag = self._claim(mine, free_etag)
-            if etag is not None:
-                return HeldLock(self, mine, etag, takeovers, waited=tried)
-            if not tried and queue is not None:
-                queue.busy()
-            tried = True
+            if not look:
+                now = time.time()
+                mine = LockRecord(txn, VALIDATING, self.lease_s, now + self.lease_s, client_label(), now, gvl_base)
+                etag = self._claim(mine, free_etag)
+                if etag is not None:
+                    return HeldLock(self, mine, etag, takeovers, waited=tried)
+            look = False
             while True:
-                found = self._read_any()
+                found, seen = (self._read_any(), seen) if isinstance(seen, Unread) else (seen, UNREAD)
                 if found is None or found[0].state == FREE:
                     if queue is not None and queue.done(None):
                         return None
                     free_etag = found[1] if found is not None else None
                     break  # released: claim it at once
                 rec, etag = found
+                if not tried and queue is not None:
+                    queue.busy()
+                tried = True
                 if queue is not None and queue.done(rec):
                     return None
                 seen_at = first_seen.setdefault(etag, time.monotonic())
@@ -559,4 +579,5 @@ __all__ = [
     "ValidationLock",
     "ValidationLockLost",
     "ValidationTimeout",
+    "slot_of",
 ]

@@ -30,6 +30,7 @@ from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, read_version, write_version
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import LogTail, TableAccess, ValidationOutcome, validate
+from lv_core.protocol.vlock import UNREAD, LockRecord, Unread, slot_of
 from lv_core.protocol.vqueue import outcome_of, withdraw
 from lv_core.testing import armed, crashpoint
 from lv_core.txn import cleaner
@@ -196,9 +197,11 @@ def _settled_tail(marker: int) -> Future[LogTail]:
     return done
 
 
-def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess]) -> Published | None:
+def _commit_fast(core: TxnCore, writes: Mapping[str, list],
+                 accesses: list[TableAccess]) -> tuple[Published | None, tuple[LockRecord, str] | None | Unread]:
     """Validate against the head a free validation key names, then take the key with the plan in one
-    PUT-if-match on that free record; None (nothing written) sends the commit the usual way.
+    PUT-if-match on that free record. Returns what was published, or None (nothing written: commit the
+    usual way) and the key as read here (``UNREAD``: not read).
 
     The free record is the one this process wrote at its last release when its head is still the newest
     global version this process knows (warm: no request), else the one read now (1 GET; a key held by a
@@ -212,9 +215,9 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
     before the key is taken. A transaction that queued a request for group commit never gets here."""
     glog, vlock, book = core.services.glog, core.services.vlock, core.book
     if not accesses or any(a.marker is None and a.written for a in accesses):
-        return None  # a write without marker is placed by the usual path (next free version, foreign moves)
+        return None, UNREAD  # a write without marker is placed by the usual path (next free version, moves)
     if armed("validation-key-held"):
-        return None  # a crash test pauses in state "validating", which only the usual path has
+        return None, UNREAD  # a crash test pauses in state "validating", which only the usual path has
     slot, state = vlock.free_slot(), glog.known_state()
     warm = slot is not None and state is not None and slot.head == state.version
     early: dict[str, tuple[int, Future[LogTail]]] = {}
@@ -225,29 +228,30 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
             early = {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
     else:
         early = probe_early(core.store, accesses, own_txn=core.id)  # with the key's GET: one round trip
-        slot = vlock.peek()
+        seen = vlock.look()
+        slot = slot_of(seen)
         if slot is None or slot.head is None:
-            return None
+            return None, seen
         state = state if state is not None and state.version == slot.head else glog.at(slot.head)
     assert slot is not None and state is not None
     outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id,
                                footprints=book.footprints(), early=early), core.policy)
     if not outcome.compatible:
-        return None  # decided under the key with the head read there (catch-ups, the abort's numbers)
+        return None, UNREAD  # decided under the key with the head read there (catch-ups, the abort's numbers)
     _check_foreign(core, outcome)
     names = outcome.write_versions()
     if any(a.marker is not None and names.get(a.table) != a.marker for a in accesses):
-        return None  # a marker the plan would not commit at: filled under the key as usual
+        return None, UNREAD  # a marker the plan would not commit at: filled under the key as usual
     plan = _plan(core, writes, outcome, state)
     additions = outcome.additions()
     try:
         additions.update(close_parts(core.store, state, {**names, **additions}, own_txn=core.id,
                                      fixed=frozenset(names)))
     except PartMissing:
-        return None
+        return None, UNREAD
     held = vlock.acquire_planned(core.id, plan, state, slot, additions=additions)
     if held is None:
-        return None
+        return None, UNREAD
     _emit(core, outcome, state.version + 1)
     before, book.decision = book.decision, Decision("plan", names)
     try:
@@ -259,10 +263,10 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
         # A writer that ignores markers took a marker's version before anything was written: the plan is
         # void (nothing written or published, the key released); the usual path probes and decides.
         book.decision = before
-        return None
+        return None, UNREAD
     for t, v in result.versions.items():
         book.mark_published(t, v, writes.get(t, []))
-    return Published(dict(result.versions), {}, result.gvl or state)
+    return Published(dict(result.versions), {}, result.gvl or state), UNREAD
 
 
 def commit_isolated(core: TxnCore, deadline: float) -> Published:
@@ -296,7 +300,7 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
             raise outcome.to_abort()
         return Published({}, {}, state)
 
-    fast = _commit_fast(core, writes, accesses)
+    fast, seen = _commit_fast(core, writes, accesses)
     if fast is not None:
         return fast
 
@@ -305,7 +309,7 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
 
     waiter = Waiter(core, lambda: make_request(core, writes, accesses, glog.known()), deadline)
     left = max(0.001, deadline - time.monotonic())
-    held = vlock.acquire_or_join(core.id, waiter, timeout_s=left + 3 * vlock.lease_s, on_wait=on_wait)
+    held = vlock.acquire_or_join(core.id, waiter, timeout_s=left + 3 * vlock.lease_s, on_wait=on_wait, seen=seen)
     if held is None:  # committed (or broken) in another holder's group
         assert waiter.result is not None
         return joined(core, waiter.result, writes, waiter.key)

@@ -77,9 +77,10 @@ def test_acquire_and_release(store: ObjectStore) -> None:
         assert rec.lease_expires > time.time() + 20 and not held.lost and held.takeovers == []
     assert lock.read() is None
     counts = inst.counts()
-    # acquire = 1 PUT-create, release = 1 PUT-if-match leaving a free record (+ the test's 2 reads)
-    assert (counts["PUT-create"], counts["PUT-if-match"], counts["GET"], counts["DELETE"]) == (1, 1, 2, 0)
-    assert inst.total() == 4
+    # acquire = 1 GET (no key yet) + 1 PUT-create, release = 1 PUT-if-match leaving a free record
+    # (+ the test's 2 reads)
+    assert (counts["PUT-create"], counts["PUT-if-match"], counts["GET"], counts["DELETE"]) == (1, 1, 3, 0)
+    assert inst.total() == 5
     free = LockRecord.decode(store.get(LOCK_KEY).data)
     assert (free.state, free.txn, free.head) == (FREE, "t-1", None)  # it never read nor published a head
     inst.reset()
@@ -89,7 +90,7 @@ def test_acquire_and_release(store: ObjectStore) -> None:
     other = ValidationLock(inst, lease_s=30)  # another client: reads the free record, then PUT-if-match
     inst.reset()
     with other.acquire("t-3", timeout_s=5):
-        assert (inst.counts()["PUT-create"], inst.counts()["GET"], inst.counts()["PUT-if-match"]) == (1, 1, 1)
+        assert (inst.counts()["PUT-create"], inst.counts()["GET"], inst.counts()["PUT-if-match"]) == (0, 1, 1)
 
 
 def test_mutual_exclusion_across_8_threads(store: ObjectStore) -> None:
@@ -226,10 +227,10 @@ def test_holder_commit_path_and_its_cost(store: ObjectStore) -> None:
     assert result.committed and result.versions == {"a": 1, "b": 1}
     assert result.gvl is not None and dict(result.gvl.tables) == {"a": 1, "b": 1, "c": 4} and result.gvl.txn == "me"
     c = inst.counts()
-    # lock: PUT-create, PUT-if-match (committing), PUT-if-match (free); head: GET hint + GET miss;
-    # plan: PUT-create (b) + PUT-create (a's marker version, into the log); publish: PUT-create + PUT (hint)
+    # lock: GET (no key yet), PUT-create, PUT-if-match (committing), PUT-if-match (free); head: GET hint +
+    # GET miss; plan: PUT-create (b) + PUT-create (a's marker version, into the log); publish: PUT-create + PUT
     assert (c["PUT-create"], c["PUT-if-match"], c["PUT"], c["GET"], c["DELETE"], c["HEAD"], c["LIST"]) == (
-        4, 2, 1, 2, 0, 0, 0)
+        4, 2, 1, 3, 0, 0, 0)
     free = LockRecord.decode(store.get(LOCK_KEY).data)
     assert (free.state, free.head) == (FREE, result.gvl.version) and lock.free_head() == result.gvl.version
     assert lock.read() is None and rows(store, "a") == [1] and rows(store, "b") == [2]
