@@ -216,7 +216,8 @@ class ValidationLock:
             self._remember_free(None)
 
     def acquire_planned(self, txn: str, plan: Sequence[PlannedCommit], base: GvlState, slot: "FreeSlot", *,
-                        additions: Mapping[str, int] | None = None) -> "HeldLock | None":
+                        additions: Mapping[str, int] | None = None,
+                        group: Mapping[str, Mapping[str, Any]] | None = None) -> "HeldLock | None":
         """Take the lock straight into state "committing" with ``plan`` (validated against ``base``), by
         one PUT-if-match on the free record ``slot`` (:meth:`free_slot`, or :func:`slot_of` :meth:`look`), whose head
         is ``base``.
@@ -224,12 +225,13 @@ class ValidationLock:
         Success proves that nobody held the lock since that record was written, so ``base`` is still
         the newest global version: the caller then runs :meth:`HeldLock.execute`. Returns None
         (nothing written) when the record is not that one any more: validate the usual way.
+        ``group``: queued transactions whose commits ``plan`` also holds (as for :meth:`HeldLock.commit`).
         """
         if slot.head != base.version:
             return None
         now = time.time()
         rec = LockRecord(txn, COMMITTING, self.lease_s, now + self.lease_s, client_label(), now, base.version,
-                         plan=tuple(plan), plan_txn=txn, additions=dict(additions or {}))
+                         plan=tuple(plan), plan_txn=txn, additions=dict(additions or {}), group=dict(group or {}))
         etag = self._claim(rec, slot.etag)
         return None if etag is None else HeldLock(self, rec, etag, [])
 

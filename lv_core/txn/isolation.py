@@ -228,12 +228,14 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list],
             early = {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
     else:
         early = probe_early(core.store, accesses, own_txn=core.id)  # with the key's GET: one round trip
+        queued = in_background(gather, core.store, core.id, frozenset(a.table for a in accesses))
         seen = vlock.look()
         slot = slot_of(seen)
         if slot is None or slot.head is None:
             return None, seen
         state = state if state is not None and state.version == slot.head else glog.at(slot.head)
     assert slot is not None and state is not None
+    group = serve(core.store, state, queued.result()) if not warm else Group()  # served here, as a holder would
     outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id,
                                footprints=book.footprints(), early=early), core.policy)
     if not outcome.compatible:
@@ -249,7 +251,8 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list],
                                      fixed=frozenset(names)))
     except PartMissing:
         return None, UNREAD
-    held = vlock.acquire_planned(core.id, plan, state, slot, additions=additions)
+    held = vlock.acquire_planned(core.id, plan + group.plan, state, slot, additions={**group.additions, **additions},
+                                 group=group.members)
     if held is None:
         return None, UNREAD
     _emit(core, outcome, state.version + 1)
@@ -258,12 +261,14 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list],
         with held:
             result = held.execute(state, background=cleaner.background)
     except TransactionAborted as e:
-        if e.rule != "R2" or e.details.get("written"):
+        forget(core, group)  # the group's entries were published all the same
+        if e.rule != "R2" or e.details.get("written") or group.members:
             raise
         # A writer that ignores markers took a marker's version before anything was written: the plan is
         # void (nothing written or published, the key released); the usual path probes and decides.
         book.decision = before
         return None, UNREAD
+    forget(core, group)
     for t, v in result.versions.items():
         book.mark_published(t, v, writes.get(t, []))
     return Published(dict(result.versions), {}, result.gvl or state), UNREAD

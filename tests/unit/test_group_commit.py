@@ -361,3 +361,41 @@ def test_sigkill_of_a_group_holder(tmp_path: Any, point: str) -> None:
         (grouped,) = [v for v in new if v.group]
         assert list(grouped.group) == [member_id] and grouped.txn != member_id
         assert grouped.tables["solo"] == grouped.group[member_id]["versions"]["solo"]
+
+
+def test_a_commit_that_finds_the_key_free_commits_the_queued_requests_with_its_own(tmp_path: Any,
+                                                                                    monkeypatch: Any) -> None:
+    """The fast path (validate against a free record's head, take the key with the plan) serves the
+    queue as a holder that waited would: one global version names the queued transactions too."""
+    from lv_core.protocol import vlock
+
+    tables = ["t0", "t1", "t2", "t3"]
+    lh = _setup(tmp_path, tables)
+    monkeypatch.setattr(vlock, "QUEUED_POLL_S", 5.0)  # the queued owners look again only seconds later
+    blocker = lh.validation_lock.acquire("blocker", timeout_s=5)
+    txns = {}
+
+    def commit(t: str) -> Any:
+        txn = Lakehouse(lh.store, lease_s=30.0, poll_min_s=2.0, poll_max_s=5.0).begin("serializable", timeout_s=60)
+        txns[t] = txn
+        add_kv(txn, t, 1, 1.0)
+        return txn.commit()
+
+    threads, out = _run([lambda t=t: commit(t) for t in tables[:3]])
+    _await(lambda: len(_queued(lh.store)) == 3, "three committers to queue their requests")
+    before = lh.global_log.head()
+    fast = Lakehouse(lh.store, lease_s=30.0).begin("serializable", timeout_s=60)
+    add_kv(fast, "t3", 1, 1.0)
+    blocker.head = before.version  # the free record names the head, as a holder's release does
+    blocker.release()
+    res = fast.commit()
+    new = _versions(lh)[before.version + 1:]
+    assert len(new) == 1 and new[0].txn == fast.id and res.gvl_version == new[0].version
+    assert {txns[t].id for t in tables[:3]} == set(new[0].group)
+    for th in threads:
+        th.join(60)
+    assert all(not isinstance(r, BaseException) for r in out.values()), out
+    for t in tables:
+        assert committed_kv(lh, t) == {1: 1.0, 2: 0.0}
+    cleaner.drain(30)
+    assert _queued(lh.store) == []
