@@ -68,6 +68,9 @@ log = logging.getLogger(__name__)
 
 #: A waiter that queued a commit request polls at least this often (its outcome may be published any time).
 QUEUED_POLL_S = 0.05
+#: How long after finding the lock held (or losing a claim) a client queues at once instead of trying
+#: to take the lock with its plan (:meth:`ValidationLock.contended`).
+CONTENDED_S = 2.0
 #: How many times the holder retries a plan whose requests failed before leaving it to a roll forward.
 PLAN_ATTEMPTS = 3
 
@@ -170,6 +173,7 @@ class ValidationLock:
         self.skew_s = lease_s if skew_s is None else skew_s
         self._free_mu = threading.Lock()
         self._free: FreeSlot | None = None  # the free record this instance wrote last
+        self._contended_until = 0.0  # monotonic: until then, commits of this instance go the usual way
 
     def read(self) -> tuple[LockRecord, str] | None:
         """The current record and its etag, or None when nobody holds the lock. Cost: 1 GET."""
@@ -198,6 +202,16 @@ class ValidationLock:
         """The head named by :meth:`free_slot` (None: unknown). No request."""
         slot = self.free_slot()
         return slot.head if slot is not None else None
+
+    def contended(self) -> bool:
+        """Whether this instance recently found the lock held or lost a claim with a plan: then taking
+        it with a plan would mostly fail (others validate all the time) and queueing at once (group
+        commit) is faster. No request."""
+        return time.monotonic() < self._contended_until
+
+    def note_contention(self) -> None:
+        """The lock was found held, or a claim with a plan lost: see :meth:`contended`."""
+        self._contended_until = time.monotonic() + CONTENDED_S
 
     def _remember_free(self, slot: "FreeSlot | None") -> None:
         with self._free_mu:
@@ -233,7 +247,10 @@ class ValidationLock:
         rec = LockRecord(txn, COMMITTING, self.lease_s, now + self.lease_s, client_label(), now, base.version,
                          plan=tuple(plan), plan_txn=txn, additions=dict(additions or {}), group=dict(group or {}))
         etag = self._claim(rec, slot.etag)
-        return None if etag is None else HeldLock(self, rec, etag, [])
+        if etag is None:
+            self.note_contention()
+            return None
+        return HeldLock(self, rec, etag, [])
 
     def acquire(self, txn: str, *, timeout_s: float, gvl_base: int | None = None,
                 on_wait: Callable[[LockRecord], None] | None = None) -> "HeldLock":
@@ -288,7 +305,7 @@ class ValidationLock:
                 mine = LockRecord(txn, VALIDATING, self.lease_s, now + self.lease_s, client_label(), now, gvl_base)
                 etag = self._claim(mine, free_etag)
                 if etag is not None:
-                    return HeldLock(self, mine, etag, takeovers, waited=tried)
+                    return HeldLock(self, mine, etag, takeovers, waited=tried or self.contended())
             look = False
             while True:
                 found, seen = (self._read_any(), seen) if isinstance(seen, Unread) else (seen, UNREAD)
@@ -298,8 +315,10 @@ class ValidationLock:
                     free_etag = found[1] if found is not None else None
                     break  # released: claim it at once
                 rec, etag = found
-                if not tried and queue is not None:
-                    queue.busy()
+                if not tried:
+                    self.note_contention()
+                    if queue is not None:
+                        queue.busy()
                 tried = True
                 if queue is not None and queue.done(rec):
                     return None

@@ -30,7 +30,7 @@ from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, read_version, write_version
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import LogTail, TableAccess, ValidationOutcome, validate
-from lv_core.protocol.vlock import UNREAD, LockRecord, Unread, slot_of
+from lv_core.protocol.vlock import FREE, UNREAD, LockRecord, Unread, slot_of
 from lv_core.protocol.vqueue import outcome_of, withdraw
 from lv_core.testing import armed, crashpoint
 from lv_core.txn import cleaner
@@ -218,6 +218,8 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list],
         return None, UNREAD  # a write without marker is placed by the usual path (next free version, moves)
     if armed("validation-key-held"):
         return None, UNREAD  # a crash test pauses in state "validating", which only the usual path has
+    if vlock.contended():
+        return None, UNREAD  # others validate all the time: queue at once (group commit)
     slot, state = vlock.free_slot(), glog.known_state()
     warm = slot is not None and state is not None and slot.head == state.version
     early: dict[str, tuple[int, Future[LogTail]]] = {}
@@ -232,6 +234,8 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list],
         seen = vlock.look()
         slot = slot_of(seen)
         if slot is None or slot.head is None:
+            if seen is not None and seen[0].state != FREE:
+                vlock.note_contention()
             return None, seen
         state = state if state is not None and state.version == slot.head else glog.at(slot.head)
     assert slot is not None and state is not None
