@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from lv_core.protocol.commitplan import InvalidPlan, PlannedCommit, parse_group, parse_plan
+from lv_core.protocol.commitplan import InvalidPlan, PlannedCommit, PlanResult, parse_group, parse_plan
 from lv_core.protocol.layout import LV_ROOT, client_label
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,8 @@ class LockRecord:
             (only taken over after its lease, and rolled back). Never encoded.
         invalid_reason: why (for logs).
         head: in a "free" record, the newest global version when it was released (None: unknown).
+        queued: in a "free" record, whether commit requests were queued (group commit) while it was held:
+            the releaser then does not take it again without serving them (no starving the queue).
         nonce: makes every free record's bytes unique (S3 etags are content hashes).
     """
 
@@ -71,13 +73,15 @@ class LockRecord:
     invalid_reason: str = ""
     head: int | None = None
     nonce: str = ""
+    queued: bool = False
 
     def encode(self) -> bytes:
         if self.invalid:
             raise ValueError("an invalid lock record (malformed plan) must not be written back")
         if self.state == FREE:
             return json.dumps({"txn": self.txn, "state": FREE, "client": self.client, "released": self.acquired,
-                               "head": self.head, "nonce": self.nonce}, separators=(",", ":")).encode()
+                               "head": self.head, "queued": self.queued, "nonce": self.nonce},
+                              separators=(",", ":")).encode()
         body: dict[str, Any] = {
             "txn": self.txn, "state": self.state, "lease_s": self.lease_s, "lease_expires": self.lease_expires,
             "client": self.client, "acquired": self.acquired, "gvl_base": self.gvl_base,
@@ -118,7 +122,7 @@ class LockRecord:
                 return cls(txn=str(b.get("txn") or ""), state=FREE, lease_s=0.0, lease_expires=0.0,
                            client=str(b.get("client") or ""), acquired=float(b.get("released") or 0.0),
                            head=head if isinstance(head, int) and not isinstance(head, bool) and head >= -1 else None,
-                           nonce=str(b.get("nonce") or ""))
+                           nonce=str(b.get("nonce") or ""), queued=b.get("queued") is not False)
             if state not in (VALIDATING, COMMITTING):
                 raise ValueError(state)
             head = cls(
@@ -156,9 +160,55 @@ def _decode_cached(data: bytes) -> LockRecord:
     return LockRecord._parse(data)
 
 
-def free_record(txn: str, head: int | None) -> LockRecord:
-    """The record a holder leaves when it releases the lock (``head``: the newest global version it knows)."""
-    return LockRecord(txn, FREE, 0.0, 0.0, client_label(), time.time(), head=head, nonce=secrets.token_hex(8))
+@dataclass(frozen=True)
+class FreeSlot:
+    """A free record of the lock: its etag (to claim it with PUT-if-match) and the head it names."""
+
+    etag: str
+    head: int | None
+    queued: bool = True  # requests were (or may have been) queued while it was held
 
 
-__all__ = ["COMMITTING", "FREE", "LOCK_KEY", "VALIDATING", "LockRecord", "free_record"]
+class Unread:
+    """The type of :data:`UNREAD`."""
+
+
+#: ``seen`` not given: the lock is read first
+UNREAD = Unread()
+
+
+def slot_of(found: tuple[LockRecord, str] | None) -> FreeSlot | None:
+    """The free record :meth:`ValidationLock.look` found, if it can be claimed with a plan (it names its
+    head); None for a held lock, no key, or a free record of an older release without head."""
+    if found is None or found[0].state != FREE or found[0].head is None:
+        return None
+    return FreeSlot(found[1], found[0].head, found[0].queued)
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """A lock taken over from a crashed holder.
+
+    Attributes:
+        previous_txn, previous_state: the record found expired.
+        action: "rolled-back" (was validating: nothing to do), "rolled-forward" (its plan is now
+            committed and published), "plan-rolled-back" (its plan broke, see ``result``),
+            "invalid-plan-rolled-back" (was committing a malformed plan: it was not executed).
+        result: the roll forward's outcome (None for "rolled-back" and "invalid-plan-rolled-back").
+    """
+
+    previous_txn: str
+    previous_state: str
+    action: str
+    result: PlanResult | None = None
+
+
+def free_record(txn: str, head: int | None, queued: bool = True) -> LockRecord:
+    """The record a holder leaves when it releases the lock (``head``: the newest global version it knows;
+    ``queued``: requests were (or may have been) queued meanwhile)."""
+    return LockRecord(txn, FREE, 0.0, 0.0, client_label(), time.time(), head=head, nonce=secrets.token_hex(8),
+                      queued=queued)
+
+
+__all__ = ["COMMITTING", "FREE", "LOCK_KEY", "UNREAD", "VALIDATING", "FreeSlot", "LockRecord", "Takeover", "Unread",
+           "free_record", "slot_of"]

@@ -36,17 +36,19 @@ Release overwrites the record with a "free" one (PUT-if-match on the holder's et
 was taken over changes nothing) naming the newest global version the holder knows. Only a holder
 publishes global versions, so when the next PUT-if-match on the etag of that free record succeeds,
 nobody held the lock in between and the head is still the one it names: a process that released the
-lock last (:meth:`ValidationLock.free_head`) validates against its cached head without reading the
+lock last (:meth:`ValidationLock.free_slot`) validates against its cached head without reading the
 log, and takes the lock with its plan in one request (:meth:`ValidationLock.acquire_planned`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
 import time
-from dataclasses import dataclass, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from lv_core.errors import (
@@ -60,7 +62,20 @@ from lv_core.errors import (
 from lv_core.protocol.commitplan import PlannedCommit, PlanResult, execute_plan
 from lv_core.protocol.gvl import GlobalLog, GlobalLogConflict, GlobalVersionNotFound, GvlState
 from lv_core.protocol.layout import client_label
-from lv_core.protocol.lockrecord import COMMITTING, FREE, LOCK_KEY, VALIDATING, LockRecord, free_record
+from lv_core.protocol.lockrecord import (
+    COMMITTING,
+    FREE,
+    LOCK_KEY,
+    UNREAD,
+    VALIDATING,
+    FreeSlot,
+    LockRecord,
+    Takeover,
+    Unread,
+    free_record,
+    slot_of,
+)
+from lv_core.protocol.vqueue import any_queued
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
 from lv_core.testing import crashpoint
 
@@ -97,24 +112,6 @@ class CommitPending(TransactionError):
     """
 
 
-@dataclass(frozen=True)
-class Takeover:
-    """A lock taken over from a crashed holder.
-
-    Attributes:
-        previous_txn, previous_state: the record found expired.
-        action: "rolled-back" (was validating: nothing to do), "rolled-forward" (its plan is now
-            committed and published), "plan-rolled-back" (its plan broke, see ``result``),
-            "invalid-plan-rolled-back" (was committing a malformed plan: it was not executed).
-        result: the roll forward's outcome (None for "rolled-back" and "invalid-plan-rolled-back").
-    """
-
-    previous_txn: str
-    previous_state: str
-    action: str
-    result: PlanResult | None = None
-
-
 class Queued(Protocol):
     """A waiter that queued a commit request (see :meth:`ValidationLock.acquire_or_join`)."""
 
@@ -124,29 +121,13 @@ class Queued(Protocol):
     def done(self, record: "LockRecord | None") -> bool:
         """Whether the wait is over (the request was decided by a holder); ``record``: the lock now."""
 
-
-@dataclass(frozen=True)
-class FreeSlot:
-    """A free record of the lock: its etag (to claim it with PUT-if-match) and the head it names."""
-
-    etag: str
-    head: int | None
+    def free(self, found: "tuple[LockRecord, str]") -> "bool | None":
+        """The lock is free (``found``: its free record and etag): True when the wait is over (the
+        transaction was decided here, e.g. committed by taking the lock with its plan); False when the
+        lock was taken meanwhile (look again); None to take it as usual."""
 
 
-class Unread:
-    """The type of :data:`UNREAD`."""
-
-
-#: ``seen`` not given: the lock is read first
-UNREAD = Unread()
-
-
-def slot_of(found: tuple[LockRecord, str] | None) -> FreeSlot | None:
-    """The free record :meth:`ValidationLock.look` found, if it can be claimed with a plan (it names its
-    head); None for a held lock, no key, or a free record of an older release without head."""
-    if found is None or found[0].state != FREE or found[0].head is None:
-        return None
-    return FreeSlot(found[1], found[0].head)
+_LOOK = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lv-vq-look")
 
 
 class ValidationLock:
@@ -197,11 +178,6 @@ class ValidationLock:
         was seen since, or none was written). No request."""
         with self._free_mu:
             return self._free
-
-    def free_head(self) -> int | None:
-        """The head named by :meth:`free_slot` (None: unknown). No request."""
-        slot = self.free_slot()
-        return slot.head if slot is not None else None
 
     def contended(self) -> bool:
         """Whether this instance recently found the lock held or lost a claim with a plan: then taking
@@ -312,6 +288,12 @@ class ValidationLock:
                 if found is None or found[0].state == FREE:
                     if queue is not None and queue.done(None):
                         return None
+                    if queue is not None and found is not None:
+                        decided = queue.free(found)
+                        if decided:
+                            return None
+                        if decided is False:
+                            continue  # taken meanwhile: look again
                     free_etag = found[1] if found is not None else None
                     break  # released: claim it at once
                 rec, etag = found
@@ -426,6 +408,9 @@ class HeldLock:
         #: record names it at release (None: unknown)
         self.head: int | None = None
         self._stop = threading.Event()
+        # whether commit requests are queued while it is held (1 LIST, in the background): the free
+        # record says so, so that this process does not take it again without serving them
+        self._queued = _LOOK.submit(any_queued, lock.store)
         self._thread = threading.Thread(target=self._renew_loop, name=f"lv-vlock-{self.txn[-8:]}", daemon=True)
         self._thread.start()
 
@@ -535,13 +520,16 @@ class HeldLock:
             self._active = False
             if self._lost:
                 return
+            queued = True  # unknown: the next commit of this process serves the queue
+            with contextlib.suppress(Exception):
+                queued = self._queued.result()
             try:
-                freed = free_record(self.txn, self.head).encode()
+                freed = free_record(self.txn, self.head, queued).encode()
                 etag = self.lock.store.put(LOCK_KEY, freed, mode=IfMatch(self._etag))
             except (PreconditionFailed, NotFound):
                 self._lost = True
                 return
-            self.lock._remember_free(FreeSlot(etag, self.head))
+            self.lock._remember_free(FreeSlot(etag, self.head, queued))
 
     # ------------------------------------------------------------------ internals
     def _transition(self, rec: LockRecord) -> None:

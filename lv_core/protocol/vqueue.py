@@ -143,6 +143,11 @@ def put_request(store: ObjectStore, req: Request) -> None:
     store.put(req.key, req.encode(), mode=OVERWRITE)
 
 
+def any_queued(store: ObjectStore) -> bool:
+    """Whether any request is queued (1 LIST)."""
+    return any(True for _ in store.list(VQ_PREFIX))
+
+
 def withdraw(store: ObjectStore, key: str) -> None:
     """Remove a request (1 DELETE; a missing one is fine)."""
     store.delete(key)
@@ -193,5 +198,5 @@ def outcome_of(glog: GlobalLog, txn: str, after: int,
     return None
 
 
-__all__ = ["MAX_GROUP", "MAX_TAGS", "VQ_PREFIX", "Request", "RequestCommit", "outcome_of", "parse_key", "pending",
-           "put_request", "request_key", "tag", "withdraw"]
+__all__ = ["MAX_GROUP", "MAX_TAGS", "VQ_PREFIX", "Request", "RequestCommit", "any_queued", "outcome_of", "parse_key",
+           "pending", "put_request", "request_key", "tag", "withdraw"]

@@ -83,6 +83,10 @@ class Waiter:
         self.queued = False
         self.key = ""  # of the queued request
         self.result: tuple[GvlState, Mapping[str, Any]] | None = None
+        #: what the transaction published itself by taking a free lock with its plan (see :meth:`free`)
+        self.published: Any = None
+        #: (found) -> decided here (True), lock taken meanwhile (False), take it as usual (None)
+        self.on_free: Callable[[tuple[LockRecord, str]], bool | None] = lambda _found: None
         self._session: Any = _UNSET
         self._withdrawn_in: Any = _UNSET
 
@@ -115,6 +119,11 @@ class Waiter:
                     return True
                 self._timeout(record)
         return False
+
+    def free(self, found: tuple[LockRecord, str]) -> bool | None:
+        if not self.queued or self._withdrawn_in is not _UNSET:
+            return None
+        return self.on_free(found)
 
     def _found(self) -> bool:
         self.result = outcome_of(self.core.services.glog, self.core.id, self.known)

@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import time
 from concurrent.futures import Future
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from lv_core import events as ev
 from lv_core.delta.actions import decode_commit
@@ -30,7 +30,7 @@ from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, read_version, write_version
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import LogTail, TableAccess, ValidationOutcome, validate
-from lv_core.protocol.vlock import FREE, UNREAD, LockRecord, Unread, slot_of
+from lv_core.protocol.vlock import FREE, UNREAD, FreeSlot, LockRecord, Unread, slot_of
 from lv_core.protocol.vqueue import outcome_of, withdraw
 from lv_core.testing import armed, crashpoint
 from lv_core.txn import cleaner
@@ -197,11 +197,16 @@ def _settled_tail(marker: int) -> Future[LogTail]:
     return done
 
 
-def _commit_fast(core: TxnCore, writes: Mapping[str, list],
-                 accesses: list[TableAccess]) -> tuple[Published | None, tuple[LockRecord, str] | None | Unread]:
+class _Fast(NamedTuple):
+    published: Published | None  # None: nothing written, commit the usual way
+    seen: tuple[LockRecord, str] | None | Unread = UNREAD  # the key as read here
+    lost: bool = False  # the key was taken by another between the look and the claim
+
+
+def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], *,
+                 given: tuple[FreeSlot, GvlState] | None = None, own_request: str | None = None) -> _Fast:
     """Validate against the head a free validation key names, then take the key with the plan in one
-    PUT-if-match on that free record. Returns what was published, or None (nothing written: commit the
-    usual way) and the key as read here (``UNREAD``: not read).
+    PUT-if-match on that free record (see :class:`_Fast` for what it returns).
 
     The free record is the one this process wrote at its last release when its head is still the newest
     global version this process knows (warm: no request), else the one read now (1 GET; a key held by a
@@ -212,18 +217,27 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list],
     no request: each table's tail is its own marker (what a probe from just below it finds when nobody
     took a version there; a version a writer that ignores markers took meanwhile breaks the plan's
     PUT-create instead, as a version taken after a probe does). Otherwise the tails are probed as usual,
-    before the key is taken. A transaction that queued a request for group commit never gets here."""
+    before the key is taken. Cold, the requests queued for group commit are served as a holder would.
+
+    ``given``: a queued transaction that found the key free (its free record, and the head it names);
+    ``own_request``: its request, withdrawn once the key is taken (a committed request left behind
+    fails R3 for any later holder: the head names its tables at its markers)."""
     glog, vlock, book = core.services.glog, core.services.vlock, core.book
     if not accesses or any(a.marker is None and a.written for a in accesses):
-        return None, UNREAD  # a write without marker is placed by the usual path (next free version, moves)
+        return _Fast(None)  # a write without marker is placed by the usual path (next free version, moves)
     if armed("validation-key-held"):
-        return None, UNREAD  # a crash test pauses in state "validating", which only the usual path has
-    if vlock.contended():
-        return None, UNREAD  # others validate all the time: queue at once (group commit)
-    slot, state = vlock.free_slot(), glog.known_state()
-    warm = slot is not None and state is not None and slot.head == state.version
+        return _Fast(None)  # a crash test pauses in state "validating", which only the usual path has
+    if given is None and vlock.contended():
+        return _Fast(None)  # others validate all the time: queue at once (group commit)
+    slot, state = given if given is not None else (vlock.free_slot(), glog.known_state())
+    warm = (given is None and slot is not None and not slot.queued and state is not None
+            and slot.head == state.version)  # (requests queued: serve them, cold)
     early: dict[str, tuple[int, Future[LogTail]]] = {}
-    if warm:
+    queued: Future[list] | None = None
+    if given is not None:
+        early = probe_early(core.store, accesses, own_txn=core.id)
+        queued = in_background(gather, core.store, core.id, frozenset(a.table for a in accesses))
+    elif warm:
         assert state is not None
         if all(a.written and a.marker is not None and not (a.blind and len(accesses) > 1)
                and ((known := state.table_version(a.table)) is None or known < a.marker) for a in accesses):
@@ -236,29 +250,31 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list],
         if slot is None or slot.head is None:
             if seen is not None and seen[0].state != FREE:
                 vlock.note_contention()
-            return None, seen
+            return _Fast(None, seen)
         state = state if state is not None and state.version == slot.head else glog.at(slot.head)
     assert slot is not None and state is not None
-    group = serve(core.store, state, queued.result()) if not warm else Group()  # served here, as a holder would
+    group = serve(core.store, state, queued.result()) if queued is not None else Group()  # as a holder would
     outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id,
                                footprints=book.footprints(), early=early), core.policy)
     if not outcome.compatible:
-        return None, UNREAD  # decided under the key with the head read there (catch-ups, the abort's numbers)
+        return _Fast(None)  # decided under the key with the head read there (catch-ups, the abort's numbers)
     _check_foreign(core, outcome)
     names = outcome.write_versions()
     if any(a.marker is not None and names.get(a.table) != a.marker for a in accesses):
-        return None, UNREAD  # a marker the plan would not commit at: filled under the key as usual
+        return _Fast(None)  # a marker the plan would not commit at: filled under the key as usual
     plan = _plan(core, writes, outcome, state)
     additions = outcome.additions()
     try:
         additions.update(close_parts(core.store, state, {**names, **additions}, own_txn=core.id,
                                      fixed=frozenset(names)))
     except PartMissing:
-        return None, UNREAD
+        return _Fast(None)
     held = vlock.acquire_planned(core.id, plan + group.plan, state, slot, additions={**group.additions, **additions},
                                  group=group.members)
     if held is None:
-        return None, UNREAD
+        return _Fast(None, lost=True)
+    if own_request:
+        cleaner.background(f"validation request of {core.id}", lambda: withdraw(core.store, own_request))
     _emit(core, outcome, state.version + 1)
     before, book.decision = book.decision, Decision("plan", names)
     try:
@@ -271,11 +287,11 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list],
         # A writer that ignores markers took a marker's version before anything was written: the plan is
         # void (nothing written or published, the key released); the usual path probes and decides.
         book.decision = before
-        return None, UNREAD
+        return _Fast(None)
     forget(core, group)
     for t, v in result.versions.items():
         book.mark_published(t, v, writes.get(t, []))
-    return Published(dict(result.versions), {}, result.gvl or state), UNREAD
+    return _Fast(Published(dict(result.versions), {}, result.gvl or state))
 
 
 def commit_isolated(core: TxnCore, deadline: float) -> Published:
@@ -309,17 +325,42 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
             raise outcome.to_abort()
         return Published({}, {}, state)
 
-    fast, seen = _commit_fast(core, writes, accesses)
-    if fast is not None:
-        return fast
+    fast = _commit_fast(core, writes, accesses)
+    if fast.published is not None:
+        return fast.published
 
     def on_wait(rec: Any) -> None:
         core.events.emit(ev.Waiting(core.id, table="validation lock", version=-1, on_txn=getattr(rec, "txn", "?")))
 
     waiter = Waiter(core, lambda: make_request(core, writes, accesses, glog.known()), deadline)
+
+    def on_free(found: tuple[LockRecord, str]) -> bool | None:
+        """Queued, and the key is free: committed by a holder before (its outcome is published up to the
+        head the free record names), else take the key with the plan, serving the queue."""
+        slot = slot_of(found)
+        if slot is None or slot.head is None:
+            return None
+        known = glog.known_state()
+        state = known if known is not None and known.version == slot.head else glog.at(slot.head)
+        waiter.result = outcome_of(glog, core.id, waiter.known, head=state)
+        if waiter.result is not None:
+            return True
+        try:
+            fast = _commit_fast(core, writes, accesses, given=(slot, state), own_request=waiter.key)
+        except BaseException:  # aborted: no holder may commit the request of a transaction that gives up
+            with contextlib.suppress(LvError):
+                withdraw(core.store, waiter.key)
+            raise
+        waiter.published = fast.published
+        return True if fast.published is not None else (False if fast.lost else None)
+
+    waiter.on_free = on_free
     left = max(0.001, deadline - time.monotonic())
-    held = vlock.acquire_or_join(core.id, waiter, timeout_s=left + 3 * vlock.lease_s, on_wait=on_wait, seen=seen)
-    if held is None:  # committed (or broken) in another holder's group
+    held = vlock.acquire_or_join(core.id, waiter, timeout_s=left + 3 * vlock.lease_s, on_wait=on_wait,
+                                 seen=fast.seen)
+    if held is None:  # committed (or broken) in another holder's group, or by taking the key with its plan
+        if waiter.published is not None:
+            return waiter.published
         assert waiter.result is not None
         return joined(core, waiter.result, writes, waiter.key)
     with held:

@@ -77,16 +77,18 @@ def test_acquire_and_release(store: ObjectStore) -> None:
         assert rec.lease_expires > time.time() + 20 and not held.lost and held.takeovers == []
     assert lock.read() is None
     counts = inst.counts()
-    # acquire = 1 GET (no key yet) + 1 PUT-create, release = 1 PUT-if-match leaving a free record
-    # (+ the test's 2 reads)
-    assert (counts["PUT-create"], counts["PUT-if-match"], counts["GET"], counts["DELETE"]) == (1, 1, 3, 0)
-    assert inst.total() == 5
+    # acquire = 1 GET (no key yet) + 1 PUT-create, release = 1 PUT-if-match leaving a free record, and
+    # 1 LIST of the commit requests queued meanwhile (+ the test's 2 reads)
+    assert (counts["PUT-create"], counts["PUT-if-match"], counts["GET"], counts["DELETE"], counts["LIST"]) == (
+        1, 1, 3, 0, 1)
+    assert inst.total() == 6
     free = LockRecord.decode(store.get(LOCK_KEY).data)
-    assert (free.state, free.txn, free.head) == (FREE, "t-1", None)  # it never read nor published a head
+    # it never read nor published a head; nothing was queued
+    assert (free.state, free.txn, free.head, free.queued) == (FREE, "t-1", None, False)
     inst.reset()
     with lock.acquire("t-2", timeout_s=5):  # over the free record it wrote itself: 1 PUT-if-match, no read
         pass
-    assert (inst.counts()["PUT-if-match"], inst.total()) == (2, 2)
+    assert (inst.counts()["PUT-if-match"], inst.counts()["LIST"], inst.total()) == (2, 1, 3)
     other = ValidationLock(inst, lease_s=30)  # another client: reads the free record, then PUT-if-match
     inst.reset()
     with other.acquire("t-3", timeout_s=5):
@@ -229,10 +231,11 @@ def test_holder_commit_path_and_its_cost(store: ObjectStore) -> None:
     c = inst.counts()
     # lock: GET (no key yet), PUT-create, PUT-if-match (committing), PUT-if-match (free); head: GET hint +
     # GET miss; plan: PUT-create (b) + PUT-create (a's marker version, into the log); publish: PUT-create + PUT
+    # (+ 1 LIST in the background: were commit requests queued while it was held?)
     assert (c["PUT-create"], c["PUT-if-match"], c["PUT"], c["GET"], c["DELETE"], c["HEAD"], c["LIST"]) == (
-        4, 2, 1, 3, 0, 0, 0)
+        4, 2, 1, 3, 0, 0, 1)
     free = LockRecord.decode(store.get(LOCK_KEY).data)
-    assert (free.state, free.head) == (FREE, result.gvl.version) and lock.free_head() == result.gvl.version
+    assert (free.state, free.head) == (FREE, result.gvl.version) and lock.free_slot().head == result.gvl.version
     assert lock.read() is None and rows(store, "a") == [1] and rows(store, "b") == [2]
     assert GlobalLog(store).head() == result.gvl
 
