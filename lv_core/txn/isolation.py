@@ -251,7 +251,10 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
             if seen is not None and seen[0].state != FREE:
                 vlock.note_contention()
             return _Fast(None, seen)
-        state = state if state is not None and state.version == slot.head else glog.at(slot.head)
+        try:
+            state = state if state is not None and state.version == slot.head else glog.at(slot.head)
+        except LvError:  # a free record naming a version that is not there: the usual path reads the head
+            return _Fast(None, seen)
     assert slot is not None and state is not None
     group = serve(core.store, state, queued.result()) if queued is not None else Group()  # as a holder would
     outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id,
@@ -341,7 +344,10 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
         if slot is None or slot.head is None:
             return None
         known = glog.known_state()
-        state = known if known is not None and known.version == slot.head else glog.at(slot.head)
+        try:
+            state = known if known is not None and known.version == slot.head else glog.at(slot.head)
+        except LvError:  # a free record naming a version that is not there: take the key as usual
+            return None
         waiter.result = outcome_of(glog, core.id, waiter.known, head=state)
         if waiter.result is not None:
             return True

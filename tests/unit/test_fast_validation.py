@@ -155,3 +155,17 @@ def test_a_process_that_saw_requests_queued_serves_the_queue_before_taking_the_k
     assert LockRecord.decode(store.get(LOCK_KEY).data).queued is False
     c = _commit_counts(store, _transfer(lh, 1))
     assert c["GET"] == 0, c  # warm again
+
+
+def test_a_free_record_naming_a_missing_head_sends_the_commit_the_usual_way(tmp_path):
+    from lv_core.protocol.lockrecord import free_record
+
+    store, lh = _warm(tmp_path)
+    head = lh.global_state().version
+    store.put(LOCK_KEY, free_record("foreign", head + 5, queued=False).encode())  # a head never published
+    cold = Lakehouse(store, lease_s=5.0)
+    txn = _transfer(cold, 1)
+    txn.commit()
+    state = lh.global_state()
+    assert state.version == head + 1 and state.txn == txn.id and committed_kv(lh, "x") == {1: 99.0}
+    assert LockRecord.decode(store.get(LOCK_KEY).data).head == head + 1
