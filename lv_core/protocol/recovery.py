@@ -271,7 +271,7 @@ class _References:
 
 
 def _clear_expired_lock(store: ObjectStore, lease_grace_s: float, now: float) -> str:
-    """An expired validation key (its holder crashed, or its release's DELETE failed) is taken over
+    """An expired validation key (its holder crashed, or its release failed) is taken over
     the way the next validator would (a recorded plan rolled forward, else rolled back) and released.
     Returns what happened ("" when there is no key, or its holder may still be alive)."""
     from lv_core.protocol.vlock import ValidationLock
