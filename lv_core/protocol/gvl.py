@@ -172,7 +172,7 @@ class GlobalLog:
     def at(self, version: int) -> GvlState:
         """Global version ``version`` (time travel: the whole lakehouse as of that version).
 
-        ``at(-1)`` is the empty log. Cost: 1 GET (0 when cached).
+        ``at(-1)`` is the empty log. Cost: 1 GET (0 when cached, or the newest version this instance saw).
 
         Raises:
             GlobalVersionNotFound: that version was never published.
@@ -184,6 +184,8 @@ class GlobalLog:
             raise GlobalVersionNotFound(f"global version {version} does not exist")
         with self._lock:
             cached = self._cache.get(version)
+            if cached is None and self._known is not None and self._known.version == version:
+                cached = self._known  # the head this instance saw last
         if cached is not None:
             return cached
         state = self._get(version)

@@ -234,17 +234,15 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
             and slot.head == state.version)  # (requests queued: serve them, cold)
     early: dict[str, tuple[int, Future[LogTail]]] = {}
     queued: Future[list] | None = None
-    if given is not None:
-        early = probe_early(core.store, accesses, own_txn=core.id)
-        queued = in_background(gather, core.store, core.id, frozenset(a.table for a in accesses))
-    elif warm:
+    if warm:
         assert state is not None
         if all(a.written and a.marker is not None and not (a.blind and len(accesses) > 1)
                and ((known := state.table_version(a.table)) is None or known < a.marker) for a in accesses):
             early = {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
-    else:
-        early = probe_early(core.store, accesses, own_txn=core.id)  # with the key's GET: one round trip
+    else:  # the tails and the queue are read in the round trip of the key's GET (or right after it)
+        early = probe_early(core.store, accesses, own_txn=core.id)
         queued = in_background(gather, core.store, core.id, frozenset(a.table for a in accesses))
+    if given is None and not warm:
         seen = vlock.look()
         slot = slot_of(seen)
         if slot is None or slot.head is None:
@@ -252,7 +250,7 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
                 vlock.note_contention()
             return _Fast(None, seen)
         try:
-            state = state if state is not None and state.version == slot.head else glog.at(slot.head)
+            state = glog.at(slot.head)  # the head this process knows: no request
         except LvError:  # a free record naming a version that is not there: the usual path reads the head
             return _Fast(None, seen)
     assert slot is not None and state is not None
@@ -343,9 +341,8 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
         slot = slot_of(found)
         if slot is None or slot.head is None:
             return None
-        known = glog.known_state()
         try:
-            state = known if known is not None and known.version == slot.head else glog.at(slot.head)
+            state = glog.at(slot.head)
         except LvError:  # a free record naming a version that is not there: take the key as usual
             return None
         waiter.result = outcome_of(glog, core.id, waiter.known, head=state)
