@@ -42,25 +42,16 @@ log, and takes the lock with its plan in one request (:meth:`ValidationLock.acqu
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from lv_core.errors import (
-    AlreadyExists,
-    NotFound,
-    PreconditionFailed,
-    StorageError,
-    TransactionAborted,
-    TransactionError,
-)
-from lv_core.protocol.commitplan import PlannedCommit, PlanResult, execute_plan
-from lv_core.protocol.gvl import GlobalLog, GlobalLogConflict, GlobalVersionNotFound, GvlState
+from lv_core.errors import AlreadyExists, NotFound, PreconditionFailed, TransactionAborted
+from lv_core.protocol.commitplan import PlannedCommit
+from lv_core.protocol.gvl import GlobalLog, GvlState
+from lv_core.protocol.heldlock import CommitPending, HeldLock, ValidationLockLost, take_over
 from lv_core.protocol.layout import client_label
 from lv_core.protocol.lockrecord import (
     COMMITTING,
@@ -72,12 +63,9 @@ from lv_core.protocol.lockrecord import (
     LockRecord,
     Takeover,
     Unread,
-    free_record,
     slot_of,
 )
-from lv_core.protocol.vqueue import any_queued
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
-from lv_core.testing import crashpoint
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +74,6 @@ QUEUED_POLL_S = 0.05
 #: How long after finding the lock held (or losing a claim) a client queues at once instead of trying
 #: to take the lock with its plan (:meth:`ValidationLock.contended`).
 CONTENDED_S = 2.0
-#: How many times the holder retries a plan whose requests failed before leaving it to a roll forward.
-PLAN_ATTEMPTS = 3
 
 
 class ValidationTimeout(TransactionAborted):
@@ -95,21 +81,6 @@ class ValidationTimeout(TransactionAborted):
 
     def __init__(self, reason: str, *, details: dict | None = None) -> None:
         super().__init__(reason, "timeout", details=details)
-
-
-class ValidationLockLost(TransactionError):
-    """The lock was taken over (this holder's lease ran out) before its commit plan was recorded.
-
-    Nothing of the transaction was written or published: it may validate again.
-    """
-
-
-class CommitPending(TransactionError):
-    """The commit was decided (plan recorded) but writing it kept failing.
-
-    The lock stays in state "committing" and the next validator rolls it forward once the lease
-    expires: the transaction *will* commit; its outcome is not known to this client yet.
-    """
 
 
 class Queued(Protocol):
@@ -126,8 +97,6 @@ class Queued(Protocol):
         transaction was decided here, e.g. committed by taking the lock with its plan); False when the
         lock was taken meanwhile (look again); None to take it as usual."""
 
-
-_LOOK = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lv-vq-look")
 
 
 class ValidationLock:
@@ -189,7 +158,7 @@ class ValidationLock:
         """The lock was found held, or a claim with a plan lost: see :meth:`contended`."""
         self._contended_until = time.monotonic() + CONTENDED_S
 
-    def _remember_free(self, slot: "FreeSlot | None") -> None:
+    def remember_free(self, slot: "FreeSlot | None") -> None:
         with self._free_mu:
             self._free = slot
 
@@ -203,7 +172,7 @@ class ValidationLock:
         except (AlreadyExists, PreconditionFailed, NotFound):
             return None
         finally:
-            self._remember_free(None)
+            self.remember_free(None)
 
     def acquire_planned(self, txn: str, plan: Sequence[PlannedCommit], base: GvlState, slot: "FreeSlot", *,
                         additions: Mapping[str, int] | None = None,
@@ -306,7 +275,7 @@ class ValidationLock:
                     return None
                 seen_at = first_seen.setdefault(etag, time.monotonic())
                 if self._expired(rec, seen_at):
-                    held = self._take_over(txn, rec, etag, gvl_base, takeovers)
+                    held = take_over(self, txn, rec, etag, gvl_base, takeovers)
                     if held is not None:
                         held.waited = True
                         return held
@@ -331,247 +300,6 @@ class ValidationLock:
         if time.time() > rec.lease_expires + self.skew_s:
             return True
         return time.monotonic() - seen_at > rec.lease_s
-
-    def _take_over(self, txn: str, old: LockRecord, etag: str, gvl_base: int | None,
-                   takeovers: list[Takeover]) -> "HeldLock | None":
-        now = time.time()
-        mine = LockRecord(txn, VALIDATING, self.lease_s, now + self.lease_s, client_label(), now, gvl_base)
-        roll_forward = old.state == COMMITTING and not old.invalid
-        if roll_forward:
-            rec = replace(old, txn=txn, lease_s=self.lease_s, lease_expires=now + self.lease_s, client=client_label(),
-                          acquired=now, plan_txn=old.plan_txn or old.txn, recovering=old.plan_txn or old.txn)
-        else:
-            rec = mine
-        try:
-            new_etag = self.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(etag))
-        except PreconditionFailed:
-            return None
-        held = HeldLock(self, rec, new_etag, takeovers)
-        if old.invalid:
-            log.warning("validation lock of %s (committing) expired and holds an invalid plan (%s): taken over "
-                        "by %s, the plan is not executed", old.plan_txn or old.txn, old.invalid_reason, txn)
-            takeovers.append(Takeover(old.txn, old.state, "invalid-plan-rolled-back"))
-            return held
-        if not roll_forward:
-            log.info("validation lock of %s (validating) expired: taken over by %s", old.txn, txn)
-            takeovers.append(Takeover(old.txn, old.state, "rolled-back"))
-            return held
-        plan_txn = old.plan_txn or old.txn
-        log.info("validation lock of %s (committing) expired: %s rolls it forward", plan_txn, txn)
-        try:
-            base = old.gvl_base if old.gvl_base is not None else -1
-            result = execute_plan(self.store, self.glog, old.plan, txn=plan_txn, gvl_base=base,
-                                  additions=old.additions, group=old.group)
-        except (GlobalVersionNotFound, GlobalLogConflict) as e:
-            # A plan that can never complete (its base global version does not exist, or the next one
-            # was published by another transaction): a legitimate holder cannot have recorded it.
-            # Roll it back instead of making every later validator fail on it.
-            log.warning("validation lock of %s (committing) holds a plan that cannot complete (%s): taken over "
-                        "by %s and rolled back", plan_txn, e, txn)
-            takeovers.append(Takeover(old.txn, old.state, "impossible-plan-rolled-back"))
-            held._transition(mine)
-            return held
-        except BaseException:
-            held._abandon()  # keep the plan recorded; the next waiter rolls it forward after our lease
-            raise
-        takeovers.append(Takeover(old.txn, old.state, "rolled-forward" if result.committed else "plan-rolled-back",
-                                  result))
-        held._transition(mine)
-        return held
-
-
-class HeldLock:
-    """The validation lock while held by one transaction. Use as a context manager.
-
-    Leaving the ``with`` block releases the lock unless :meth:`commit` already did (an exception
-    before :meth:`commit` therefore releases it: nothing was written).
-
-    Attributes:
-        txn: the holder.
-        takeovers: locks taken over from crashed holders while acquiring this one.
-        waited: it was acquired after waiting (so other transactions may have queued requests).
-    """
-
-    def __init__(self, lock: ValidationLock, record: LockRecord, etag: str, takeovers: list[Takeover],
-                 waited: bool = False) -> None:
-        self.lock = lock
-        self.waited = waited  # acquired after waiting for another holder (others may have queued)
-        self.txn = record.txn
-        self.takeovers = takeovers
-        self._record = record
-        self._etag = etag
-        self._mu = threading.Lock()
-        self._lost = False
-        self._active = True
-        self._handed_off = False  # the release after a published plan runs in the background
-        #: the newest global version this holder knows (read under the lock, or published): the free
-        #: record names it at release (None: unknown)
-        self.head: int | None = None
-        self._stop = threading.Event()
-        # whether commit requests are queued while it is held (1 LIST, in the background): the free
-        # record says so, so that this process does not take it again without serving them
-        self._queued = _LOOK.submit(any_queued, lock.store)
-        self._thread = threading.Thread(target=self._renew_loop, name=f"lv-vlock-{self.txn[-8:]}", daemon=True)
-        self._thread.start()
-
-    def __repr__(self) -> str:
-        return f"HeldLock({self.txn}, {self._record.state}{', lost' if self._lost else ''})"
-
-    def __enter__(self) -> "HeldLock":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._active and not self._handed_off:
-            self.release()
-
-    @property
-    def record(self) -> LockRecord:
-        return self._record
-
-    @property
-    def lost(self) -> bool:
-        """True once a renewal or transition found the lock taken over."""
-        return self._lost
-
-    # ------------------------------------------------------------------ holder steps
-    def commit(self, plan: Sequence[PlannedCommit], base: GvlState, *,
-               additions: Mapping[str, int] | None = None,
-               group: Mapping[str, Mapping[str, Any]] | None = None,
-               background: Callable[[str, Callable[[], object]], None] | None = None) -> PlanResult:
-        """Record the plan (state "committing"), write it, publish ``base.version + 1``, release.
-
-        ``background(what, fn)`` runs the release off the caller's path (after the publish only the
-        next validator waits for the release, as it would anyway); without it, it runs here.
-        ``group``: other transactions whose commits ``plan`` also holds -> ``{"tables", "validation"}``
-        (group commit, see :mod:`lv_core.txn.group`); their outcomes are in ``result.group``, and they are
-        published even when the holder's own entries break (the TransactionAborted is raised after).
-
-        ``base`` is the global log head read while holding the lock (the one validation used).
-        With an empty plan and no additions it only releases (1 PUT-if-match; ``result.gvl`` is ``base``).
-        Cost: 1 PUT-if-match + :func:`~lv_core.protocol.commitplan.execute_plan` (1 write per
-        table + 1 PUT-create + 1 PUT hint) + 1 PUT-if-match (release).
-
-        Raises:
-            ValidationLockLost: the lease ran out and the lock was taken over before the plan was
-                recorded; nothing was written (validate again).
-            TransactionAborted: the plan broke while writing (``.rule`` "R2": a table version was
-                taken by another writer after validation; "timeout": a marker was freed after the
-                lease ran out); what was written is rolled back (``details["undone"]``), nothing
-                published, the lock released. Markers not yet overwritten are still the caller's.
-            CommitPending: writing kept failing; the commit will be completed by a roll forward.
-            GlobalLogConflict: global version ``base.version + 1`` was published by someone else.
-        """
-        self.head = base.version
-        if not plan and not additions:  # read-only: nothing to record, write or publish
-            self.release()
-            return PlanResult(True, {}, base)
-        rec = replace(self._record, state=COMMITTING, gvl_base=base.version, plan=tuple(plan), plan_txn=self.txn,
-                      additions=dict(additions or {}), group=dict(group or {}))
-        self._transition(rec)
-        return self.execute(base, background=background)
-
-    def execute(self, base: GvlState, *,
-                background: Callable[[str, Callable[[], object]], None] | None = None) -> PlanResult:
-        """Write the plan recorded in the lock (state "committing", built on ``base``), publish
-        ``base.version + 1`` and release: the second half of :meth:`commit`, which raises the same."""
-        rec = self._record
-        assert rec.state == COMMITTING and rec.gvl_base == base.version
-        self.head = None  # unknown until the plan's outcome is (a conflict means another published)
-        crashpoint("plan-recorded")
-        delay = self.lock.poll_min_s
-        for attempt in range(PLAN_ATTEMPTS):
-            try:
-                result = execute_plan(self.lock.store, self.lock.glog, rec.plan, txn=self.txn, gvl_base=base.version,
-                                      additions=rec.additions, base=base, group=rec.group)
-                break
-            except StorageError as e:
-                if attempt + 1 == PLAN_ATTEMPTS:
-                    self._abandon()
-                    raise CommitPending(
-                        f"transaction {self.txn} is committed but writing it failed ({e}); the next validator "
-                        f"completes it after the lock lease ({self.lock.lease_s:g}s).") from e
-                time.sleep(delay)
-                delay = min(self.lock.poll_max_s, delay * 4)
-        self.head = result.gvl.version if result.gvl is not None else base.version
-        self._handed_off = background is not None
-        (background or (lambda _what, fn: fn()))("validation lock release", self._release_after_plan)
-        if not result.committed:
-            raise TransactionAborted(result.reason, result.rule or "R2",
-                                     details={"written": result.versions, "undone": result.undone})
-        return result
-
-    def _release_after_plan(self) -> None:
-        try:
-            self.release()
-        except StorageError as e:  # done and published: the key only outlives it (renewal stopped)
-            log.warning("validation lock of %s: releasing failed (%s); the next validator or `lv recover` "
-                        "finds its plan done and removes it", self.txn, e)
-
-    def release(self) -> None:
-        """Stop renewing and leave a free record naming :attr:`head` if the lock is still ours
-        (PUT-if-match on our etag; a holder that was taken over changes nothing). Idempotent.
-
-        Cost: 1 PUT-if-match.
-        """
-        self._stop.set()
-        with self._mu:
-            if not self._active:
-                return
-            self._active = False
-            if self._lost:
-                return
-            queued = True  # unknown: the next commit of this process serves the queue
-            with contextlib.suppress(Exception):
-                queued = self._queued.result()
-            try:
-                freed = free_record(self.txn, self.head, queued).encode()
-                etag = self.lock.store.put(LOCK_KEY, freed, mode=IfMatch(self._etag))
-            except (PreconditionFailed, NotFound):
-                self._lost = True
-                return
-            self.lock._remember_free(FreeSlot(etag, self.head, queued))
-
-    # ------------------------------------------------------------------ internals
-    def _transition(self, rec: LockRecord) -> None:
-        """Overwrite the record (if-match on our etag) with ``rec`` and a fresh lease."""
-        with self._mu:
-            if self._lost or not self._active:
-                raise ValidationLockLost(
-                    f"transaction {self.txn} no longer holds the validation lock (its lease ran out and it was "
-                    "taken over). Nothing was written: validate again.")
-            now = time.time()
-            rec = replace(rec, lease_expires=now + self.lock.lease_s)
-            try:
-                self._etag = self.lock.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
-            except PreconditionFailed:
-                self._lost = True
-                raise ValidationLockLost(
-                    f"transaction {self.txn} lost the validation lock (its lease ran out and it was taken over). "
-                    "Nothing was written: validate again.") from None
-            self._record = rec
-
-    def _abandon(self) -> None:
-        """Stop renewing without deleting: a waiter takes over once the lease expires."""
-        self._stop.set()
-        with self._mu:
-            self._active = False
-
-    def _renew_loop(self) -> None:
-        period = self.lock.lease_s / 3
-        while not self._stop.wait(period):
-            with self._mu:
-                if not self._active or self._lost:
-                    return
-                rec = replace(self._record, lease_expires=time.time() + self.lock.lease_s)
-                try:
-                    self._etag = self.lock.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
-                    self._record = rec
-                except PreconditionFailed:
-                    self._lost = True
-                    log.warning("validation lock of %s was taken over (lease ran out)", self.txn)
-                    return
-                except StorageError as e:  # transient: try again next period
-                    log.warning("renewing the validation lock of %s failed: %s", self.txn, e)
 
 
 __all__ = [
