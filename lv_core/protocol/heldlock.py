@@ -3,11 +3,10 @@ of an expired holder (:func:`take_over`); the protocol is described in :mod:`lv_
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
@@ -133,9 +132,16 @@ class HeldLock:
         #: record names it at release (None: unknown)
         self.head: int | None = None
         self._stop = threading.Event()
-        # whether commit requests are queued while it is held (1 LIST, in the background): the free
-        # record says so, so that this process does not take it again without serving them
-        self._queued = _LOOK.submit(any_queued, lock.store)
+        # whether commit requests are queued (1 LIST, in the background while a plan is written; None:
+        # not looked): the free record says so, so that this process does not take it again without
+        # serving them, and the holder serves them first (:attr:`then`)
+        self._queued: Future[Sequence[object]] | None = None
+        #: what is queued, read in the background while a plan is written (truthy: something is;
+        #: default: 1 LIST); group commit reads the requests there (:func:`lv_core.txn.group.keep_serving`)
+        self.look: Callable[[], Sequence[object]] = self._any_queued
+        #: run after a published plan, before the release, while the lock is still held (group commit
+        #: serves the queue there: :func:`lv_core.txn.group.keep_serving`); ``(held, published head)``
+        self.then: Callable[["HeldLock", GvlState], None] | None = None
         self._thread = threading.Thread(target=self._renew_loop, name=f"lv-vlock-{self.txn[-8:]}", daemon=True)
         self._thread.start()
 
@@ -153,6 +159,30 @@ class HeldLock:
     def record(self) -> LockRecord:
         return self._record
 
+    def queued(self) -> bool:
+        """Whether commit requests were queued as the last plan was written (or at :meth:`note_queued`;
+        True when not looked or that look failed). Waits for that look."""
+        found = self.looked()
+        return found is None or bool(found)
+
+    def looked(self) -> Sequence[object] | None:
+        """What :attr:`look` found as the last plan was written (None: not looked, or it failed)."""
+        if self._queued is None:
+            return None
+        try:
+            return self._queued.result()
+        except Exception:
+            return None
+
+    def note_queued(self, queued: bool) -> None:
+        """What a newer look at the queue found: the free record says so at release."""
+        done: Future[Sequence[object]] = Future()
+        done.set_result([True] if queued else [])
+        self._queued = done
+
+    def _any_queued(self) -> Sequence[object]:
+        return [True] if any_queued(self.lock.store) else []
+
     @property
     def lost(self) -> bool:
         """True once a renewal or transition found the lock taken over."""
@@ -162,8 +192,10 @@ class HeldLock:
     def commit(self, plan: Sequence[PlannedCommit], base: GvlState, *,
                additions: Mapping[str, int] | None = None,
                group: Mapping[str, Mapping[str, Any]] | None = None,
-               background: Callable[[str, Callable[[], object]], None] | None = None) -> PlanResult:
-        """Record the plan (state "committing"), write it, publish ``base.version + 1``, release.
+               background: Callable[[str, Callable[[], object]], None] | None = None,
+               release: bool = True) -> PlanResult:
+        """Record the plan (state "committing"), write it, publish ``base.version + 1``, release
+        (``release=False``: keep the lock, e.g. to commit another plan).
 
         ``background(what, fn)`` runs the release off the caller's path (after the publish only the
         next validator waits for the release, as it would anyway); without it, it runs here.
@@ -193,16 +225,19 @@ class HeldLock:
         rec = replace(self._record, state=COMMITTING, gvl_base=base.version, plan=tuple(plan), plan_txn=self.txn,
                       additions=dict(additions or {}), group=dict(group or {}))
         self._transition(rec)
-        return self.execute(base, background=background)
+        return self.execute(base, background=background, release=release)
 
     def execute(self, base: GvlState, *,
-                background: Callable[[str, Callable[[], object]], None] | None = None) -> PlanResult:
+                background: Callable[[str, Callable[[], object]], None] | None = None,
+                release: bool = True) -> PlanResult:
         """Write the plan recorded in the lock (state "committing", built on ``base``), publish
-        ``base.version + 1`` and release: the second half of :meth:`commit`, which raises the same."""
+        ``base.version + 1``, run :attr:`then` and release: the second half of :meth:`commit`, which
+        raises the same."""
         rec = self._record
         assert rec.state == COMMITTING and rec.gvl_base == base.version
         self.head = None  # unknown until the plan's outcome is (a conflict means another published)
         crashpoint("plan-recorded")
+        self._queued = _LOOK.submit(self.look)
         delay = self.lock.poll_min_s
         for attempt in range(PLAN_ATTEMPTS):
             try:
@@ -218,14 +253,23 @@ class HeldLock:
                 time.sleep(delay)
                 delay = min(self.lock.poll_max_s, delay * 4)
         self.head = result.gvl.version if result.gvl is not None else base.version
-        self._handed_off = background is not None
-        (background or (lambda _what, fn: fn()))("validation lock release", self._release_after_plan)
+        if release:
+            self._handed_off = background is not None
+            published = result.gvl if result.gvl is not None and result.gvl.version > base.version else None
+            (background or (lambda _what, fn: fn()))("validation lock release",
+                                                      lambda: self._release_after_plan(published))
         if not result.committed:
             raise TransactionAborted(result.reason, result.rule or "R2",
                                      details={"written": result.versions, "undone": result.undone})
         return result
 
-    def _release_after_plan(self) -> None:
+    def _release_after_plan(self, published: GvlState | None) -> None:
+        then, self.then = self.then, None
+        if then is not None and published is not None:
+            try:
+                then(self, published)
+            except Exception:  # whatever it committed is published; what it did not, its owners do
+                log.exception("validation lock of %s: serving the queue failed", self.txn)
         try:
             self.release()
         except StorageError as e:  # done and published: the key only outlives it (renewal stopped)
@@ -245,9 +289,7 @@ class HeldLock:
             self._active = False
             if self._lost:
                 return
-            queued = True  # unknown: the next commit of this process serves the queue
-            with contextlib.suppress(Exception):
-                queued = self._queued.result()
+            queued = self.queued()  # unknown (True): the next commit of this process serves the queue
             try:
                 freed = free_record(self.txn, self.head, queued).encode()
                 etag = self.lock.store.put(LOCK_KEY, freed, mode=IfMatch(self._etag))

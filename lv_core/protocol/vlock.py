@@ -46,6 +46,7 @@ import logging
 import random
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from lv_core.errors import AlreadyExists, NotFound, PreconditionFailed, TransactionAborted
@@ -97,6 +98,9 @@ class Queued(Protocol):
         transaction was decided here, e.g. committed by taking the lock with its plan); False when the
         lock was taken meanwhile (look again); None to take it as usual."""
 
+
+
+_QUEUE = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lv-vq-put")
 
 
 class ValidationLock:
@@ -244,6 +248,10 @@ class ValidationLock:
         # Without a free record of its own to claim, look first: the key exists (free or held) unless
         # the warehouse never validated, so a blind PUT-create would only fail.
         look = free_etag is None or not isinstance(seen, Unread)
+        queuing: Future[None] | None = None
+        if queue is not None and look and self.contended():
+            # Found held (or a claim lost) moments ago: queue the request while reading the key.
+            queuing, tried = _QUEUE.submit(queue.busy), True
         while True:
             if not look:
                 now = time.time()
@@ -254,6 +262,9 @@ class ValidationLock:
             look = False
             while True:
                 found, seen = (self._read_any(), seen) if isinstance(seen, Unread) else (seen, UNREAD)
+                if queuing is not None:
+                    queuing.result()
+                    queuing = None
                 if found is None or found[0].state == FREE:
                     if queue is not None and queue.done(None):
                         return None

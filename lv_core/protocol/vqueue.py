@@ -153,16 +153,18 @@ def withdraw(store: ObjectStore, key: str) -> None:
     store.delete(key)
 
 
-def pending(store: ObjectStore, *, skip: str | None = None, avoid: Iterable[str] = (),
+def pending(store: ObjectStore, *, skip: str | Iterable[str] = (), avoid: Iterable[str] = (),
             limit: int = MAX_GROUP) -> list[Request]:
-    """The queued requests (oldest txn ids first, at most ``limit``) other than ``skip``'s, leaving out
+    """The queued requests (oldest txn ids first, at most ``limit``) other than those of the transaction(s)
+    ``skip``, leaving out
     those whose key's tags show a table of ``avoid`` (without reading them) and malformed or vanished
     ones. Cost: 1 LIST + 1 GET per request read (in parallel)."""
     busy = {tag(t) for t in avoid}
+    skipped = {skip} if isinstance(skip, str) else set(skip)
     keys = []
     for meta in store.list(VQ_PREFIX):
         parsed = parse_key(meta.key)
-        if parsed is None or parsed[0] == skip or (parsed[1] is not None and parsed[1] & busy):
+        if parsed is None or parsed[0] in skipped or (parsed[1] is not None and parsed[1] & busy):
             continue
         keys.append((parsed[0], meta.key))
     keys = sorted(keys)[:limit]
@@ -185,15 +187,19 @@ def outcome_of(glog: GlobalLog, txn: str, after: int,
                head: GvlState | None = None) -> tuple[GvlState, Mapping[str, Any]] | None:
     """The global version after ``after`` (up to ``head``, read when not given) whose group names
     ``txn``, with its outcome there, or None. Cost: :meth:`GlobalLog.head` (unless given) + 1 GET per
-    global version newer than ``after`` that the log has not cached (reading the head caches them)."""
+    global version newer than ``after`` that the log has not cached (reading the head caches them; the
+    others are read in parallel)."""
     head = glog.head() if head is None else head
-    for v in range(after + 1, head.version + 1):
+
+    def at(v: int) -> GvlState | None:
         try:
-            state = head if v == head.version else glog.at(v)
+            return head if v == head.version else glog.at(v)
         except LvError:  # GlobalVersionNotFound included
-            continue
-        got = state.group.get(txn)
-        if got is not None:
+            return None
+
+    for state in _READ.map(at, range(after + 1, head.version + 1)):
+        got = state.group.get(txn) if state is not None else None
+        if state is not None and got is not None:
             return state, got
     return None
 

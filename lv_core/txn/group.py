@@ -18,11 +18,12 @@ multi-table commits outside the log): the owner validates those itself once it h
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from lv_core import events as ev
 from lv_core.delta.actions import decode_commit, encode_commit
@@ -35,7 +36,7 @@ from lv_core.protocol.layout import marker_key
 from lv_core.protocol.markers import KEY, classify, lakevilla_commit_info
 from lv_core.protocol.parts import close_parts
 from lv_core.protocol.validation import TableAccess, validate
-from lv_core.protocol.vlock import LockRecord, ValidationTimeout
+from lv_core.protocol.vlock import COMMITTING, HeldLock, LockRecord, ValidationTimeout
 from lv_core.protocol.vqueue import Request, RequestCommit, outcome_of, pending, put_request, withdraw
 from lv_core.storage.base import ObjectStore
 from lv_core.txn import cleaner
@@ -43,13 +44,19 @@ from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
 from lv_core.txn.state import Decision
 
-__all__ = ["Group", "Waiter", "forget", "gather", "in_background", "joined", "make_request", "serve"]
+__all__ = ["SERVE_ROUNDS", "Group", "Waiter", "forget", "gather", "in_background", "joined", "keep_serving",
+           "look_ahead", "make_request", "serve"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _CHECK = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-group")
 _MARKERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-group-markers")
 _UNSET: Any = object()
+#: the most further global versions a holder publishes for queued requests before it releases
+SERVE_ROUNDS = 8
+#: a waiter whose commit is being written looks for the global version naming it this often, this many times
+MEMBER_POLL_S = 0.015
+MEMBER_POLLS = 8
 
 
 def make_request(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], known: int) -> Request | None:
@@ -87,7 +94,7 @@ class Waiter:
         self.published: Any = None
         #: (found) -> decided here (True), lock taken meanwhile (False), take it as usual (None)
         self.on_free: Callable[[tuple[LockRecord, str]], bool | None] = lambda _found: None
-        self._session: Any = _UNSET
+        self._round: Any = _UNSET  # the holder session and global version base last looked at
         self._withdrawn_in: Any = _UNSET
 
     def busy(self) -> None:
@@ -99,13 +106,34 @@ class Waiter:
 
     def done(self, record: LockRecord | None) -> bool:
         ident = (record.txn, record.acquired, record.recovering) if record is not None else None
-        if self.queued and ident != self._session:
-            self._session = ident
+        member = (record is not None and record.state == COMMITTING and record.gvl_base is not None
+                  and self.core.id in record.group)
+        if self.queued and member:
+            assert record is not None and record.gvl_base is not None
+            # Our commit is being written: the next global version names it. Look for it every
+            # MEMBER_POLL_S for a while (1 GET each), then poll the lock again (a holder that died
+            # meanwhile is taken over by whoever polls it; the roll forward publishes that version).
+            self._round = (ident, record.gvl_base)
+            for _ in range(MEMBER_POLLS):
+                found = self._found_in(record.gvl_base + 1)
+                if found is not None:
+                    if found:
+                        return True
+                    break  # published without us (a plan rolled back): look as usual
+                time.sleep(MEMBER_POLL_S)
+        elif self.queued and self._round is _UNSET:
+            # just queued: a holder session that commits the request records it in its plan first
+            self._round = (ident, record.gvl_base if record is not None else None)
+        elif self.queued and (ident, record.gvl_base if record is not None else None) != self._round:
+            # A new holder, or a new round of one that serves the queue (keep_serving): it may have
+            # committed us before.
+            self._round = (ident, record.gvl_base if record is not None else None)
             # A free lock is tried at once (PUT-create): the holder path looks the outcome up under the
             # lock with the head it reads anyway; looking first would leave the lock idle meanwhile.
             if record is not None or self._withdrawn_in not in (_UNSET, None):
                 if self._found():
                     return True
+                # a holder that read the request before it was withdrawn commits it within its session
                 if self._withdrawn_in is not _UNSET and ident != self._withdrawn_in:
                     self._timeout(record)
         if time.monotonic() > self.deadline and self._withdrawn_in is _UNSET:
@@ -124,6 +152,18 @@ class Waiter:
         if not self.queued or self._withdrawn_in is not _UNSET:
             return None
         return self.on_free(found)
+
+    def _found_in(self, version: int) -> bool | None:
+        """Whether global version ``version`` names the outcome (then in :attr:`result`); None: that
+        version is not published yet."""
+        try:
+            state = self.core.services.glog.at(version)
+        except LvError:  # GlobalVersionNotFound included
+            return None
+        got = state.group.get(self.core.id)
+        if got is not None:
+            self.result = (state, got)
+        return got is not None
 
     def _found(self) -> bool:
         self.result = outcome_of(self.core.services.glog, self.core.id, self.known)
@@ -219,9 +259,9 @@ def _check(store: ObjectStore, state: GvlState, req: Request) -> tuple[list[Plan
     return build_plan(outcome, commits, req.markers), outcome.to_json(), additions
 
 
-def gather(store: ObjectStore, own: str, taken: frozenset[str]) -> list[Request]:
-    """The queued requests (other than ``own``'s) on tables disjoint from ``taken`` and each other's.
-    Cost: 1 LIST + 1 GET per request (in parallel)."""
+def gather(store: ObjectStore, own: str | frozenset[str], taken: frozenset[str]) -> list[Request]:
+    """The queued requests (other than those of the transaction(s) ``own``) on tables disjoint from
+    ``taken`` and each other's. Cost: 1 LIST + 1 GET per request (in parallel)."""
     chosen: list[Request] = []
     used = set(taken)
     for req in pending(store, skip=own, avoid=taken):
@@ -247,6 +287,50 @@ def serve(store: ObjectStore, state: GvlState, chosen: list[Request]) -> Group:
     return group
 
 
+def keep_serving(held: HeldLock, head: GvlState) -> None:
+    """After the holder's plan was published as ``head``, while it still holds the lock: commit the
+    queued requests in further global versions, as the next holder would, so that no handoff (release,
+    waiters noticing it, racing for the key) separates one group from the next. Stops when nothing new
+    is queued, when a request is left to its owner (which then takes the lock itself), or after
+    :data:`SERVE_ROUNDS`. Runs where the release runs (in the background: the holder's ``commit()``
+    has returned). Each round's requests are read while the plan before is written (:func:`look_ahead`).
+    Cost per round: as :func:`gather` + :func:`serve` + :meth:`HeldLock.commit`; none when the look
+    found nothing queued."""
+    store = held.lock.store
+    served = {held.txn, *held.record.group}
+    for _ in range(SERVE_ROUNDS):
+        found = held.looked()
+        if held.lost or found is not None and not found:
+            return
+        chosen = [r for r in found or () if isinstance(r, Request) and r.txn not in served]
+        if not chosen:  # (read while the last plan was written: requests queued since then count too)
+            chosen = gather(store, frozenset(served), frozenset())
+        group = serve(store, head, chosen)
+        held.note_queued(bool(chosen))  # the free record says whether any are left (to their owners)
+        if not group.members:
+            return
+        served.update(group.members)
+        look_ahead(held, served)
+        try:
+            result = held.commit(group.plan, head, additions=group.additions, group=group.members, release=False)
+        except LvError as e:  # TransactionAborted included: the members' outcomes say what happened
+            log.info("validation lock of %s: serving the queue stopped: %s", held.txn, e)
+            return
+        finally:
+            _withdraw(store, group.keys)
+        if result.gvl is None or len(group.members) < len(chosen):
+            return
+        head = result.gvl
+    held.note_queued(True)
+
+
+def look_ahead(held: HeldLock, skip: Iterable[str]) -> None:
+    """Let ``held`` read the queued requests other than ``skip``'s (the transactions its plan commits)
+    while it writes its next plan, for :func:`keep_serving`. Cost: as :func:`gather` (1 LIST when
+    nothing is queued)."""
+    held.look = functools.partial(gather, held.lock.store, frozenset(skip), frozenset())
+
+
 def in_background(fn: Callable[..., T], *args: Any) -> "Future[T]":
     """``fn(*args)`` on the group's pool (requests that need no global version, run beside the head read:
     :func:`gather`, withdrawing the holder's own request)."""
@@ -256,10 +340,12 @@ def in_background(fn: Callable[..., T], *args: Any) -> "Future[T]":
 def forget(core: TxnCore, group: Group) -> None:
     """Delete the requests of a group once its global version is published (in the background: a
     request left behind only costs the next holder a validation that fails R2)."""
-    store = core.store
+    _withdraw(core.store, group.keys)
 
+
+def _withdraw(store: ObjectStore, keys: list[str]) -> None:
     def remove(key: str) -> None:
         cleaner.background(f"validation request {key}", lambda: withdraw(store, key))
 
-    for key in group.keys:
+    for key in keys:
         remove(key)

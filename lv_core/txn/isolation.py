@@ -35,7 +35,18 @@ from lv_core.protocol.vqueue import outcome_of, withdraw
 from lv_core.testing import armed, crashpoint
 from lv_core.txn import cleaner
 from lv_core.txn.core import TxnCore
-from lv_core.txn.group import Group, Waiter, forget, gather, in_background, joined, make_request, serve
+from lv_core.txn.group import (
+    Group,
+    Waiter,
+    forget,
+    gather,
+    in_background,
+    joined,
+    keep_serving,
+    look_ahead,
+    make_request,
+    serve,
+)
 from lv_core.txn.publish import Published
 from lv_core.txn.settle import settle_markers
 from lv_core.txn.state import Decision
@@ -274,6 +285,8 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
                                  group=group.members)
     if held is None:
         return _Fast(None, lost=True)
+    look_ahead(held, {core.id, *group.members})  # then serve the queue (read while the plan is written)
+    held.then = keep_serving
     if own_request:
         cleaner.background(f"validation request of {core.id}", lambda: withdraw(core.store, own_request))
     _emit(core, outcome, state.version + 1)
@@ -367,6 +380,7 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
         assert waiter.result is not None
         return joined(core, waiter.result, writes, waiter.key)
     with held:
+        held.then = keep_serving
         crashpoint("validation-key-held")
         taken = frozenset(a.table for a in accesses)
         chosen = in_background(gather, core.store, core.id, taken) if held.waited else None
@@ -407,6 +421,7 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
                                            "part": f"{e.sibling}@{e.sibling_version}"}, what=str(e)) from None
         freed = _fill_unused_markers(core, names)
         book.decision = Decision("plan", names)
+        look_ahead(held, {core.id, *group.members})
         try:
             result = held.commit(plan + group.plan, state, additions={**group.additions, **additions},
                                  group=group.members, background=cleaner.background)

@@ -137,16 +137,27 @@ def test_a_warm_blind_append_still_moves_past_a_plain_commit(tmp_path):
     assert committed_kv(lh, "x") == {1: 100.0, 7: 7.0, 8: 8.0}
 
 
-def test_a_process_that_saw_requests_queued_serves_the_queue_before_taking_the_key_again(tmp_path):
-    """No starving the queue: a holder notes in the free record whether requests were queued meanwhile;
-    then its next commit reads the key and the queue (cold) instead of taking the key at once."""
-    from lv_core.protocol.vqueue import VQ_PREFIX
+def _left_to_its_owner(store) -> str:
+    """Queue a well-formed request no holder can commit (its marker is not there): it stays queued."""
+    from lv_core.protocol.validation import Policy, TableAccess
+    from lv_core.protocol.vqueue import Request, RequestCommit, put_request
 
+    req = Request("20000101T000000-stray", 0, (TableAccess("z", read=False, written=True, marker=9),), Policy(),
+                  {"z": RequestCommit(b"", {}, False)}, {"z": (9, "no-such-etag")})
+    put_request(store, req)
+    return req.key
+
+
+def test_a_process_that_saw_requests_queued_serves_the_queue_before_taking_the_key_again(tmp_path):
+    """No starving the queue: a holder notes in the free record whether requests it could not commit are
+    queued; then its next commit reads the key and the queue (cold) instead of taking the key at once."""
     store, lh = _warm(tmp_path)
-    stray = f"{VQ_PREFIX}stray.json"
-    store.put(stray, b"{}")  # a queued request (unreadable ones are skipped, but the queue is not empty)
-    c = _commit_counts(store, _transfer(lh, 1))  # warm: nothing read before the key is taken
-    assert c["GET"] == 0, c
+    stray = _left_to_its_owner(store)
+    txn = _transfer(lh, 1)
+    with store.scope("commit"):
+        txn.commit()  # warm: nothing read before the key is taken (the holder looks at the queue after)
+    drain(30.0)
+    assert store.counts("commit")["GET"] == 0, store.counts("commit")
     assert LockRecord.decode(store.get(LOCK_KEY).data).queued is True
     c = _commit_counts(store, _transfer(lh, 1))  # the queue is looked at first
     assert c["GET"] >= 1 and c["LIST"] >= 2, c

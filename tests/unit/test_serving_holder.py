@@ -1,0 +1,113 @@
+"""A holder serves the queue before it releases (group commit without handoffs), and a queued
+transaction learns its outcome from the global version that publishes it, not from the release."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from lv_core import Lakehouse
+from lv_core.protocol.lockrecord import COMMITTING, FREE, LOCK_KEY, LockRecord
+from lv_core.protocol.vlock import HeldLock
+from lv_core.txn import cleaner
+from lv_core.txn.group import gather, keep_serving, serve
+from tests.helpers.bank import add_kv, committed_kv
+from tests.unit.test_group_commit import _await, _queued, _run, _setup, _versions
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _queue_commits(lh: Lakehouse, tables: list[str]) -> tuple[list[threading.Thread], dict[int, Any], dict[str, Any]]:
+    """One committer per table, each in its own lakehouse (as another process), all queued behind the key."""
+    txns: dict[str, Any] = {}
+
+    def commit(t: str) -> Any:
+        txn = Lakehouse(lh.store, lease_s=30.0).begin("serializable", timeout_s=60)
+        txns[t] = txn
+        add_kv(txn, t, 1, 1.0)
+        return txn.commit()
+
+    threads, out = _run([lambda t=t: commit(t) for t in tables])
+    _await(lambda: len(_queued(lh.store)) == len(tables), "every committer to queue its request")
+    return threads, out, txns
+
+
+def _record(lh: Lakehouse) -> LockRecord:
+    return LockRecord.decode(lh.store.get(LOCK_KEY).data)
+
+
+def test_a_holder_commits_requests_queued_while_it_held_the_key_before_releasing(tmp_path: Any) -> None:
+    """Requests queued after the holder read the queue are committed by it in the next global version
+    (its own session), not after a release the waiters must notice and race for."""
+    tables = ["t0", "t1", "t2", "t3"]
+    lh = _setup(tmp_path, tables)
+    holder = lh.validation_lock.acquire("holder", timeout_s=5)  # took the key with nothing queued
+    threads, out, txns = _queue_commits(lh, tables[:3])
+    head = lh.global_log.head()
+    holder.then = keep_serving
+    # the holder's own plan: publish t3's version again (a catch-up), so that a global version is published
+    res = holder.commit([], head, additions={"t3": head.tables["t3"]})
+    for th in threads:
+        th.join(60)
+    assert all(not isinstance(r, BaseException) for r in out.values()), out
+    new = _versions(lh)[head.version + 1:]
+    assert [v.txn for v in new] == ["holder", "holder"] and res.gvl is not None and new[0].version == res.gvl.version
+    assert new[0].group == {} and set(new[1].group) == {txns[t].id for t in tables[:3]}
+    for t in tables[:3]:
+        assert committed_kv(lh, t) == {1: 1.0, 2: 0.0}
+    rec = _record(lh)
+    assert rec.state == FREE and rec.head == new[1].version and rec.queued is False
+    cleaner.drain(30)
+    assert _queued(lh.store) == []
+
+
+def test_a_holder_that_found_nothing_queued_serves_nothing_and_reads_nothing_more(tmp_path: Any) -> None:
+    from lv_core.storage.instrumented import InstrumentedStore
+
+    lh = _setup(tmp_path, ["t0"])
+    store = InstrumentedStore(lh.store)
+    lone = Lakehouse(store, lease_s=30.0)
+    txn = lone.begin("serializable")
+    add_kv(txn, "t0", 1, 1.0)
+    txn.commit()
+    cleaner.drain(30)
+    store.reset()
+    txn = lone.begin("serializable")
+    add_kv(txn, "t0", 1, 1.0)
+    txn.commit()
+    cleaner.drain(30)
+    assert store.counts()["LIST"] == 1, store.counts()  # the queue looked at once, while the key was held
+
+
+def test_a_queued_transaction_returns_once_its_version_is_published_while_the_holder_still_holds_the_key(
+        tmp_path: Any) -> None:
+    tables = ["t0", "t1"]
+    lh = _setup(tmp_path, tables)
+    holder = lh.validation_lock.acquire("holder", timeout_s=5)
+    threads, out, txns = _queue_commits(lh, tables[:1])
+    head = lh.global_log.head()
+    group = serve(lh.store, head, gather(lh.store, "holder", frozenset()))
+    assert set(group.members) == {txns["t0"].id}
+    gate = threading.Event()
+
+    def hold(held: HeldLock, published: Any) -> None:
+        gate.wait(60)  # keeps the key after publishing, as a holder serving more requests would
+
+    holder.then = hold
+    committing = threading.Thread(target=lambda: holder.commit(group.plan, head, additions=group.additions,
+                                                               group=group.members))
+    committing.start()
+    try:
+        threads[0].join(30)
+        assert not threads[0].is_alive(), "the member waited for the release"
+        assert not isinstance(out[0], BaseException), out
+        assert out[0].gvl_version == head.version + 1
+        rec = _record(lh)
+        assert rec.state == COMMITTING and rec.txn == "holder"  # still held
+        assert committed_kv(lh, "t0") == {1: 1.0, 2: 0.0}
+    finally:
+        gate.set()
+        committing.join(30)
+    assert _record(lh).state == FREE
