@@ -60,6 +60,19 @@ def _in_global_log(preds: list[PredecessorCommit], conflict: Conflict) -> bool:
     return False
 
 
+def _forget_stale_key(core: TxnCore, preds: list[PredecessorCommit]) -> None:
+    """A predecessor validated into a global version newer than any this process knows: the free
+    validation key it may have cached is not the current one any more (taking it warm would only fail:
+    the commit reads the key instead)."""
+    known = core.services.glog.known()
+    for p in preds:
+        for a in p.actions:
+            info = a.payload.get(KEY) if isinstance(a, CommitInfo) else None
+            if isinstance(info, dict) and isinstance(info.get("gvl"), int) and info["gvl"] > known:
+                core.services.vlock.remember_free(None)
+                return
+
+
 def settle_group(core: TxnCore, group: list[str], deadline: float, redos: int = 0) -> Settled:
     """Resolve the predecessors of ``group`` and redo what they invalidated, until nothing does."""
     book = core.book
@@ -68,6 +81,8 @@ def settle_group(core: TxnCore, group: list[str], deadline: float, redos: int = 
             preds = resolve_all(core, group, deadline)
         except Restart:
             continue
+        if core.iso:
+            _forget_stale_key(core, preds)
         # Also after a decision: a marker lost and claimed again later (a writer that ignores markers
         # took its version) has new predecessors, and their changes must be redone into our commit.
         conflict = first_conflict(book.footprints(), preds)

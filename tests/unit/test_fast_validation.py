@@ -180,3 +180,38 @@ def test_a_free_record_naming_a_missing_head_sends_the_commit_the_usual_way(tmp_
     state = lh.global_state()
     assert state.version == head + 1 and state.txn == txn.id and committed_kv(lh, "x") == {1: 99.0}
     assert LockRecord.decode(store.get(LOCK_KEY).data).head == head + 1
+
+
+def test_a_commit_behind_a_predecessor_that_published_reads_the_key_instead_of_claiming_a_stale_one(
+        tmp_path, monkeypatch):
+    """A marker chain on one table: the predecessor's commit names a global version newer than any this
+    process knows, so the free record it cached is not current; its commit reads the key (cold) rather
+    than failing a warm claim on a stale etag (and queueing for seconds after)."""
+    import threading
+
+    from lv_core.protocol.vlock import ValidationLock
+
+    store, a = _warm(tmp_path)  # a released the key last: its free record and head are cached
+    b = Lakehouse(store, lease_s=5.0)  # another process
+    first = b.begin("serializable")
+    add_kv(first, "x", 1, -1.0)  # the first marker on x
+    second = a.begin("serializable")
+    add_kv(second, "x", 1, -2.0)  # the next one: its commit waits for first's
+    claims: list[tuple[bool, bool]] = []
+    real = ValidationLock._claim
+
+    def spy(self, rec, free_etag):
+        got = real(self, rec, free_etag)
+        claims.append((self is a.validation_lock, got is not None))
+        return got
+
+    monkeypatch.setattr(ValidationLock, "_claim", spy)
+    out: dict[str, object] = {}
+    behind = threading.Thread(target=lambda: out.setdefault("res", second.commit()))
+    behind.start()
+    first.commit()
+    behind.join(60)
+    assert "res" in out, "the second commit did not finish"
+    assert committed_kv(a, "x") == {1: 97.0}
+    assert [ok for mine, ok in claims if mine] == [True], claims  # one claim by a, and it held
+    assert not a.validation_lock.contended()
