@@ -1,9 +1,11 @@
 """Test hooks that cost nothing unless enabled by environment variable.
 
-``LV_TEST_PAUSE_AT=<point>`` makes a client print ``LV-PAUSED <point>`` on stdout and block when it
-reaches that protocol step, so a test can SIGKILL it exactly there (a real crash, from outside).
-Points: marker-placed, data-staged, waiting, decision-written, between-markers, committed,
-validation-key-held, plan-recorded, between-table-writes (LV[I] plan), gvl-published.
+``LV_TEST_PAUSE_AT=<point>[,<point>...]`` makes a client print ``LV-PAUSED <point>`` on stdout and block
+when it reaches that protocol step, so a test can SIGKILL it exactly there (a real crash, from outside),
+or let it go on by writing a line to its stdin. Points: marker-placed, data-staged, waiting,
+decision-written, between-markers, committed, validation-key-held, plan-recorded, between-table-writes
+(LV[I] plan), gvl-published, serving-round (a holder serving the queue chose a group, nothing recorded),
+serving-plan-recorded (that group's plan recorded).
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import sys
 def armed(point: str) -> bool:
     """``LV_TEST_PAUSE_AT`` names ``point`` (work that usually runs in parallel then runs in order, so
     that the pause lands between two steps)."""
-    return os.environ.get("LV_TEST_PAUSE_AT") == point
+    return point in os.environ.get("LV_TEST_PAUSE_AT", "").split(",")
 
 
 def crashpoint(point: str) -> None:
-    """Pause here (for an external SIGKILL) when ``LV_TEST_PAUSE_AT`` names this point."""
+    """Pause here (for an external SIGKILL, or a line on stdin to go on) when ``LV_TEST_PAUSE_AT`` names
+    this point."""
     if not armed(point):
         return
     sys.stdout.write(f"LV-PAUSED {point}\n")

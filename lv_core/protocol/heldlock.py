@@ -236,8 +236,11 @@ class HeldLock:
         rec = self._record
         assert rec.state == COMMITTING and rec.gvl_base == base.version
         self.head = None  # unknown until the plan's outcome is (a conflict means another published)
-        crashpoint("plan-recorded")
-        self._queued = _LOOK.submit(self.look)
+        crashpoint("plan-recorded" if release else "serving-plan-recorded")
+        try:
+            self._queued = _LOOK.submit(self.look)
+        except RuntimeError:  # the interpreter is shutting down: not looked (the free record says queued)
+            self._queued = None
         delay = self.lock.poll_min_s
         for attempt in range(PLAN_ATTEMPTS):
             try:

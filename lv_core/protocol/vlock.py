@@ -261,10 +261,12 @@ class ValidationLock:
                     return HeldLock(self, mine, etag, takeovers, waited=tried or self.contended())
             look = False
             while True:
-                found, seen = (self._read_any(), seen) if isinstance(seen, Unread) else (seen, UNREAD)
-                if queuing is not None:
-                    queuing.result()
-                    queuing = None
+                try:
+                    found, seen = (self._read_any(), seen) if isinstance(seen, Unread) else (seen, UNREAD)
+                finally:
+                    if queuing is not None:  # (raises what queueing raised; no PUT lands after we return)
+                        put, queuing = queuing, None
+                        put.result()
                 if found is None or found[0].state == FREE:
                     if queue is not None and queue.done(None):
                         return None

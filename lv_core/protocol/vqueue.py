@@ -39,6 +39,7 @@ VQ_PREFIX = f"{LV_ROOT}/vq/"
 #: the most requests one holder validates with its own
 MAX_GROUP = 32
 _READ = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-vq")
+_CHUNK = 16  # global versions read in parallel when looking for an outcome
 
 
 #: above this many tables a request's key says ``all`` instead of naming each table's tag
@@ -197,10 +198,11 @@ def outcome_of(glog: GlobalLog, txn: str, after: int,
         except LvError:  # GlobalVersionNotFound included
             return None
 
-    for state in _READ.map(at, range(after + 1, head.version + 1)):
-        got = state.group.get(txn) if state is not None else None
-        if state is not None and got is not None:
-            return state, got
+    for start in range(after + 1, head.version + 1, _CHUNK):
+        for state in _READ.map(at, range(start, min(start + _CHUNK, head.version + 1))):
+            got = state.group.get(txn) if state is not None else None
+            if state is not None and got is not None:
+                return state, got
     return None
 
 

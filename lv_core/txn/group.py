@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from lv_core.protocol.validation import TableAccess, validate
 from lv_core.protocol.vlock import COMMITTING, HeldLock, LockRecord, ValidationTimeout
 from lv_core.protocol.vqueue import Request, RequestCommit, outcome_of, pending, put_request, withdraw
 from lv_core.storage.base import ObjectStore
+from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
 from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
@@ -111,16 +113,18 @@ class Waiter:
         if self.queued and member:
             assert record is not None and record.gvl_base is not None
             # Our commit is being written: the next global version names it. Look for it every
-            # MEMBER_POLL_S for a while (1 GET each), then poll the lock again (a holder that died
+            # MEMBER_POLL_S for a while (1 GET each), then once per poll of the lock (a holder that died
             # meanwhile is taken over by whoever polls it; the roll forward publishes that version).
+            tries = MEMBER_POLLS if (ident, record.gvl_base) != self._round else 1  # a slow holder: 1 per poll
             self._round = (ident, record.gvl_base)
-            for _ in range(MEMBER_POLLS):
+            for i in range(tries):
                 found = self._found_in(record.gvl_base + 1)
                 if found is not None:
                     if found:
                         return True
                     break  # published without us (a plan rolled back): look as usual
-                time.sleep(MEMBER_POLL_S)
+                if i + 1 < tries:
+                    time.sleep(MEMBER_POLL_S)
         elif self.queued and self._round is _UNSET:
             # just queued: a holder session that commits the request records it in its plan first
             self._round = (ident, record.gvl_base if record is not None else None)
@@ -300,8 +304,8 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
     served = {held.txn, *held.record.group}
     for _ in range(SERVE_ROUNDS):
         found = held.looked()
-        if held.lost or found is not None and not found:
-            return
+        if held.lost or found is not None and not found or not threading.main_thread().is_alive():
+            return  # (the program is exiting: release, the next holder serves them)
         chosen = [r for r in found or () if isinstance(r, Request) and r.txn not in served]
         if not chosen:  # (read while the last plan was written: requests queued since then count too)
             chosen = gather(store, frozenset(served), frozenset())
@@ -309,6 +313,7 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
         held.note_queued(bool(chosen))  # the free record says whether any are left (to their owners)
         if not group.members:
             return
+        crashpoint("serving-round")
         served.update(group.members)
         look_ahead(held, served)
         try:

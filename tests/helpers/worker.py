@@ -45,6 +45,7 @@ def transfer(warehouse: str, lease_s: float, preset: str = "repeatable_read") ->
     add_kv(txn, "kv2", 1, +1)
     res = txn.commit()
     print(json.dumps({"versions": res.versions}), flush=True)
+    lh.close()  # waits for the background work (a holder serving the queue)
 
 
 def _outcome(txn: lv_core.Transaction) -> None:

@@ -111,3 +111,52 @@ def test_a_queued_transaction_returns_once_its_version_is_published_while_the_ho
         gate.set()
         committing.join(30)
     assert _record(lh).state == FREE
+
+
+@pytest.mark.parametrize("point", ["serving-round", "serving-plan-recorded"])
+def test_sigkill_of_a_holder_serving_the_queue(tmp_path: Any, point: str) -> None:
+    """A holder process committed its own transfer and, still holding the key, serves a request queued
+    meanwhile; it is SIGKILLed there. Before the round's plan is recorded the member is not committed by
+    it: after the lease the member takes the key over and commits itself; once recorded, the member's
+    takeover rolls the round forward and finds its commit in it. Either way both commits hold, once."""
+    import os
+    import signal
+
+    import lv_core
+    from tests.helpers.bank import make_kv
+    from tests.unit.test_lv_r_processes import _worker
+
+    wh = str(tmp_path / "wh")
+    lh = lv_core.connect(wh, lease_s=1.5)
+    for t in ("kv", "kv2", "solo"):
+        make_kv(lh, t, {1: 100.0})
+    warm = lh.begin("serializable")
+    for t in ("kv", "kv2", "solo"):
+        add_kv(warm, t, 1, 0.0)
+    warm.commit()
+    base = lh.global_log.head().version
+    p = _worker("transfer", wh, "1.5", "serializable", env={"LV_TEST_PAUSE_AT": f"plan-recorded,{point}"})
+    assert p.stdout is not None and p.stdin is not None
+    line = p.stdout.readline()
+    assert line.strip() == "LV-PAUSED plan-recorded", p.stderr.read() if p.stderr is not None else ""
+    threads, out, txns = _queue_commits(Lakehouse(lh.store, lease_s=1.5), ["solo"])  # queued behind the holder
+    p.stdin.write("\n")  # the holder goes on: writes its plan, publishes, serves the queue
+    p.stdin.flush()
+    lines = [p.stdout.readline().strip() for _ in range(2)]
+    assert lines[1] == f"LV-PAUSED {point}", (lines, p.stderr.read() if p.stderr is not None else "")
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    threads[0].join(90)
+    assert not isinstance(out[0], BaseException), out
+    assert committed_kv(lh, "kv") == {1: 99.0} and committed_kv(lh, "kv2") == {1: 101.0}
+    assert committed_kv(lh, "solo") == {1: 101.0}
+    new = _versions(lh)[base + 1:]
+    member = txns["solo"].id
+    holder = new[0].txn  # the transfer's own global version
+    assert new[0].tables["kv"] > _versions(lh)[base].tables["kv"] and member not in new[0].group
+    with_member = [v for v in new if member in v.group or v.txn == member]
+    assert len(with_member) == 1
+    if point == "serving-round":  # not recorded: the member committed itself after the takeover
+        assert with_member[0].txn == member
+    else:  # recorded: rolled forward, in the dead holder's session
+        assert with_member[0].txn == holder and set(with_member[0].group) == {member}
