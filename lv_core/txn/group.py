@@ -318,11 +318,10 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
         look_ahead(held, served)
         try:
             result = held.commit(group.plan, head, additions=group.additions, group=group.members, release=False)
-        except LvError as e:  # TransactionAborted included: the members' outcomes say what happened
+        except LvError as e:  # the requests stay: whoever holds the key next commits them (or finds them done)
             log.info("validation lock of %s: serving the queue stopped: %s", held.txn, e)
             return
-        finally:
-            _withdraw(store, group.keys)
+        _withdraw(store, group.keys)
         if result.gvl is None or len(group.members) < len(chosen):
             return
         head = result.gvl
