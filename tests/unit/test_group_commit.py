@@ -56,6 +56,20 @@ def _setup(tmp_path: Any, tables: list[str]) -> Lakehouse:
     return lh
 
 
+def crash_setup(tmp_path: Any) -> tuple[str, Lakehouse, int]:
+    """Tables kv, kv2 (a worker process's transfer) and solo, each {1: 100.0}, all in the global log,
+    with a 1.5 s lease; returns the warehouse, a lakehouse on it and the global head."""
+    wh = str(tmp_path / "wh")
+    lh = lv_core.connect(wh, lease_s=1.5)
+    for t in ("kv", "kv2", "solo"):
+        make_kv(lh, t, {1: 100.0})
+    warm = lh.begin("serializable")
+    for t in ("kv", "kv2", "solo"):
+        add_kv(warm, t, 1, 0.0)
+    warm.commit()
+    return wh, lh, lh.global_log.head().version
+
+
 def _run(fns: list[Callable[[], Any]]) -> tuple[list[threading.Thread], dict[int, Any]]:
     out: dict[int, Any] = {}
 
@@ -71,11 +85,10 @@ def _run(fns: list[Callable[[], Any]]) -> tuple[list[threading.Thread], dict[int
     return threads, out
 
 
-def test_queued_commits_on_disjoint_tables_share_one_global_version(tmp_path: Any) -> None:
-    tables = ["t0", "t1", "t2", "t3"]
-    lh = _setup(tmp_path, tables)
-    blocker = lh.validation_lock.acquire("blocker", timeout_s=5)  # every committer finds the lock held
-    txns = {}
+def queue_commits(lh: Lakehouse, tables: list[str]) -> tuple[list[threading.Thread], dict[int, Any], dict[str, Any]]:
+    """One committer per table (a serializable +1 on row 1), each in its own lakehouse as another process
+    would be, started in threads; returns once all of them queued their requests behind the key."""
+    txns: dict[str, Any] = {}
 
     def commit(t: str) -> Any:
         txn = Lakehouse(lh.store, lease_s=30.0).begin("serializable", timeout_s=60)
@@ -85,6 +98,14 @@ def test_queued_commits_on_disjoint_tables_share_one_global_version(tmp_path: An
 
     threads, out = _run([lambda t=t: commit(t) for t in tables])
     _await(lambda: len(_queued(lh.store)) == len(tables), "every committer to queue its request")
+    return threads, out, txns
+
+
+def test_queued_commits_on_disjoint_tables_share_one_global_version(tmp_path: Any) -> None:
+    tables = ["t0", "t1", "t2", "t3"]
+    lh = _setup(tmp_path, tables)
+    blocker = lh.validation_lock.acquire("blocker", timeout_s=5)  # every committer finds the lock held
+    threads, out, txns = queue_commits(lh, tables)
     before = lh.global_log.head().version
     blocker.release()
     for th in threads:
@@ -320,15 +341,7 @@ def test_sigkill_of_a_group_holder(tmp_path: Any, point: str) -> None:
 
     from tests.unit.test_lv_r_processes import _worker
 
-    wh = str(tmp_path / "wh")
-    lh = lv_core.connect(wh, lease_s=1.5)
-    for t in ("kv", "kv2", "solo"):
-        make_kv(lh, t, {1: 100.0})
-    warm = lh.begin("serializable")
-    for t in ("kv", "kv2", "solo"):
-        add_kv(warm, t, 1, 0.0)
-    warm.commit()
-    base = lh.global_log.head().version
+    wh, lh, base = crash_setup(tmp_path)
     blocker = lh.validation_lock.acquire("blocker", timeout_s=5)
     # the member polls every 5-10 s: the holder process (polling every few ms) gets the lock first
     member_lh = Lakehouse(lh.store, lease_s=1.5, poll_min_s=10.0, poll_max_s=10.0)

@@ -14,24 +14,9 @@ from lv_core.protocol.vlock import HeldLock
 from lv_core.txn import cleaner
 from lv_core.txn.group import gather, keep_serving, serve
 from tests.helpers.bank import add_kv, committed_kv
-from tests.unit.test_group_commit import _await, _queued, _run, _setup, _versions
+from tests.unit.test_group_commit import _queued, _setup, _versions, crash_setup, queue_commits
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _queue_commits(lh: Lakehouse, tables: list[str]) -> tuple[list[threading.Thread], dict[int, Any], dict[str, Any]]:
-    """One committer per table, each in its own lakehouse (as another process), all queued behind the key."""
-    txns: dict[str, Any] = {}
-
-    def commit(t: str) -> Any:
-        txn = Lakehouse(lh.store, lease_s=30.0).begin("serializable", timeout_s=60)
-        txns[t] = txn
-        add_kv(txn, t, 1, 1.0)
-        return txn.commit()
-
-    threads, out = _run([lambda t=t: commit(t) for t in tables])
-    _await(lambda: len(_queued(lh.store)) == len(tables), "every committer to queue its request")
-    return threads, out, txns
 
 
 def _record(lh: Lakehouse) -> LockRecord:
@@ -44,7 +29,7 @@ def test_a_holder_commits_requests_queued_while_it_held_the_key_before_releasing
     tables = ["t0", "t1", "t2", "t3"]
     lh = _setup(tmp_path, tables)
     holder = lh.validation_lock.acquire("holder", timeout_s=5)  # took the key with nothing queued
-    threads, out, txns = _queue_commits(lh, tables[:3])
+    threads, out, txns = queue_commits(lh, tables[:3])
     head = lh.global_log.head()
     holder.then = keep_serving
     # the holder's own plan: publish t3's version again (a catch-up), so that a global version is published
@@ -86,7 +71,7 @@ def test_a_queued_transaction_returns_once_its_version_is_published_while_the_ho
     tables = ["t0", "t1"]
     lh = _setup(tmp_path, tables)
     holder = lh.validation_lock.acquire("holder", timeout_s=5)
-    threads, out, txns = _queue_commits(lh, tables[:1])
+    threads, out, txns = queue_commits(lh, tables[:1])
     head = lh.global_log.head()
     group = serve(lh.store, head, gather(lh.store, "holder", frozenset()))
     assert set(group.members) == {txns["t0"].id}
@@ -122,24 +107,14 @@ def test_sigkill_of_a_holder_serving_the_queue(tmp_path: Any, point: str) -> Non
     import os
     import signal
 
-    import lv_core
-    from tests.helpers.bank import make_kv
     from tests.unit.test_lv_r_processes import _worker
 
-    wh = str(tmp_path / "wh")
-    lh = lv_core.connect(wh, lease_s=1.5)
-    for t in ("kv", "kv2", "solo"):
-        make_kv(lh, t, {1: 100.0})
-    warm = lh.begin("serializable")
-    for t in ("kv", "kv2", "solo"):
-        add_kv(warm, t, 1, 0.0)
-    warm.commit()
-    base = lh.global_log.head().version
+    wh, lh, base = crash_setup(tmp_path)
     p = _worker("transfer", wh, "1.5", "serializable", env={"LV_TEST_PAUSE_AT": f"plan-recorded,{point}"})
     assert p.stdout is not None and p.stdin is not None
     line = p.stdout.readline()
     assert line.strip() == "LV-PAUSED plan-recorded", p.stderr.read() if p.stderr is not None else ""
-    threads, out, txns = _queue_commits(Lakehouse(lh.store, lease_s=1.5), ["solo"])  # queued behind the holder
+    threads, out, txns = queue_commits(Lakehouse(lh.store, lease_s=1.5), ["solo"])  # queued behind the holder
     p.stdin.write("\n")  # the holder goes on: writes its plan, publishes, serves the queue
     p.stdin.flush()
     lines = [p.stdout.readline().strip() for _ in range(2)]
