@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from concurrent.futures import wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,10 +71,20 @@ def _with_siblings(core: TxnCore, writes: dict[str, list[Action]], extra: dict[s
     at = extra["at"]
     if exposed is None or any(exposed.get(t) != v for t, v in at.items()):
         return None
-    plain = {t: c.decode() for t, c in commits.items()}
-    return {t: commit_info_first(actions, lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
-        **extra, "siblings": {o: plain[o] for o in sorted(writes) if o != t}}), core.ict(t))
-        for t, actions in writes.items()}
+    # Each sibling's commit is escaped into JSON once, not once per part: every part is encoded with a
+    # placeholder, which is then replaced by its ``{"other": "<commit>", ...}`` (the bytes json.dumps
+    # makes of that dict), so the work grows with the parts' total size, not with its square.
+    entry = {t: f"{json.dumps(t, ensure_ascii=False)}:{json.dumps(c.decode(), ensure_ascii=False)}"
+             for t, c in commits.items()}
+    names = sorted(writes)
+    token = f"lv-siblings-{uuid.uuid4().hex}"
+    out = {}
+    for t, actions in writes.items():
+        part = commit_info_first(actions, lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
+            **extra, "siblings": token}), core.ict(t))
+        siblings = "{" + ",".join(entry[o] for o in names if o != t) + "}"
+        out[t] = part.replace(json.dumps(token).encode(), siblings.encode(), 1)
+    return out
 
 
 def prepare(core: TxnCore, settled: Settled) -> Prepared:
