@@ -132,9 +132,8 @@ class HeldLock:
         #: record names it at release (None: unknown)
         self.head: int | None = None
         self._stop = threading.Event()
-        # whether commit requests are queued (1 LIST, in the background while a plan is written; None:
-        # not looked): the free record says so, so that this process does not take it again without
-        # serving them, and the holder serves them first (:attr:`then`)
+        # what :attr:`look` found while the last plan was written (None: not looked): the free record says
+        # whether requests are queued, so that this process does not take the key again without serving them
         self._queued: Future[Sequence[object]] | None = None
         #: what is queued, read in the background while a plan is written (truthy: something is;
         #: default: 1 LIST); group commit reads the requests there (:func:`lv_core.txn.group.keep_serving`)
@@ -220,7 +219,8 @@ class HeldLock:
         """
         self.head = base.version
         if not plan and not additions:  # read-only: nothing to record, write or publish
-            self.release()
+            if release:
+                self.release()
             return PlanResult(True, {}, base)
         rec = replace(self._record, state=COMMITTING, gvl_base=base.version, plan=tuple(plan), plan_txn=self.txn,
                       additions=dict(additions or {}), group=dict(group or {}))

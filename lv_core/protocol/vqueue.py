@@ -157,9 +157,8 @@ def withdraw(store: ObjectStore, key: str) -> None:
 def pending(store: ObjectStore, *, skip: str | Iterable[str] = (), avoid: Iterable[str] = (),
             limit: int = MAX_GROUP) -> list[Request]:
     """The queued requests (oldest txn ids first, at most ``limit``) other than those of the transaction(s)
-    ``skip``, leaving out
-    those whose key's tags show a table of ``avoid`` (without reading them) and malformed or vanished
-    ones. Cost: 1 LIST + 1 GET per request read (in parallel)."""
+    ``skip``, leaving out those whose key's tags show a table of ``avoid`` (without reading them) and
+    malformed or vanished ones. Cost: 1 LIST + 1 GET per request read (in parallel)."""
     busy = {tag(t) for t in avoid}
     skipped = {skip} if isinstance(skip, str) else set(skip)
     keys = []
@@ -200,8 +199,7 @@ def outcome_of(glog: GlobalLog, txn: str, after: int,
 
     for start in range(after + 1, head.version + 1, _CHUNK):
         for state in _READ.map(at, range(start, min(start + _CHUNK, head.version + 1))):
-            got = state.group.get(txn) if state is not None else None
-            if state is not None and got is not None:
+            if state is not None and (got := state.group.get(txn)) is not None:
                 return state, got
     return None
 

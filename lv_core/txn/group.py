@@ -107,16 +107,15 @@ class Waiter:
             self.queued = True
 
     def done(self, record: LockRecord | None) -> bool:
-        ident = (record.txn, record.acquired, record.recovering) if record is not None else None
-        member = (record is not None and record.state == COMMITTING and record.gvl_base is not None
-                  and self.core.id in record.group)
-        if self.queued and member:
-            assert record is not None and record.gvl_base is not None
+        ident = _session(record)
+        rnd = (ident, record.gvl_base if record is not None else None)
+        if (self.queued and record is not None and record.state == COMMITTING and record.gvl_base is not None
+                and self.core.id in record.group):
             # Our commit is being written: the next global version names it. Look for it every
             # MEMBER_POLL_S for a while (1 GET each), then once per poll of the lock (a holder that died
             # meanwhile is taken over by whoever polls it; the roll forward publishes that version).
-            tries = MEMBER_POLLS if (ident, record.gvl_base) != self._round else 1  # a slow holder: 1 per poll
-            self._round = (ident, record.gvl_base)
+            tries = MEMBER_POLLS if rnd != self._round else 1  # a slow holder: 1 per poll
+            self._round = rnd
             for i in range(tries):
                 found = self._found_in(record.gvl_base + 1)
                 if found is not None:
@@ -125,16 +124,14 @@ class Waiter:
                     break  # published without us (a plan rolled back): look as usual
                 if i + 1 < tries:
                     time.sleep(MEMBER_POLL_S)
-        elif self.queued and self._round is _UNSET:
-            # just queued: a holder session that commits the request records it in its plan first
-            self._round = (ident, record.gvl_base if record is not None else None)
-        elif self.queued and (ident, record.gvl_base if record is not None else None) != self._round:
+        elif self.queued and rnd != self._round:
             # A new holder, or a new round of one that serves the queue (keep_serving): it may have
-            # committed us before.
-            self._round = (ident, record.gvl_base if record is not None else None)
-            # A free lock is tried at once (PUT-create): the holder path looks the outcome up under the
-            # lock with the head it reads anyway; looking first would leave the lock idle meanwhile.
-            if record is not None or self._withdrawn_in not in (_UNSET, None):
+            # committed us before, unless we just queued (a holder that commits the request records it
+            # in its plan first). A free lock is tried at once (PUT-create): the holder path looks the
+            # outcome up under the lock with the head it reads anyway; looking first would leave the
+            # lock idle meanwhile.
+            just_queued, self._round = self._round is _UNSET, rnd
+            if not just_queued and (record is not None or self._withdrawn_in not in (_UNSET, None)):
                 if self._found():
                     return True
                 # a holder that read the request before it was withdrawn commits it within its session
@@ -145,7 +142,7 @@ class Waiter:
                 self._timeout(record)
             withdraw(self.core.store, self.key)
             now = self.core.services.vlock.read()
-            self._withdrawn_in = (now[0].txn, now[0].acquired, now[0].recovering) if now is not None else None
+            self._withdrawn_in = _session(now[0] if now is not None else None)
             if self._withdrawn_in is None:
                 if self._found():
                     return True
@@ -178,6 +175,11 @@ class Waiter:
         raise ValidationTimeout(
             f"timed out waiting for the validation lock, held by transaction {holder}. Help: retry, or raise "
             "`timeout`.", details={"holder": holder, "state": record.state if record is not None else "?"})
+
+
+def _session(record: LockRecord | None) -> tuple[str, float, str | None] | None:
+    """Which holder session a lock record belongs to (None: the lock is free)."""
+    return (record.txn, record.acquired, record.recovering) if record is not None else None
 
 
 def joined(core: TxnCore, found: tuple[GvlState, Mapping[str, Any]], writes: Mapping[str, list],

@@ -51,12 +51,16 @@ def rebase(base: Snapshot, preds: list[PredecessorCommit]) -> Snapshot:
     return base
 
 
+def _lakevilla_infos(p: PredecessorCommit) -> list[dict]:
+    """The LakeVilla fields of the commit's commitInfo (none for a commit made without LakeVilla)."""
+    return [a.payload[KEY] for a in p.actions if isinstance(a, CommitInfo) and isinstance(a.payload.get(KEY), dict)]
+
+
 def _in_global_log(preds: list[PredecessorCommit], conflict: Conflict) -> bool:
     """Whether the commit behind ``conflict`` was validated into the global version log (LV[I])."""
     for p in preds:
         if p.table == conflict.table and p.version == conflict.version:
-            return any(isinstance(a, CommitInfo) and isinstance(a.payload.get(KEY), dict)
-                       and "gvl" in a.payload[KEY] for a in p.actions)
+            return any("gvl" in lv for lv in _lakevilla_infos(p))
     return False
 
 
@@ -65,12 +69,8 @@ def _forget_stale_key(core: TxnCore, preds: list[PredecessorCommit]) -> None:
     validation key it may have cached is not the current one any more (taking it warm would only fail:
     the commit reads the key instead)."""
     known = core.services.glog.known()
-    for p in preds:
-        for a in p.actions:
-            info = a.payload.get(KEY) if isinstance(a, CommitInfo) else None
-            if isinstance(info, dict) and isinstance(info.get("gvl"), int) and info["gvl"] > known:
-                core.services.vlock.remember_free(None)
-                return
+    if any(isinstance(lv.get("gvl"), int) and lv["gvl"] > known for p in preds for lv in _lakevilla_infos(p)):
+        core.services.vlock.remember_free(None)
 
 
 def settle_group(core: TxnCore, group: list[str], deadline: float, redos: int = 0) -> Settled:
