@@ -29,9 +29,18 @@ FIELD = "inCommitTimestamp"
 def commit_info_first(actions: list[Action], info: dict[str, Any], ict: bool) -> bytes:
     """Encode a commit: ``actions`` then the commitInfo; with ``ict``, the commitInfo first with an
     unsealed ``inCommitTimestamp`` (see :func:`seal`)."""
-    if not ict:
-        return encode_commit([*actions, CommitInfo(info)])
-    return encode_commit([CommitInfo({**info, FIELD: None}), *actions])
+    return commit_variants(actions, [info], ict)[0]
+
+
+def commit_variants(actions: list[Action], infos: list[dict[str, Any]], ict: bool) -> list[bytes]:
+    """The commit of ``actions`` (as :func:`commit_info_first`) once with each commitInfo of ``infos``;
+    the actions are encoded once."""
+    body = encode_commit(actions)
+    out = []
+    for info in infos:
+        line = encode_commit([CommitInfo({**info, FIELD: None} if ict else info)])
+        out.append(line if not body else line + b"\n" + body if ict else body + b"\n" + line)
+    return out
 
 
 def _first(data: bytes) -> tuple[dict[str, Any] | None, bytes]:

@@ -47,7 +47,7 @@ def _etag(st: os.stat_result) -> str:
     return f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"
 
 
-def _discard(tmp: Path | None) -> None:
+def _discard(tmp: str | Path | None) -> None:
     """Remove a temporary file that did not become an object (None: it did)."""
     if tmp is not None:
         try:
@@ -76,24 +76,36 @@ class LocalStore(ObjectStore):
     def url(self, key: str = "") -> str:
         return (self.root / key).as_uri() if key else self.root.as_uri()
 
-    def _write_temp(self, key: str, path: Path, data: bytes) -> Path:
-        tmp = path.parent / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
+    def _write_temp(self, key: str, path: Path, data: bytes) -> tuple[str, str]:
+        """Write ``data`` to a synced temp file in ``path``'s folder (made if missing); return the
+        temp file's path and etag. Plain ``os`` calls on one descriptor: on a commit of many tables
+        these writes run in parallel threads, and each extra call is a round for the interpreter lock."""
+        folder = str(path.parent)
+        tmp = f"{folder}/{_TMP_PREFIX}{uuid.uuid4().hex}"
         for _ in range(20):  # a concurrent delete may prune the (empty) folder we just made
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as e:  # e.g. a parent "folder" of the key is an object
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            except FileNotFoundError:
+                try:
+                    os.makedirs(folder, exist_ok=True)
+                except OSError as e:  # e.g. a parent "folder" of the key is an object
+                    raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
+                continue
+            except NotADirectoryError as e:
                 raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
             try:
-                f = open(tmp, "wb")
-            except FileNotFoundError:
-                continue
-            with f:
-                f.write(data)
-                f.flush()
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
                 ns = _fresh_ns()
-                os.utime(f.fileno(), ns=(ns, ns))
-                os.fsync(f.fileno())
-            return tmp
+                os.utime(fd, ns=(ns, ns))
+                os.fsync(fd)
+                return tmp, _etag(os.fstat(fd))
+            except BaseException:
+                _discard(tmp)
+                raise
+            finally:
+                os.close(fd)
         raise StorageError(f"cannot write {key!r}: its folder keeps disappearing")
 
     def _link_temp(self, src: str, dst: str, path: Path) -> Path:
@@ -152,10 +164,9 @@ class LocalStore(ObjectStore):
         if not (mode in (CREATE, OVERWRITE) or isinstance(mode, IfMatch)):
             raise ValueError(f"unknown put mode {mode!r}")
         path = self._path(key)
-        written = self._write_temp(key, path, data)
-        tmp: Path | None = written  # the temp file still to remove in finally (None once renamed into place)
+        written, etag = self._write_temp(key, path, data)
+        tmp: str | None = written  # the temp file still to remove in finally (None once renamed into place)
         try:
-            etag = _etag(os.stat(written))
             if mode == CREATE:
                 try:
                     os.link(written, path)
@@ -210,7 +221,7 @@ class LocalStore(ObjectStore):
                 return fd
             os.close(fd)  # replaced while we waited: lock the new file
 
-    def _put_if_match(self, key: str, path: Path, tmp: Path, etag: str) -> None:
+    def _put_if_match(self, key: str, path: Path, tmp: str | Path, etag: str) -> None:
         try:
             fd = self._locked(key, path)
         except NotFound as e:
@@ -222,7 +233,7 @@ class LocalStore(ObjectStore):
         finally:
             os.close(fd)
 
-    def _replace_locked(self, key: str, path: Path, tmp: Path) -> None:
+    def _replace_locked(self, key: str, path: Path, tmp: str | Path) -> None:
         """Unconditional replace, under the current file's lock so it serialises with ``if_match``."""
         try:
             fd = self._locked(key, path)

@@ -22,7 +22,7 @@ from lv_core.delta.actions import Action
 from lv_core.errors import LvError
 from lv_core.protocol import layout
 from lv_core.protocol.gvl import GvlState
-from lv_core.protocol.ict import commit_info_first
+from lv_core.protocol.ict import commit_variants
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info
 from lv_core.storage.base import OVERWRITE
 from lv_core.testing import armed, crashpoint
@@ -59,32 +59,28 @@ class Published:
     gvl: GvlState | None = None
 
 
-def _with_siblings(core: TxnCore, writes: dict[str, list[Action]], extra: dict[str, Any],
-                   commits: dict[str, bytes]) -> dict[str, bytes] | None:
+def _with_siblings(core: TxnCore, extra: dict[str, Any], commits: dict[str, bytes],
+                   parts: dict[str, bytes], token: str) -> dict[str, bytes] | None:
     """Each part carrying the other parts' commits (``lakevilla.siblings``), so that any part in the
     log is the decision (``lv_core.protocol.recovery`` rolls the others forward from it, finding them
     through the markers the edges object names); None when that cannot be: the parts are too big
-    together, or the edges object does not name every written table's marker."""
+    together, or the edges object does not name every written table's marker. ``parts``: each table's
+    commit with ``token`` in place of its siblings."""
     if sum(map(len, commits.values())) > EMBED_MAX:
         return None
     exposed = exposed_markers(core, core.settings.timeout_s)
     at = extra["at"]
     if exposed is None or any(exposed.get(t) != v for t, v in at.items()):
         return None
-    # Each sibling's commit is escaped into JSON once, not once per part: every part is encoded with a
-    # placeholder, which is then replaced by its ``{"other": "<commit>", ...}`` (the bytes json.dumps
-    # makes of that dict), so the work grows with the parts' total size, not with its square.
+    # Each sibling's commit is escaped into JSON once, not once per part: the placeholder in every part
+    # is replaced by its ``{"other": "<commit>", ...}`` (the bytes json.dumps makes of that dict), so the
+    # work grows with the parts' total size, not with its square.
     entry = {t: f"{json.dumps(t, ensure_ascii=False)}:{json.dumps(c.decode(), ensure_ascii=False)}"
              for t, c in commits.items()}
-    names = sorted(writes)
-    token = f"lv-siblings-{uuid.uuid4().hex}"
-    out = {}
-    for t, actions in writes.items():
-        part = commit_info_first(actions, lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
-            **extra, "siblings": token}), core.ict(t))
-        siblings = "{" + ",".join(entry[o] for o in names if o != t) + "}"
-        out[t] = part.replace(json.dumps(token).encode(), siblings.encode(), 1)
-    return out
+    names = sorted(commits)
+    placeholder = json.dumps(token).encode()
+    return {t: part.replace(placeholder, ("{" + ",".join(entry[o] for o in names if o != t) + "}").encode(), 1)
+            for t, part in parts.items()}
 
 
 def prepare(core: TxnCore, settled: Settled) -> Prepared:
@@ -98,10 +94,15 @@ def prepare(core: TxnCore, settled: Settled) -> Prepared:
     at = {t: book.published.get(t, book.tables[t].marker_version) for t in sorted(writes)}
     if len(writes) > 1:  # every part's version: LV[I] publishes none of them before all are committed
         extra["at"] = at
-    commits = {t: commit_info_first(actions, lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", extra), core.ict(t))
-               for t, actions in writes.items()}
-    if len(writes) > 1 and book.decision is None and not book.published:
-        embedded = _with_siblings(core, writes, extra, commits)
+    infos = [lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", extra)]
+    embed = len(writes) > 1 and book.decision is None and not book.published
+    token = f"lv-siblings-{uuid.uuid4().hex}"
+    if embed:  # each commit also with a placeholder for its siblings (the actions are encoded once)
+        infos.append(lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {**extra, "siblings": token}))
+    variants = {t: commit_variants(actions, infos, core.ict(t)) for t, actions in writes.items()}
+    commits = {t: v[0] for t, v in variants.items()}
+    if embed:
+        embedded = _with_siblings(core, extra, commits, {t: v[1] for t, v in variants.items()}, token)
         if embedded is not None:
             commits = embedded
             book.decision = Decision("parts", at)  # type: ignore[arg-type]

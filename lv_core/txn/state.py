@@ -147,8 +147,12 @@ class Bookkeeping:
 
     def writes(self, tables: list[str] | None = None) -> dict[str, list[Action]]:
         """Table -> net actions, for the tables (of ``tables``) it changes."""
-        results = self.results()
-        return {t: a for t in (self.tables if tables is None else tables) if (a := net_actions(t, results))}
+        touching: dict[str, list[OpResult]] = {}  # one pass: each table's net actions read only its results
+        for r in self.results():
+            for t in {*r.adds, *r.removes, *r.cdc}:
+                touching.setdefault(t, []).append(r)
+        return {t: a for t in (self.tables if tables is None else tables)
+                if (a := net_actions(t, touching.get(t, [])))}
 
     def footprints(self) -> list[OpFootprint]:
         """What each non-blind operation read, removed and scanned (for conflict checks)."""

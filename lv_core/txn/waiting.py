@@ -364,14 +364,18 @@ def resolve_all(core: TxnCore, group: list[str], deadline: float) -> list[Predec
     A table the transaction only blind-appended to waits too, although nothing before it can
     conflict with a blind append: the Delta log can hold no version above one still pending."""
     book = core.book
-    if len(group) <= 1 or not core.ct:
-        return [p for t in group for p in _resolve_predecessors(core, book.tables[t], deadline)]
+    # A table whose marker sits right above its base with nothing pending has no predecessor: nothing
+    # to read or wait for (the common case of an uncontended commit; no thread for it).
+    waiting = [t for t in group if book.tables[t].pending
+               or book.tables[t].marker_version != book.tables[t].base.version + 1]
+    if len(waiting) <= 1 or not core.ct:
+        return [p for t in waiting for p in _resolve_predecessors(core, book.tables[t], deadline)]
     # One thread per table: these wait for other transactions (possibly of this process, whose commit
     # needs the shared POOL), so they must not occupy a bounded shared pool.
     out: list[PredecessorCommit] = []
     first_error: BaseException | None = None
-    with ThreadPoolExecutor(max_workers=len(group), thread_name_prefix="lv-wait") as waits:
-        futures = [waits.submit(_resolve_predecessors, core, book.tables[t], deadline) for t in group]
+    with ThreadPoolExecutor(max_workers=len(waiting), thread_name_prefix="lv-wait") as waits:
+        futures = [waits.submit(_resolve_predecessors, core, book.tables[t], deadline) for t in waiting]
         for f in futures:
             try:
                 out.extend(f.result())
