@@ -50,6 +50,7 @@ _HIVE_ESCAPE = frozenset([chr(c) for c in range(0x01, 0x20)] + ['"', "#", "%", "
 # java.net.URI, path component: unreserved (alphanum, mark), punct, "/" and "@" are legal as they are.
 _URI_LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
                        "-_.!~*'()" ",;:$&+=" "/@")
+_ALL_URI_LEGAL = re.compile("[" + re.escape("".join(sorted(_URI_LEGAL))) + "]*")
 
 
 def escape_partition_name(text: str) -> str:
@@ -77,6 +78,8 @@ def _uri_char(c: str) -> str:
 
 
 def _uri_path(text: str) -> str:
+    if _ALL_URI_LEGAL.fullmatch(text):  # the common case: nothing to escape
+        return text
     return "".join(_uri_char(c) for c in text)
 
 

@@ -29,18 +29,22 @@ FIELD = "inCommitTimestamp"
 def commit_info_first(actions: list[Action], info: dict[str, Any], ict: bool) -> bytes:
     """Encode a commit: ``actions`` then the commitInfo; with ``ict``, the commitInfo first with an
     unsealed ``inCommitTimestamp`` (see :func:`seal`)."""
-    return commit_variants(actions, [info], ict)[0]
+    return commit_variants(actions, info_lines([info], ict), ict)[0]
 
 
-def commit_variants(actions: list[Action], infos: list[dict[str, Any]], ict: bool) -> list[bytes]:
-    """The commit of ``actions`` (as :func:`commit_info_first`) once with each commitInfo of ``infos``;
-    the actions are encoded once."""
+def info_lines(infos: list[dict[str, Any]], ict: bool) -> list[bytes]:
+    """The commitInfo line of each of ``infos`` as :func:`commit_info_first` writes it (for
+    :func:`commit_variants`: the commits of one transaction on many tables share them)."""
+    return [encode_commit([CommitInfo({**info, FIELD: None} if ict else info)]) for info in infos]
+
+
+def commit_variants(actions: list[Action], lines: list[bytes], ict: bool) -> list[bytes]:
+    """The commit of ``actions`` (as :func:`commit_info_first`) once with each commitInfo line of
+    ``lines`` (:func:`info_lines`); the actions are encoded once."""
     body = encode_commit(actions)
-    out = []
-    for info in infos:
-        line = encode_commit([CommitInfo({**info, FIELD: None} if ict else info)])
-        out.append(line if not body else line + b"\n" + body if ict else body + b"\n" + line)
-    return out
+    if not body:
+        return list(lines)
+    return [line + b"\n" + body if ict else body + b"\n" + line for line in lines]
 
 
 def _first(data: bytes) -> tuple[dict[str, Any] | None, bytes]:

@@ -88,6 +88,8 @@ class LocalStore(ObjectStore):
             except FileNotFoundError:
                 try:
                     os.makedirs(folder, exist_ok=True)
+                except FileNotFoundError:
+                    pass  # a folder on the way was pruned while the chain was made: again
                 except OSError as e:  # e.g. a parent "folder" of the key is an object
                     raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
                 continue
@@ -115,6 +117,8 @@ class LocalStore(ObjectStore):
             tmp = path.parent / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
+            except FileNotFoundError:
+                continue  # a folder on the way was pruned while the chain was made: again
             except OSError as e:  # e.g. a parent "folder" of the key is an object
                 raise StorageError(f"cannot write {dst!r}: {e.strerror}") from e
             try:

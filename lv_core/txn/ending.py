@@ -58,11 +58,12 @@ def finish(core: TxnCore, published: Published, read_versions: dict[str, int]) -
             keeper().unregister(core.id)
             log.warning("transaction %s committed; its clean-up failed (lv recover removes the "
                         "leftovers): %s", core.id, e)
+        nets = book.writes(list(published.versions))
         for t, v in published.versions.items():
             if book.tables[t].pending:
                 continue  # published past unresolved markers (blind append): its snapshot is not final yet
             with contextlib.suppress(Exception):  # a cache: the next read refreshes it
-                core.services.after_commit(t, v, book.tables[t].base, book.net_actions(t))
+                core.services.after_commit(t, v, book.tables[t].base, nets.get(t, []))
     if published.gvl is not None:
         core.gvl_version = published.gvl.version
     core.state = "committed"

@@ -9,20 +9,21 @@ single-table atomic markers) until no marker was lost, and returns :class:`Publi
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
 import uuid
 from concurrent.futures import wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from lv_core import events as ev
 from lv_core.delta.actions import Action
 from lv_core.errors import LvError
 from lv_core.protocol import layout
 from lv_core.protocol.gvl import GvlState
-from lv_core.protocol.ict import commit_variants
+from lv_core.protocol.ict import commit_variants, info_lines
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info
 from lv_core.storage.base import OVERWRITE
 from lv_core.testing import armed, crashpoint
@@ -42,11 +43,12 @@ EMBED_MAX = 64 * 1024
 @dataclass(frozen=True)
 class Prepared:
     """What each marker of a settled group becomes: ``plan`` table -> commit bytes (or a freed entry
-    for read-only tables); ``writes``: the actions of the tables it changes."""
+    for read-only tables), or what makes them (a part carrying its siblings is assembled by the thread
+    that writes it); ``writes``: the actions of the tables it changes."""
 
     group: tuple[str, ...]
     writes: dict[str, list[Action]]
-    plan: dict[str, bytes]
+    plan: dict[str, bytes | Callable[[], bytes]]
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class Published:
 
 
 def _with_siblings(core: TxnCore, extra: dict[str, Any], commits: dict[str, bytes],
-                   parts: dict[str, bytes], token: str) -> dict[str, bytes] | None:
+                   parts: dict[str, bytes], token: str) -> dict[str, Callable[[], bytes]] | None:
     """Each part carrying the other parts' commits (``lakevilla.siblings``), so that any part in the
     log is the decision (``lv_core.protocol.recovery`` rolls the others forward from it, finding them
     through the markers the edges object names); None when that cannot be: the parts are too big
@@ -74,13 +76,17 @@ def _with_siblings(core: TxnCore, extra: dict[str, Any], commits: dict[str, byte
         return None
     # Each sibling's commit is escaped into JSON once, not once per part: the placeholder in every part
     # is replaced by its ``{"other": "<commit>", ...}`` (the bytes json.dumps makes of that dict), so the
-    # work grows with the parts' total size, not with its square.
+    # work grows with the parts' total size, not with its square. Each part is assembled by the thread
+    # that writes it: the first writes start while the other parts are still being put together.
     entry = {t: f"{json.dumps(t, ensure_ascii=False)}:{json.dumps(c.decode(), ensure_ascii=False)}"
              for t, c in commits.items()}
     names = sorted(commits)
     placeholder = json.dumps(token).encode()
-    return {t: part.replace(placeholder, ("{" + ",".join(entry[o] for o in names if o != t) + "}").encode(), 1)
-            for t, part in parts.items()}
+
+    def assemble(t: str) -> bytes:
+        return parts[t].replace(placeholder, ("{" + ",".join(entry[o] for o in names if o != t) + "}").encode(), 1)
+
+    return {t: functools.partial(assemble, t) for t in parts}
 
 
 def prepare(core: TxnCore, settled: Settled) -> Prepared:
@@ -99,14 +105,16 @@ def prepare(core: TxnCore, settled: Settled) -> Prepared:
     token = f"lv-siblings-{uuid.uuid4().hex}"
     if embed:  # each commit also with a placeholder for its siblings (the actions are encoded once)
         infos.append(lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {**extra, "siblings": token}))
-    variants = {t: commit_variants(actions, infos, core.ict(t)) for t, actions in writes.items()}
+    lines = {ict: info_lines(infos, ict) for ict in {core.ict(t) for t in writes}}  # the same for every table
+    variants = {t: commit_variants(actions, lines[core.ict(t)], core.ict(t)) for t, actions in writes.items()}
     commits = {t: v[0] for t, v in variants.items()}
+    made: Mapping[str, bytes | Callable[[], bytes]] = commits
     if embed:
         embedded = _with_siblings(core, extra, commits, {t: v[1] for t, v in variants.items()}, token)
         if embedded is not None:
-            commits = embedded
+            made = embedded
             book.decision = Decision("parts", at)  # type: ignore[arg-type]
-    plan = {t: commits[t] if t in writes else encode_freed(core.id, "read-only", ict=core.ict(t))
+    plan = {t: made[t] if t in writes else encode_freed(core.id, "read-only", ict=core.ict(t))
             for t in settled.group if t not in book.published and t not in book.freed}
     if len(writes) > 1 and (book.decision is None or dict(book.decision.at) != at):
         decision = {"txn": core.id, "decided": time.time(), "tables": {
@@ -149,9 +157,11 @@ def publish(core: TxnCore, prepared: Prepared) -> list[str]:
         with guard:
             lost.append(t)
 
-    def one(t: str, data: bytes) -> None:
+    def one(t: str, data: bytes | Callable[[], bytes]) -> None:
         ts = book.tables[t]
         assert ts.marker_version is not None and ts.marker_etag is not None
+        if callable(data):
+            data = data()
         if t in writes:
             book.attempted.add(t)
         st = write_marker_version(core, ts, data)

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import pytest
 
 from lv_core.errors import AlreadyExists, NotFound, PreconditionFailed, StorageError
-from lv_core.storage.base import CREATE, GetResult, IfMatch, ObjectStore
+from lv_core.storage.base import CREATE, OVERWRITE, GetResult, IfMatch, ObjectStore
 from lv_core.storage.local import LocalStore
 
 RACERS = 16
@@ -459,3 +459,28 @@ def test_races_across_processes_local(tmp_path: Path) -> None:
     assert all(p.exitcode == 0 for p in procs)
     with pytest.raises(queue_mod.Empty):
         out.get(timeout=0.1)
+
+
+def test_local_writes_survive_folders_pruned_under_them(tmp_path: Path) -> None:
+    """A delete prunes the folders it empties (an object store has no empty folders) while other
+    threads write into them: every write lands (the folder chain is made again), none raises."""
+    store = LocalStore(str(tmp_path / "wh"))
+    errors: list[BaseException] = []
+    written: list[str] = []
+
+    def churn(n: int) -> None:
+        try:
+            for i in range(300):
+                key = f"_lakevilla/txns/t{n}-{i}/lease.json"  # one folder each, pruned by its delete
+                store.put(key, b"x", mode=CREATE if i % 2 else OVERWRITE)
+                store.copy(key, f"_lakevilla/txns/c{n}-{i}/copy.json")
+                written.append(key)
+                store.delete(key)
+                store.delete(f"_lakevilla/txns/c{n}-{i}/copy.json")
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(churn, range(4)))
+    assert errors == [] and len(written) == 1200
+    assert list(store.list("")) == []
