@@ -9,12 +9,12 @@ from typing import Any, ClassVar, Iterable, Iterator
 
 import pyarrow as pa
 
-from lv_core.delta.actions import Action
+from lv_core.delta.actions import Action, Metadata
 from lv_core.delta.checkpoint import checkpoint_interval, should_checkpoint, write_checkpoint
 from lv_core.delta.errors import VersionNotFound
 from lv_core.delta.features import check_readable
 from lv_core.delta.schema import DeltaSchema
-from lv_core.delta.snapshot import Snapshot, replay
+from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.table import create_table as _create_table
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import ConfigError, DeltaLogError, LvError, NotFound, TableExists, TableNotFound
@@ -31,7 +31,7 @@ from lv_core.protocol.scan import (
     log_entries,
     reserved_tail,
 )
-from lv_core.protocol.tablelog import TableLogs
+from lv_core.protocol.tablelog import LaterSnapshot, TableLogs
 from lv_core.protocol.vacuum import VacuumReport, vacuum
 from lv_core.protocol.vlock import ValidationLock
 from lv_core.storage.base import ObjectStore
@@ -293,23 +293,22 @@ class Lakehouse:
         When other commits landed between ``base`` and ``version``, a due checkpoint reads them first
         (the cached snapshot advanced, or the log); pending markers below ``version`` skip it.
         """
-        snap: Snapshot | None = None
-        if base.version == version - 1:
-            try:
-                snap = replay(base, [(version, actions)])
-            except LvError:
-                return
-            self.logs.note_committed(table, snap)
-        if not should_checkpoint(version, checkpoint_interval((snap or base).metadata)):
+        later = LaterSnapshot(base, version, actions) if base.version == version - 1 else None
+        if later is not None:
+            self.logs.note_committed(table, later)  # replayed when first read, not in the commit
+        metadata = next((a for a in reversed(actions) if isinstance(a, Metadata)), base.metadata)
+        if not should_checkpoint(version, checkpoint_interval(metadata)):
             return
         from lv_core.txn import cleaner
 
-        cleaner.background(f"checkpoint of {table}@{version}", lambda: self._checkpoint(table, version, snap))
+        cleaner.background(f"checkpoint of {table}@{version}", lambda: self._checkpoint(table, version, later))
 
-    def _checkpoint(self, table: str, version: int, snap: Snapshot | None) -> None:
+    def _checkpoint(self, table: str, version: int, later: LaterSnapshot | None) -> None:
         """Write the checkpoint of ``table`` at ``version`` (in the background: a commit does not wait)."""
         with contextlib.suppress(LvError):
-            if snap is None:
+            if later is not None:
+                snap = later.get()
+            else:
                 snap, pending = self.logs.resolved_view(table, version)
                 if pending or not should_checkpoint(version, checkpoint_interval(snap.metadata)):
                     return

@@ -18,9 +18,24 @@ from lv_core.delta.errors import VersionNotFound
 from lv_core.delta.log import DeltaLog
 from lv_core.delta.snapshot import Snapshot, replay
 from lv_core.delta.table import validate_table_name
-from lv_core.errors import NotFound, TableNotFound
+from lv_core.errors import LvError, NotFound, TableNotFound
 from lv_core.protocol.markers import VersionState, fill_version, read_version
 from lv_core.storage.base import ObjectStore
+
+
+class LaterSnapshot:
+    """The snapshot a commit of ours makes on top of the resolved snapshot below it, replayed when first
+    needed (a commit does not wait for it: replaying copies the table's file list)."""
+
+    def __init__(self, base: Snapshot, version: int, actions: list[Action]) -> None:
+        self.base, self.version, self.actions = base, version, actions
+        self._snap: Snapshot | None = None
+
+    def get(self) -> Snapshot:
+        """The snapshot (raises what :func:`replay` raises)."""
+        if self._snap is None:
+            self._snap = replay(self.base, [(self.version, self.actions)])
+        return self._snap
 
 
 class TableLogs:
@@ -31,7 +46,7 @@ class TableLogs:
         self._lock = threading.Lock()
         self._latest: dict[str, int] = {}  # in the Delta log
         self._claimed: dict[str, int] = {}  # reserved by a marker (maybe above the log's tail)
-        self._resolved: dict[str, Snapshot] = {}
+        self._resolved: dict[str, Snapshot | LaterSnapshot] = {}
 
     def require(self, table: str) -> None:
         """Raise TableNotFound (with the tables that do exist) unless ``table`` exists."""
@@ -74,7 +89,18 @@ class TableLogs:
     def resolved_tables(self) -> dict[str, Snapshot]:
         """The cached resolved snapshots (table -> snapshot), a copy."""
         with self._lock:
-            return dict(self._resolved)
+            return {t: snap for t in list(self._resolved) if (snap := self._cached(t)) is not None}
+
+    def _cached(self, table: str) -> Snapshot | None:
+        """The cached resolved snapshot of ``table`` (replayed now if noted later); the lock is held."""
+        entry = self._resolved.get(table)
+        if isinstance(entry, LaterSnapshot):
+            try:
+                entry = self._resolved[table] = entry.get()
+            except LvError:  # a cache: the next read goes to the log
+                del self._resolved[table]
+                return None
+        return entry
 
     def note_latest(self, table: str, version: int) -> None:
         """``version`` is in the table's Delta log."""
@@ -96,7 +122,7 @@ class TableLogs:
         pending markers' states as read (the caller's cycle search need not read them again)."""
         store = store or self.store
         with self._lock:
-            cached = self._resolved.get(table)
+            cached = self._cached(table)
             hint = self._latest.get(table)
         if cached is not None and cached.version <= upto:
             snap = cached
@@ -148,7 +174,7 @@ class TableLogs:
         latest = self.latest_hint(table, store)
         return self.resolved_view(table, latest, store)[0]
 
-    def note_committed(self, table: str, snapshot: Snapshot) -> None:
+    def note_committed(self, table: str, snapshot: Snapshot | LaterSnapshot) -> None:
         """Remember a snapshot known to be resolved (e.g. right after our own commit)."""
         with self._lock:
             old = self._resolved.get(table)
@@ -164,4 +190,4 @@ class TableLogs:
             self._resolved.pop(table, None)
 
 
-__all__ = ["NotFound", "TableLogs"]
+__all__ = ["LaterSnapshot", "NotFound", "TableLogs"]

@@ -125,3 +125,30 @@ def test_scan_markers_log_and_recover(tmp_path):
     rep = lh.recover(lease_grace_s=0)
     assert rep.freed == [("kv", v, txn.id)] and list(lh.store.list(layout.txn_prefix(txn.id))) == []
     assert lh.scan_markers("kv")[0].markers == [] and lh.log("kv")[-1].kind == "freed"
+
+
+def test_a_commit_caches_its_snapshot_and_replays_it_when_first_read(tmp_path):
+    """after_commit notes the snapshot a commit makes without replaying it (the commit does not copy the
+    table's file list); the first read replays it, from the cache (no request); one that cannot be
+    replayed is dropped and the next read goes to the log."""
+    from lv_core.delta.actions import AddFile
+    from lv_core.engine import arrow_ops as aops
+    from lv_core.protocol.tablelog import LaterSnapshot
+    from lv_core.storage.instrumented import InstrumentedStore
+
+    store = InstrumentedStore(LocalStore(str(tmp_path)))
+    lh = lv_core.Lakehouse(store)
+    lh.create_table("t", "id BIGINT")
+    with lh.transaction("repeatable_read") as txn:
+        txn.execute(aops.append("t", pa.table({"id": pa.array([1], pa.int64())})))
+    base = lh.logs.latest_snapshot("t")
+    lh.logs.note_committed("t", LaterSnapshot(base, base.version + 1, [AddFile("x.parquet", {}, 1, 0)]))
+    store.reset()
+    snap, pending = lh.logs.resolved_view("t", base.version + 1)  # version base + 1 is not in the log
+    assert (snap.version, pending, sum(store.counts().values())) == (base.version + 1, {}, 0)
+    assert set(snap.files) == set(base.files) | {"x.parquet"}
+    lh.logs.note_committed("t", LaterSnapshot(base, base.version + 5, []))  # not contiguous: replay fails
+    assert "t" not in lh.logs.resolved_tables()
+    again, _ = lh.logs.resolved_view("t", base.version)
+    assert (again.version, set(again.files)) == (base.version, set(base.files))
+    lh.close()
