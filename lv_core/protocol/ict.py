@@ -15,7 +15,7 @@ function of the bytes and the version below, so the owner and a recoverer write 
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from lv_core.delta.actions import Action, CommitInfo, encode_commit
 from lv_core.delta.features import ict_enabled as enabled
@@ -29,22 +29,27 @@ FIELD = "inCommitTimestamp"
 def commit_info_first(actions: list[Action], info: dict[str, Any], ict: bool) -> bytes:
     """Encode a commit: ``actions`` then the commitInfo; with ``ict``, the commitInfo first with an
     unsealed ``inCommitTimestamp`` (see :func:`seal`)."""
-    return commit_variants(actions, info_lines([info], ict), ict)[0]
+    return with_info(encode_commit(actions), info_lines([info], ict)[0], ict)
 
 
 def info_lines(infos: list[dict[str, Any]], ict: bool) -> list[bytes]:
-    """The commitInfo line of each of ``infos`` as :func:`commit_info_first` writes it (for
-    :func:`commit_variants`: the commits of one transaction on many tables share them)."""
+    """The commitInfo line of each of ``infos`` as :func:`commit_info_first` writes it (the commits of
+    one transaction on many tables share them)."""
     return [encode_commit([CommitInfo({**info, FIELD: None} if ict else info)]) for info in infos]
 
 
-def commit_variants(actions: list[Action], lines: list[bytes], ict: bool) -> list[bytes]:
-    """The commit of ``actions`` (as :func:`commit_info_first`) once with each commitInfo line of
-    ``lines`` (:func:`info_lines`); the actions are encoded once."""
-    body = encode_commit(actions)
+def with_info(body: bytes, line: bytes, ict: bool) -> bytes:
+    """The commit of the encoded actions ``body`` with the commitInfo ``line`` (:func:`info_lines`),
+    as :func:`commit_info_first` makes it."""
     if not body:
-        return list(lines)
-    return [line + b"\n" + body if ict else body + b"\n" + line for line in lines]
+        return line
+    return line + b"\n" + body if ict else body + b"\n" + line
+
+
+def stripped(info: Mapping[str, Any]) -> dict[str, Any]:
+    """A commitInfo read back from the log without its in-commit timestamp (to encode it again for a
+    table with or without one)."""
+    return {k: v for k, v in info.items() if k != FIELD}
 
 
 def _first(data: bytes) -> tuple[dict[str, Any] | None, bytes]:
@@ -113,4 +118,5 @@ def same_commit(written: bytes, planned: bytes) -> bool:
     return rest == want_rest and {**ci, FIELD: None} == want
 
 
-__all__ = ["FIELD", "commit_info_first", "enabled", "previous", "same_commit", "seal", "stamped", "unsealed"]
+__all__ = ["FIELD", "commit_info_first", "enabled", "info_lines", "previous", "same_commit", "seal", "stamped",
+           "stripped", "unsealed", "with_info"]

@@ -25,12 +25,12 @@ import contextlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from lv_core.delta.actions import AddFile, CommitInfo, decode_commit
 from lv_core.delta.log import DeltaLog
 from lv_core.errors import LvError, NotFound, PreconditionFailed
-from lv_core.protocol import layout
+from lv_core.protocol import ict, layout
 from lv_core.protocol.edges import read_edges
 from lv_core.protocol.lease import read_lease
 from lv_core.protocol.markers import (
@@ -134,6 +134,21 @@ def _decided_commit(store: ObjectStore, txn: str, table: str, version: int) -> b
     return plans[table][1]
 
 
+def _sibling_commit(info: Mapping[str, Any], table: str) -> bytes | None:
+    """The commit of ``table`` that a part with the commitInfo ``info`` carries: its actions
+    (``siblingActions``) with the part's commitInfo less those fields (byte for byte what the owner
+    encoded for it), or the whole commit (``siblings``, as parts were first written)."""
+    lv = info[KEY]
+    bodies = lv.get("siblingActions")
+    if isinstance(bodies, dict):
+        with_ict = lv.get("siblingsIct", [])
+        own = {**ict.stripped(info), KEY: {k: x for k, x in lv.items() if k not in ("siblingActions", "siblingsIct")}}
+        on = isinstance(with_ict, list) and table in with_ict
+        return ict.with_info(str(bodies[table]).encode(), ict.info_lines([own], on)[0], on)
+    siblings = lv.get("siblings")
+    return str(siblings[table]).encode() if isinstance(siblings, dict) else None
+
+
 def _part_commit(store: ObjectStore, txn: str, table: str, version: int) -> bytes | None:
     """The commit for ``table@version`` that a part of ``txn``'s multi-table commit already in the log
     carries (``lakevilla.siblings``, :func:`lv_core.txn.publish.prepare`): such a part is the decision.
@@ -152,13 +167,14 @@ def _part_commit(store: ObjectStore, txn: str, table: str, version: int) -> byte
         if other is None or other.kind != "commit" or other.txn != txn:
             continue
         try:
-            lv: dict = next(p for a in decode_commit(other.raw, version=v, table=t)
-                            if isinstance(a, CommitInfo) and isinstance(p := a.payload.get(KEY), dict))
-            at, siblings = lv.get("at"), lv.get("siblings")
-            if not isinstance(at, dict) or not isinstance(siblings, dict) or at.get(table) != version:
+            info = next(a.payload for a in decode_commit(other.raw, version=v, table=t)
+                        if isinstance(a, CommitInfo) and isinstance(a.payload.get(KEY), dict))
+            lv: dict = info[KEY]
+            at = lv.get("at")
+            if not isinstance(at, dict) or at.get(table) != version:
                 return None
-            data = str(siblings[table]).encode()
-            if not _written_by(decode_commit(data, version=version, table=table), txn):
+            data = _sibling_commit(info, table)
+            if data is None or not _written_by(decode_commit(data, version=version, table=table), txn):
                 return None
             parts = [(str(pt), int(pv)) for pt, pv in at.items()]
         except (LvError, KeyError, TypeError, ValueError, StopIteration):

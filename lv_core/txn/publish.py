@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from lv_core import events as ev
-from lv_core.delta.actions import Action
+from lv_core.delta.actions import Action, encode_commit
 from lv_core.errors import LvError
 from lv_core.protocol import layout
 from lv_core.protocol.gvl import GvlState
-from lv_core.protocol.ict import commit_variants, info_lines
-from lv_core.protocol.markers import encode_freed, lakevilla_commit_info
+from lv_core.protocol.ict import info_lines, with_info
+from lv_core.protocol.markers import KEY, encode_freed, lakevilla_commit_info
 from lv_core.storage.base import OVERWRITE
 from lv_core.testing import armed, crashpoint
 from lv_core.txn.access import replace_marker, write_marker_version
@@ -61,26 +61,28 @@ class Published:
     gvl: GvlState | None = None
 
 
-def _with_siblings(core: TxnCore, extra: dict[str, Any], commits: dict[str, bytes],
-                   parts: dict[str, bytes], token: str) -> dict[str, Callable[[], bytes]] | None:
-    """Each part carrying the other parts' commits (``lakevilla.siblings``), so that any part in the
-    log is the decision (``lv_core.protocol.recovery`` rolls the others forward from it, finding them
-    through the markers the edges object names); None when that cannot be: the parts are too big
-    together, or the edges object does not name every written table's marker. ``parts``: each table's
-    commit with ``token`` in place of its siblings."""
-    if sum(map(len, commits.values())) > EMBED_MAX:
+def _with_siblings(core: TxnCore, extra: dict[str, Any], bodies: dict[str, bytes], parts: dict[str, bytes],
+                   token: str) -> dict[str, Callable[[], bytes]] | None:
+    """Each part carrying the other parts' actions (``lakevilla.siblingActions``: table -> its encoded
+    actions; their commitInfo is the part's own without these fields, ``lakevilla.siblingsIct`` naming
+    the tables with in-commit timestamps), so that any part in the log is the decision
+    (``lv_core.protocol.recovery`` rolls the others forward from it, finding them through the markers
+    the edges object names); None when that cannot be: the parts are too big together, or the edges
+    object does not name every written table's marker. ``parts``: each table's commit with ``token``
+    in place of its siblings."""
+    if sum(map(len, bodies.values())) > EMBED_MAX:
         return None
     exposed = exposed_markers(core, core.settings.timeout_s)
     at = extra["at"]
     if exposed is None or any(exposed.get(t) != v for t, v in at.items()):
         return None
-    # Each sibling's commit is escaped into JSON once, not once per part: the placeholder in every part
-    # is replaced by its ``{"other": "<commit>", ...}`` (the bytes json.dumps makes of that dict), so the
-    # work grows with the parts' total size, not with its square. Each part is assembled by the thread
-    # that writes it: the first writes start while the other parts are still being put together.
-    entry = {t: f"{json.dumps(t, ensure_ascii=False)}:{json.dumps(c.decode(), ensure_ascii=False)}"
-             for t, c in commits.items()}
-    names = sorted(commits)
+    # Each sibling's actions are escaped into JSON once, not once per part: the placeholder in every
+    # part is replaced by its ``{"other": "<actions>", ...}`` (the bytes json.dumps makes of that dict),
+    # so the work grows with the parts' total size, not with its square. Each part is assembled by the
+    # thread that writes it: the first writes start while the other parts are still being put together.
+    entry = {t: f"{json.dumps(t, ensure_ascii=False)}:{json.dumps(b.decode(), ensure_ascii=False)}"
+             for t, b in bodies.items()}
+    names = sorted(bodies)
     placeholder = json.dumps(token).encode()
 
     def assemble(t: str) -> bytes:
@@ -100,17 +102,22 @@ def prepare(core: TxnCore, settled: Settled) -> Prepared:
     at = {t: book.published.get(t, book.tables[t].marker_version) for t in sorted(writes)}
     if len(writes) > 1:  # every part's version: LV[I] publishes none of them before all are committed
         extra["at"] = at
-    infos = [lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", extra)]
+    info = lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", extra)
+    infos = [info]
     embed = len(writes) > 1 and book.decision is None and not book.published
     token = f"lv-siblings-{uuid.uuid4().hex}"
-    if embed:  # each commit also with a placeholder for its siblings (the actions are encoded once)
-        infos.append(lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {**extra, "siblings": token}))
-    lines = {ict: info_lines(infos, ict) for ict in {core.ict(t) for t in writes}}  # the same for every table
-    variants = {t: commit_variants(actions, lines[core.ict(t)], core.ict(t)) for t, actions in writes.items()}
-    commits = {t: v[0] for t, v in variants.items()}
+    ict = {t: core.ict(t) for t in writes}
+    if embed:  # the part: this commitInfo and the siblings' actions (a placeholder until assembled)
+        with_ict = sorted(t for t, on in ict.items() if on)
+        infos.append({**info, KEY: {**info[KEY], "siblingActions": token, **({"siblingsIct": with_ict} if with_ict
+                                                                           else {})}})
+    lines = {on: info_lines(infos, on) for on in set(ict.values())}  # the same for every table
+    bodies = {t: encode_commit(actions) for t, actions in writes.items()}  # each table's actions, encoded once
+    commits = {t: with_info(bodies[t], lines[ict[t]][0], ict[t]) for t in writes}
     made: Mapping[str, bytes | Callable[[], bytes]] = commits
     if embed:
-        embedded = _with_siblings(core, extra, commits, {t: v[1] for t, v in variants.items()}, token)
+        embedded = _with_siblings(core, extra, bodies, {t: with_info(bodies[t], lines[ict[t]][1], ict[t])
+                                                        for t in writes}, token)
         if embedded is not None:
             made = embedded
             book.decision = Decision("parts", at)  # type: ignore[arg-type]

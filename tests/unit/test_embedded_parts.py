@@ -1,5 +1,5 @@
 """A small LV[CT] multi-table commit without a decision record (issue 21): every part carries the
-others (``lakevilla.siblings``), the markers are named in the edges object before any part is
+others' actions (``lakevilla.siblingActions``), the markers are named in the edges object before any part is
 written, so any part in the log is the decision and a recoverer rolls the others forward from it."""
 
 from __future__ import annotations
@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import time
 
+import pyarrow as pa
 import pytest
 
 import lv_core
 from lv_core.cli import main as lv_main
 from lv_core.errors import LvError
+from lv_core.protocol import recovery
 from lv_core.protocol.edges import read_edges
 from lv_core.protocol.markers import KEY, read_version
 from lv_core.storage.instrumented import InstrumentedStore
@@ -38,6 +40,15 @@ def _payload(lh, table: str, version: int) -> dict:
         if ci and KEY in ci:
             return ci[KEY]
     raise AssertionError(f"no LakeVilla commitInfo at {table}@{version}")
+
+
+def _info(lh, table: str, version: int) -> dict:
+    st = read_version(lh.store, table, version)
+    return next(ci for line in st.raw.decode().splitlines() if KEY in (ci := json.loads(line).get("commitInfo") or {}))
+
+
+def _without_siblings(info: dict) -> dict:
+    return {**info, KEY: {k: v for k, v in info[KEY].items() if k not in ("siblingActions", "siblingsIct")}}
 
 
 def _transfer(lh, tables=("a", "b", "c")):
@@ -68,13 +79,15 @@ def test_parts_carry_each_other_and_no_decision_is_written(tmp_path):
     for t, v in res.versions.items():
         lv = _payload(plain, t, v)
         assert lv["at"] == res.versions
-        assert sorted(lv["siblings"]) == sorted(set(res.versions) - {t})
-        for o, data in lv["siblings"].items():  # exactly the other part's actions, as a plain commit
+        assert sorted(lv["siblingActions"]) == sorted(set(res.versions) - {t}) and "siblings" not in lv
+        for o, data in lv["siblingActions"].items():  # exactly the other part's actions (no commitInfo)
             lines = [json.loads(x) for x in data.splitlines()]
-            ci = next(x["commitInfo"][KEY] for x in lines if "commitInfo" in x)
-            assert "siblings" not in ci and ci["txn"] == txn.id
             landed = [json.loads(x) for x in read_version(plain.store, o, res.versions[o]).raw.decode().splitlines()]
-            assert [x for x in lines if "commitInfo" not in x] == [x for x in landed if "commitInfo" not in x]
+            assert lines == [x for x in landed if "commitInfo" not in x]
+            # what a recoverer writes for it: those actions, with this part's commitInfo less the siblings
+            rebuilt = [json.loads(x) for x in recovery._sibling_commit(_info(plain, t, v), o).decode().splitlines()]
+            assert rebuilt[:-1] == lines
+            assert rebuilt[-1]["commitInfo"] == _without_siblings(_info(plain, o, res.versions[o]))
     assert [O.table_rows(plain.store.url(t)) for t in "abc"] == [[(1, 110.0)], [(1, 120.0)], [(1, 130.0)]]
     assert cleaner.drain(30)
     assert read_edges(plain.store, txn.id) is None  # deleted with the transaction's other objects
@@ -122,4 +135,45 @@ def test_big_commits_record_the_decision_first(tmp_path, monkeypatch):
     res = txn.commit()  # it reads the decision back
     assert fault.fired
     for t, v in res.versions.items():
-        assert "siblings" not in _payload(plain, t, v)
+        assert "siblings" not in _payload(plain, t, v) and "siblingActions" not in _payload(plain, t, v)
+
+
+@pytest.mark.parametrize("failing", ["i", "a"])
+def test_parts_roll_forward_across_tables_with_and_without_in_commit_timestamps(tmp_path, failing):
+    """A part carries its siblings' actions only; the commitInfo a recoverer gives the missing one is
+    the part's own, less the siblings and its in-commit timestamp, stamped again for the table it
+    lands in when that table has in-commit timestamps (``i``) and without one when not (``a``)."""
+    from lv_core.engine import arrow_ops as ops
+    from tests.helpers import feature_fixtures as ff
+
+    plain, store, lh = _three(tmp_path)
+    ff.in_commit_timestamp_table(tmp_path / "wh" / "i", ict=1_000)
+    new = [{"id": 9, "v": "z"}]
+    txn = lh.begin("repeatable_read", timeout_s=20)
+    O.run_op(txn, O.add("a", 1, 10.0))
+    txn.execute(ops.append("i", pa.Table.from_pylist(new, schema=ff.SCHEMA)))
+    store.fail("PUT-create", key_contains=f"{failing}/_delta_log/", times=10)
+    with pytest.raises(LvError):
+        txn.commit()
+    time.sleep(LEASE + 0.2)  # the owner's lease runs out (nothing to await: it is gone)
+    rep = lv_core.connect(str(tmp_path / "wh")).recover(lease_grace_s=0)
+    assert [(t, x) for t, _v, x in rep.rolled_forward] == [(failing, txn.id)]
+    assert O.table_rows(plain.store.url("a")) == [(1, 110.0)]
+    assert ff.delta_rows(tmp_path / "wh" / "i") == ff.ROWS + new
+    v = txn.marker_versions()[failing]
+    first, *_ = read_version(plain.store, failing, v).raw.decode().split("\n")
+    info = _info(plain, failing, v)
+    assert "siblingActions" not in info[KEY]
+    if failing == "i":  # stamped, and its commitInfo first
+        assert json.loads(first)["commitInfo"] == info and info["inCommitTimestamp"] > 1_000
+    else:
+        assert "inCommitTimestamp" not in info
+
+
+def test_parts_written_before_sibling_actions_still_roll_forward():
+    """Parts written by an earlier version carry each sibling's whole commit (``siblings``): a recoverer
+    writes that commit as it is; anything else is not a part it can roll forward."""
+    whole = '{"add":{"path":"x.parquet"}}\n{"commitInfo":{"lakevilla":{"kind":"commit","txn":"t1"}}}'
+    info = {"timestamp": 1, KEY: {"kind": "commit", "txn": "t1", "at": {"a": 3, "b": 4}, "siblings": {"b": whole}}}
+    assert recovery._sibling_commit(info, "b") == whole.encode()
+    assert recovery._sibling_commit({"timestamp": 1, KEY: {"kind": "commit", "txn": "t1"}}, "b") is None
