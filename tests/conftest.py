@@ -212,7 +212,13 @@ def local_store(tmp_path: Any) -> LocalStore:
     return LocalStore(tmp_path / "warehouse")
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+@pytest.fixture
+def local_named_store(tmp_path: Any) -> LocalStore:
+    """A :class:`LocalStore` that writes through named temp files only (file systems without O_TMPFILE)."""
+    return LocalStore(tmp_path / "warehouse", unnamed=False)
+
+
+@pytest.fixture(params=["local", "local_named", pytest.param("s3", marks=pytest.mark.s3)])
 def store(request: pytest.FixtureRequest) -> ObjectStore:
     """The storage contract runs once per backend."""
     return request.getfixturevalue(f"{request.param}_store")

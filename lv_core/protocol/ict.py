@@ -93,6 +93,8 @@ def seal(store: ObjectStore, table: str, version: int, data: bytes, prev: Option
     """The bytes to write at ``version``: ``data`` itself unless it asks for an in-commit timestamp;
     then max(its commitInfo ``timestamp``, previous + 1), reading the previous one (1 GET) unless
     ``prev_known``. Raises DeltaLogError when the version below is missing (a gap)."""
+    if not data.startswith(b'{"commitInfo":'):  # (how LakeVilla encodes a commitInfo first: only then to seal)
+        return data
     ci, rest = _first(data)
     if ci is None or ci[FIELD] is not None:
         return data

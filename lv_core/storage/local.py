@@ -1,7 +1,9 @@
 """A local folder as an object store.
 
 - ``create`` (put-if-absent): the bytes go to a temp file which is then hard-linked to the
-  key; ``link`` fails atomically if the key exists, and readers never see half a file.
+  key; ``link`` fails atomically if the key exists, and readers never see half a file. Where the
+  file system offers it (Linux ``O_TMPFILE``) the temp file has no name: nothing to remove after
+  the link, and nothing left behind by a crash.
 - ``overwrite``: temp file + ``rename`` (atomic replace).
 - ``if_match``: an exclusive ``flock`` on the current file, etag comparison, then temp file +
   rename; atomic among processes of one machine (the guarantee a local folder can give).
@@ -19,6 +21,7 @@ the version this put wrote even if another writer replaces it a moment later.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -33,6 +36,28 @@ from lv_core.storage.base import CREATE, OVERWRITE, GetResult, IfMatch, ObjectMe
 _TMP_PREFIX = ".lvtmp-"
 _clock_lock = threading.Lock()
 _last_ns = 0
+#: open flag of an unnamed temp file, linked into place through /proc (0: not here)
+_UNNAMED = getattr(os, "O_TMPFILE", 0) if os.path.isdir("/proc/self/fd") else 0
+_root_fd: int | None = None  # any folder's descriptor: makes os.link use linkat, which can follow /proc links
+
+
+def _any_dir_fd() -> int:
+    global _root_fd
+    with _clock_lock:
+        if _root_fd is None:
+            _root_fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return _root_fd
+
+
+def _fill(fd: int, data: bytes) -> str:
+    """Write ``data`` to the new file ``fd``, stamp it with a fresh mtime, sync it; return its etag."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    ns = _fresh_ns()
+    os.utime(fd, ns=(ns, ns))
+    os.fsync(fd)
+    return _etag(os.fstat(fd))
 
 
 def _fresh_ns() -> int:
@@ -61,8 +86,11 @@ class LocalStore(ObjectStore):
 
     scheme = "file"
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, unnamed: bool = True) -> None:
+        """``unnamed``: put-if-absent through unnamed temp files where the file system offers them
+        (False: always a named temp file, as on file systems without them)."""
         self.root = Path(root).expanduser().resolve()
+        self._unnamed = unnamed and bool(_UNNAMED)  # cleared when this file system refuses unnamed temp files
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -96,19 +124,43 @@ class LocalStore(ObjectStore):
             except NotADirectoryError as e:
                 raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                ns = _fresh_ns()
-                os.utime(fd, ns=(ns, ns))
-                os.fsync(fd)
-                return tmp, _etag(os.fstat(fd))
+                return tmp, _fill(fd, data)
             except BaseException:
                 _discard(tmp)
                 raise
             finally:
                 os.close(fd)
         raise StorageError(f"cannot write {key!r}: its folder keeps disappearing")
+
+    def _create_unnamed(self, key: str, path: Path, data: bytes) -> str | None:
+        """put-if-absent through an unnamed temp file linked into place; its etag, or None when this
+        file system cannot (then :meth:`put` uses a named temp file)."""
+        folder = str(path.parent)
+        for _ in range(20):  # a concurrent delete may prune the (empty) folder meanwhile
+            try:
+                fd = os.open(folder, _UNNAMED | os.O_WRONLY | os.O_CLOEXEC, 0o666)
+            except (FileNotFoundError, NotADirectoryError):
+                return None  # no folder yet (or a file on the way): the named path makes it, or says why
+            except OSError as e:
+                if e.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                    self._unnamed = False
+                    return None
+                raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
+            try:
+                etag = _fill(fd, data)
+                try:
+                    os.link(f"/proc/self/fd/{fd}", path, src_dir_fd=_any_dir_fd(), follow_symlinks=True)
+                except (FileExistsError, IsADirectoryError) as e:
+                    raise AlreadyExists(key if isinstance(e, FileExistsError) else f"{key} (a folder)") from e
+                except FileNotFoundError:
+                    continue  # the folder was pruned after the file was opened in it: again
+                except OSError:
+                    self._unnamed = False  # e.g. links through /proc refused here
+                    return None
+                return etag
+            finally:
+                os.close(fd)
+        return None
 
     def _link_temp(self, src: str, dst: str, path: Path) -> Path:
         """Hard-link the object at ``src`` to a temp file in ``path``'s folder (made if missing)."""
@@ -168,6 +220,10 @@ class LocalStore(ObjectStore):
         if not (mode in (CREATE, OVERWRITE) or isinstance(mode, IfMatch)):
             raise ValueError(f"unknown put mode {mode!r}")
         path = self._path(key)
+        if mode == CREATE and self._unnamed:
+            made = self._create_unnamed(key, path, data)
+            if made is not None:
+                return made
         written, etag = self._write_temp(key, path, data)
         tmp: str | None = written  # the temp file still to remove in finally (None once renamed into place)
         try:

@@ -484,3 +484,34 @@ def test_local_writes_survive_folders_pruned_under_them(tmp_path: Path) -> None:
         list(pool.map(churn, range(4)))
     assert errors == [] and len(written) == 1200
     assert list(store.list("")) == []
+
+
+def test_local_create_falls_back_to_named_temp_files_where_unnamed_are_refused(tmp_path: Path, monkeypatch) -> None:
+    """A file system without O_TMPFILE (simulated: this machine's file systems all have it, so the
+    flag's open is made to fail as such a file system fails it) gets named temp files: every put-if-absent
+    still lands once, the next ones go the named way at once, and no temp file is left."""
+    import errno
+    import os
+
+    from lv_core.storage import local
+
+    if not local._UNNAMED:
+        pytest.skip("no unnamed temp files here: the named way is the only one")
+    store = LocalStore(str(tmp_path / "wh"))
+    store.put("t/_delta_log/0.json", b"v0", mode=CREATE)  # the folder exists: unnamed from now on
+    real_open, refused = os.open, []
+
+    def open_(path, flags, *args, **kwargs):
+        if flags & local._UNNAMED == local._UNNAMED:
+            refused.append(path)
+            raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(local.os, "open", open_)
+    assert store.put("t/_delta_log/1.json", b"v1", mode=CREATE)
+    assert store.put("t/_delta_log/2.json", b"v2", mode=CREATE)
+    with pytest.raises(AlreadyExists):
+        store.put("t/_delta_log/2.json", b"again", mode=CREATE)
+    assert len(refused) == 1  # asked once, then remembered
+    assert [store.get(f"t/_delta_log/{v}.json").data for v in range(3)] == [b"v0", b"v1", b"v2"]
+    assert sorted(os.listdir(tmp_path / "wh" / "t" / "_delta_log")) == ["0.json", "1.json", "2.json"]
