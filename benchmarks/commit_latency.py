@@ -128,7 +128,30 @@ def main(argv: list[str] | None = None) -> None:
     data = {"base": args.base, "head": args.head, "latency_ms": args.latency_ms, "reps": args.reps,
             "rounds": args.rounds, "runs": runs, "summary": summary}
     Path(args.out).write_text(json.dumps(data, indent=1) + "\n")
+    _plot(data, ks, Path(args.out).with_suffix(".png"))
     print(json.dumps(summary, indent=1))
+
+
+def _plot(data: dict[str, Any], ks: list[int], path: Path) -> None:
+    """Commit p50 per k for each tree, and the store floor, as lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name, s in data["summary"].items():
+        ys = s.get("commit_ms_p50") or s["parallel_put_create_ms_p50"]
+        ratio = s[f"ratio_{ks[-1]}_to_{ks[0]}"]
+        ax.plot(ks, [ys[k] for k in ks], marker="o", linestyle="--" if name == "store_floor" else "-",
+                label=f"{name} ({ks[-1]}/{ks[0]} = {ratio})")
+    ax.set_xlabel("tables written by the transaction")
+    ax.set_ylabel("commit() p50, ms")
+    ax.set_title(f"Uncontended commit latency, {data['latency_ms']:g} ms per request")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
