@@ -39,11 +39,12 @@ _last_ns = 0
 #: open flag of an unnamed temp file, linked into place through /proc (0: not here)
 _UNNAMED = getattr(os, "O_TMPFILE", 0) if os.path.isdir("/proc/self/fd") else 0
 _root_fd: int | None = None  # any folder's descriptor: makes os.link use linkat, which can follow /proc links
+_root_fd_lock = threading.Lock()
 
 
 def _any_dir_fd() -> int:
     global _root_fd
-    with _clock_lock:
+    with _root_fd_lock:
         if _root_fd is None:
             _root_fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         return _root_fd

@@ -105,12 +105,13 @@ def prepare(core: TxnCore, settled: Settled) -> Prepared:
     info = lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", extra)
     infos = [info]
     embed = len(writes) > 1 and book.decision is None and not book.published
-    token = f"lv-siblings-{uuid.uuid4().hex}"
+    token = f"lv-siblings-{uuid.uuid4().hex}" if embed else ""
     ict = {t: core.ict(t) for t in writes}
     if embed:  # the part: this commitInfo and the siblings' actions (a placeholder until assembled)
-        with_ict = sorted(t for t, on in ict.items() if on)
-        infos.append({**info, KEY: {**info[KEY], "siblingActions": token, **({"siblingsIct": with_ict} if with_ict
-                                                                           else {})}})
+        lv = {**info[KEY], "siblingActions": token}
+        if with_ict := sorted(t for t, on in ict.items() if on):
+            lv["siblingsIct"] = with_ict
+        infos.append({**info, KEY: lv})
     lines = {on: info_lines(infos, on) for on in set(ict.values())}  # the same for every table
     bodies = {t: encode_commit(actions) for t, actions in writes.items()}  # each table's actions, encoded once
     commits = {t: with_info(bodies[t], lines[ict[t]][0], ict[t]) for t in writes}

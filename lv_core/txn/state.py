@@ -141,10 +141,6 @@ class Bookkeeping:
     def results(self) -> list[OpResult]:
         return [rec.result for rec in self.ops]
 
-    def net_actions(self, table: str) -> list[Action]:
-        """What the transaction's operations change on ``table``, as Delta actions."""
-        return net_actions(table, self.results())
-
     def writes(self, tables: list[str] | None = None) -> dict[str, list[Action]]:
         """Table -> net actions, for the tables (of ``tables``) it changes."""
         touching: dict[str, list[OpResult]] = {}  # one pass: each table's net actions read only its results
