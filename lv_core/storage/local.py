@@ -50,15 +50,19 @@ def _any_dir_fd() -> int:
         return _root_fd
 
 
-def _fill(fd: int, data: bytes) -> str:
-    """Write ``data`` to the new file ``fd``, stamp it with a fresh mtime, sync it; return its etag."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-    ns = _fresh_ns()
-    os.utime(fd, ns=(ns, ns))
-    os.fsync(fd)
-    return _etag(os.fstat(fd))
+def _fill(fd: int, data: bytes, key: str) -> str:
+    """Write ``data`` to the new file ``fd``, stamp it with a fresh mtime, sync it; return its etag.
+    Raises StorageError when the file system refuses (e.g. the disk is full): nothing was written."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        ns = _fresh_ns()
+        os.utime(fd, ns=(ns, ns))
+        os.fsync(fd)
+        return _etag(os.fstat(fd))
+    except OSError as e:
+        raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
 
 
 def _fresh_ns() -> int:
@@ -125,7 +129,7 @@ class LocalStore(ObjectStore):
             except NotADirectoryError as e:
                 raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
             try:
-                return tmp, _fill(fd, data)
+                return tmp, _fill(fd, data, key)
             except BaseException:
                 _discard(tmp)
                 raise
@@ -148,7 +152,7 @@ class LocalStore(ObjectStore):
                     return None
                 raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
             try:
-                etag = _fill(fd, data)
+                etag = _fill(fd, data, key)
                 try:
                     os.link(f"/proc/self/fd/{fd}", path, src_dir_fd=_any_dir_fd(), follow_symlinks=True)
                 except (FileExistsError, IsADirectoryError) as e:

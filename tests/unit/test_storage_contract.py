@@ -515,3 +515,30 @@ def test_local_create_falls_back_to_named_temp_files_where_unnamed_are_refused(t
     assert len(refused) == 1  # asked once, then remembered
     assert [store.get(f"t/_delta_log/{v}.json").data for v in range(3)] == [b"v0", b"v1", b"v2"]
     assert sorted(os.listdir(tmp_path / "wh" / "t" / "_delta_log")) == ["0.json", "1.json", "2.json"]
+
+
+@pytest.mark.parametrize("unnamed", [True, False])
+@pytest.mark.parametrize("mode", ["create", "overwrite"])
+def test_local_full_disk_is_a_storage_error_and_writes_nothing(tmp_path: Path, monkeypatch, unnamed: bool,
+                                                               mode: str) -> None:
+    """A write the file system refuses (a full disk, simulated: the sync fails with ENOSPC as it does on
+    one; no disk can be filled here) raises StorageError, the protocol's error for a request that did not
+    land, not a bare OSError; the key keeps what it had and no temp file is left."""
+    import errno
+    import os
+
+    from lv_core.storage import local
+
+    store = LocalStore(str(tmp_path / "wh"), unnamed=unnamed)
+    store.put("t/_delta_log/0.json", b"v0", mode=CREATE)
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(local.os, "fsync", full)
+    key = "t/_delta_log/1.json" if mode == "create" else "t/_delta_log/0.json"
+    with pytest.raises(StorageError, match="No space left"):
+        store.put(key, b"new", mode=CREATE if mode == "create" else OVERWRITE)
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path / "wh" / "t" / "_delta_log")) == ["0.json"]
+    assert store.get("t/_delta_log/0.json").data == b"v0"
