@@ -151,7 +151,7 @@ def _sibling_commit(info: Mapping[str, Any], table: str) -> bytes | None:
 
 def _part_commit(store: ObjectStore, txn: str, table: str, version: int) -> bytes | None:
     """The commit for ``table@version`` that a part of ``txn``'s multi-table commit already in the log
-    carries (``lakevilla.siblings``, :func:`lv_core.txn.publish.prepare`): such a part is the decision.
+    carries (:func:`_sibling_commit`, :func:`lv_core.txn.publish.prepare`): such a part is the decision.
 
     The parts are found through the markers ``txn``'s edges object names (written before any part):
     1 GET, plus 1 GET per other table until a part is found. None when no part is in the log (the

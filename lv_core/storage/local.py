@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from lv_core.errors import AlreadyExists, ConfigError, NotFound, PreconditionFailed, StorageError
 from lv_core.storage.base import CREATE, OVERWRITE, GetResult, IfMatch, ObjectMeta, ObjectStore, PutMode
@@ -63,6 +63,27 @@ def _fill(fd: int, data: bytes, key: str) -> str:
         return _etag(os.fstat(fd))
     except OSError as e:
         raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
+
+
+def _make_folder(key: str, folder: str | Path) -> None:
+    """Make ``folder`` and the folders above it; a folder on the way pruned by a concurrent delete
+    meanwhile is left to the caller's next try. Raises StorageError when a file is in the way."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except FileNotFoundError:
+        pass
+    except OSError as e:  # e.g. a parent "folder" of the key is an object
+        raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
+
+
+def _link_new(key: str, src: str, path: Path, **how: Any) -> None:
+    """Hard-link ``src`` to ``path`` unless something is there (put-if-absent; ``how``: os.link's options)."""
+    try:
+        os.link(src, path, **how)
+    except FileExistsError as e:
+        raise AlreadyExists(key) from e
+    except IsADirectoryError as e:
+        raise AlreadyExists(f"{key} (a folder)") from e
 
 
 def _fresh_ns() -> int:
@@ -119,12 +140,7 @@ class LocalStore(ObjectStore):
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
             except FileNotFoundError:
-                try:
-                    os.makedirs(folder, exist_ok=True)
-                except FileNotFoundError:
-                    pass  # a folder on the way was pruned while the chain was made: again
-                except OSError as e:  # e.g. a parent "folder" of the key is an object
-                    raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
+                _make_folder(key, folder)
                 continue
             except NotADirectoryError as e:
                 raise StorageError(f"cannot write {key!r}: {e.strerror}") from e
@@ -154,9 +170,7 @@ class LocalStore(ObjectStore):
             try:
                 etag = _fill(fd, data, key)
                 try:
-                    os.link(f"/proc/self/fd/{fd}", path, src_dir_fd=_any_dir_fd(), follow_symlinks=True)
-                except (FileExistsError, IsADirectoryError) as e:
-                    raise AlreadyExists(key if isinstance(e, FileExistsError) else f"{key} (a folder)") from e
+                    _link_new(key, f"/proc/self/fd/{fd}", path, src_dir_fd=_any_dir_fd(), follow_symlinks=True)
                 except FileNotFoundError:
                     continue  # the folder was pruned after the file was opened in it: again
                 except OSError:
@@ -172,12 +186,7 @@ class LocalStore(ObjectStore):
         source = self._path(src)
         for _ in range(20):  # a concurrent delete may prune the (empty) folder we just made
             tmp = path.parent / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except FileNotFoundError:
-                continue  # a folder on the way was pruned while the chain was made: again
-            except OSError as e:  # e.g. a parent "folder" of the key is an object
-                raise StorageError(f"cannot write {dst!r}: {e.strerror}") from e
+            _make_folder(dst, path.parent)
             try:
                 os.link(source, tmp, follow_symlinks=False)
                 return tmp
@@ -233,12 +242,7 @@ class LocalStore(ObjectStore):
         tmp: str | None = written  # the temp file still to remove in finally (None once renamed into place)
         try:
             if mode == CREATE:
-                try:
-                    os.link(written, path)
-                except FileExistsError as e:
-                    raise AlreadyExists(key) from e
-                except IsADirectoryError as e:
-                    raise AlreadyExists(f"{key} (a folder)") from e
+                _link_new(key, written, path)
                 return etag
             if mode == OVERWRITE:
                 self._replace_locked(key, path, written)

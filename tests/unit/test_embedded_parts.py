@@ -33,18 +33,18 @@ def _three(tmp_path):
     return plain, store, lv_core.Lakehouse(store, lease_s=LEASE)
 
 
-def _payload(lh, table: str, version: int) -> dict:
+def _info(lh, table: str, version: int) -> dict:
+    """The LakeVilla commitInfo of ``table@version``."""
     st = read_version(lh.store, table, version)
     for line in st.raw.decode().splitlines():
         ci = json.loads(line).get("commitInfo")
         if ci and KEY in ci:
-            return ci[KEY]
+            return ci
     raise AssertionError(f"no LakeVilla commitInfo at {table}@{version}")
 
 
-def _info(lh, table: str, version: int) -> dict:
-    st = read_version(lh.store, table, version)
-    return next(ci for line in st.raw.decode().splitlines() if KEY in (ci := json.loads(line).get("commitInfo") or {}))
+def _payload(lh, table: str, version: int) -> dict:
+    return _info(lh, table, version)[KEY]
 
 
 def _without_siblings(info: dict) -> dict:
