@@ -132,6 +132,8 @@ class LeaseKeeper:
         self._txns: dict[str, tuple[ObjectStore, float, float]] = {}  # txn -> (store, lease_s, next_due)
         self._written: set[str] = set()  # registered transactions whose heartbeat object exists
         self._writing: set[str] = set()  # heartbeats being written right now
+        #: txn -> (monotonic time its last confirmed sign of life was sent, longest silence so far)
+        self._confirmed: dict[str, tuple[float, float]] = {}
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.renewals = 0
@@ -141,7 +143,9 @@ class LeaseKeeper:
         No request now: the heartbeat object is first written when the first renewal is due."""
         expires = clock.wall() + lease_s
         with self._lock:
-            self._txns[txn] = (store, lease_s, time.monotonic() + lease_s / 3)
+            now = time.monotonic()
+            self._txns[txn] = (store, lease_s, now + lease_s / 3)
+            self._confirmed[txn] = (now, 0.0)  # its markers carry ``expires``: a sign of life sent now
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="lv-lease-keeper", daemon=True)
                 self._thread.start()
@@ -153,19 +157,51 @@ class LeaseKeeper:
         ever written (the owner deletes it at the end)."""
         with self._lock:
             self._txns.pop(txn, None)
+            self._confirmed.pop(txn, None)
             self._lock.wait_for(lambda: txn not in self._writing)
             written = txn in self._written
             self._written.discard(txn)
             return written
 
-    def wrote(self, txn: str) -> None:
-        """The owner wrote ``txn``'s heartbeat itself."""
+    def wrote(self, txn: str, sent: float | None = None) -> None:
+        """The owner wrote ``txn``'s heartbeat itself (the write was sent at monotonic time ``sent``)."""
         with self._lock:
             self._written.add(txn)
+            if sent is not None:
+                self._confirm(txn, sent)
+
+    def _confirm(self, txn: str, sent: float) -> None:
+        """A sign of life sent at ``sent`` has landed (call with the lock held)."""
+        last, longest = self._confirmed.get(txn, (sent, 0.0))
+        self._confirmed[txn] = (max(last, sent), max(longest, time.monotonic() - last))
+
+    def silence(self, txn: str) -> float:
+        """The longest time others may have seen no sign of life of ``txn`` (seconds, on this
+        process's monotonic clock): the longest gap between a sign of life being sent and the next one
+        landing, or since the last one was sent. An observer frees a transaction's markers only after
+        seeing no change for a whole lease period (:class:`LeaseObserver`), so a silence clearly
+        shorter than the lease proves nobody could have (up to the observers' skew rule). 0 for a
+        transaction not kept here (it placed no marker yet)."""
+        with self._lock:
+            got = self._confirmed.get(txn)
+        if got is None:
+            return 0.0
+        last, longest = got
+        return max(longest, time.monotonic() - last)
+
+    def reassured(self, txn: str, sent: float) -> None:
+        """Every marker of ``txn`` was re-asserted after a sign of life sent at ``sent``: silences
+        before it no longer matter (anyone who freed a marker of ours before would have made the
+        re-assertion fail)."""
+        with self._lock:
+            if txn in self._confirmed:
+                self._confirmed[txn] = (sent, 0.0)
 
     def pause(self, txn: str) -> None:
-        """Stop renewing (tests use this to simulate a hung client)."""
-        self.unregister(txn)
+        """Stop renewing, as a hung client does (tests): its silence keeps growing."""
+        with self._lock:
+            self._txns.pop(txn, None)
+            self._lock.wait_for(lambda: txn not in self._writing)
 
     def _run(self) -> None:
         while True:
@@ -178,6 +214,7 @@ class LeaseKeeper:
                 next_due = min(nd for (_, _, nd) in self._txns.values())
                 self._writing.update(t for t, _s, _ls in due)
             for txn, store, lease_s in due:
+                sent = time.monotonic()
                 try:
                     write_lease(store, txn, lease_s)
                     self.renewals += 1
@@ -189,6 +226,7 @@ class LeaseKeeper:
                     if txn in self._txns:
                         if ok:
                             self._written.add(txn)
+                            self._confirm(txn, sent)
                         self._txns[txn] = (store, lease_s, time.monotonic() + lease_s / 3)
                     elif ok:  # unregistered while writing: unregister (waiting for us) reports it
                         self._written.add(txn)

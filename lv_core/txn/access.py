@@ -11,12 +11,15 @@ snapshot is read.
 
 from __future__ import annotations
 
+import time
+
 from lv_core import events as ev
 from lv_core.delta.features import check_readable
+from lv_core.delta.log import DeltaLog
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import LvError, PreconditionFailed
 from lv_core.protocol import clock, layout
-from lv_core.protocol.gvl import GvlState, read_versions
+from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.lease import keeper, write_lease
 from lv_core.protocol.markers import (
     MarkerInfo,
@@ -31,6 +34,7 @@ from lv_core.protocol.markers import (
 from lv_core.testing import crashpoint
 from lv_core.txn import waiting
 from lv_core.txn.core import TxnCore
+from lv_core.txn.enroll import enroll
 from lv_core.txn.state import TableState
 
 __all__ = ["access", "claim_write_marker", "free_own_marker", "head", "read_version_of", "replace_marker",
@@ -45,9 +49,16 @@ def head(core: TxnCore) -> GvlState:
 
 
 def read_version_of(core: TxnCore, table: str) -> int:
-    """LV[I]: the version ``table`` is read at: the global log's, else the latest in its own log."""
-    hint = core.services.logs.known_latest(table)
-    return read_versions(core.store, head(core), [table], {table: hint} if hint is not None else None)[table]
+    """LV[I]: the version ``table`` is read at: the one the transaction's global-log head names; a table
+    the head does not name is enrolled in the global log first (:mod:`lv_core.txn.enroll`: reading it at
+    its own latest version would mix states)."""
+    state = head(core)
+    known = state.table_version(table)
+    if known is not None:
+        return known
+    validate_table_name(table)
+    DeltaLog(core.store, table).latest_version_by_probe(core.services.logs.known_latest(table))  # exists?
+    return enroll(core, table, state)
 
 
 def access(core: TxnCore, name: str) -> TableState:
@@ -129,8 +140,9 @@ def claim_write_marker(core: TxnCore, ts: TableState) -> None:
 def replace_marker(core: TxnCore, ts: TableState) -> None:
     """Claim a new marker after losing one (past the log's tail: the version was taken by a writer
     that ignores markers); the versions in between become predecessors."""
+    sent = time.monotonic()
     core.book.lease_expires = write_lease(core.store, core.id, core.settings.lease_s)
-    keeper().wrote(core.id)
+    keeper().wrote(core.id, sent)
     info = MarkerInfo(txn=core.id, created=clock.wall(), lease_expires=core.book.lease_expires,
                       client=layout.client_label())
     assert ts.marker_version is not None

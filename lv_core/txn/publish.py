@@ -29,6 +29,7 @@ from lv_core.storage.base import OVERWRITE
 from lv_core.testing import armed, crashpoint
 from lv_core.txn.access import replace_marker, write_marker_version
 from lv_core.txn.core import POOL, TxnCore
+from lv_core.txn.fence import reassert_markers, silent_too_long
 from lv_core.txn.settle import Settled, settle_group
 from lv_core.txn.state import Decision, TableState
 from lv_core.txn.waiting import exposed_markers
@@ -178,10 +179,9 @@ def publish(core: TxnCore, prepared: Prepared) -> list[str]:
                 with guard:
                     book.mark_published(t, ts.marker_version, writes.get(t, []))
                 return
-            if t not in writes:  # read-only: the version is resolved either way (nothing of ours in it)
-                with guard:
-                    book.freed[t] = ts.marker_version
-                return
+            # Lost, read-only or not: whoever freed or took the version did not wait for us, so what we
+            # read there may be stale. A new marker makes the versions in between predecessors, checked
+            # against our reads when the group settles again (docs/PROTOCOL.md, "Special cases").
             lose(t, ts, ts.marker_version)
             return
         if t in writes:
@@ -217,6 +217,15 @@ def commit_markers(core: TxnCore, deadline: float) -> Published:
         while True:
             settled = settle_group(core, group, deadline, redos)
             redos = settled.redos
+            if silent_too_long(core):  # we may have looked dead: are our markers still ours? (fence.py)
+                lost = reassert_markers(core, list(settled.group))
+                for t in lost:
+                    ts = book.tables[t]
+                    assert ts.marker_version is not None
+                    core.events.emit(ev.MarkerLost(core.id, table=t, version=ts.marker_version))
+                    replace_marker(core, ts)
+                if lost:
+                    continue
             if not publish(core, prepare(core, settled)):
                 break
     return Published(dict(book.published), dict(book.freed))
