@@ -72,6 +72,7 @@ class RunResult:
     stats: Mapping[str, Any]
     seconds: float
     events: list[str] = field(default_factory=list)
+    crashes: list[str] = field(default_factory=list)  # clients that died of an error (not of a fault)
 
     def violations(self, level: str | None = None) -> set[str]:
         """The anomaly kinds found that ``level`` (default: the run's preset) forbids."""
@@ -115,11 +116,12 @@ def _started(slot: _Client, warehouse: str, spec: Spec, workdir: Path, options: 
     out = workdir / f"c{slot.n}.{slot.incarnation}.jsonl"
     out.touch()
     slot.files.append(out)
+    err = open(workdir / f"c{slot.n}.{slot.incarnation}.err", "w")  # noqa: SIM115 (handed to the child)
     slot.proc = subprocess.Popen(
         [sys.executable, "-m", "lv_core.blackbox.client", warehouse, spec.to_json(), str(slot.n),
          str(slot.incarnation), str(out), str(start), json.dumps(dict(options)) if options else ""],
-        env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=open(workdir / f"c{slot.n}.{slot.incarnation}.err", "w"),
-        text=True, start_new_session=True)
+        env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=err, text=True, start_new_session=True)
+    err.close()  # the child holds its own copy
 
 
 def _nemesis(slots: list[_Client], faults: Faults, spec: Spec, restart: Any, stop: threading.Event,
@@ -198,4 +200,7 @@ def run(warehouse: str, spec: Spec, workdir: Path, *, clients: int = 3, faults: 
     lh.close()
     history = load_records([f for s in slots for f in s.files])
     report = check(history, final)
-    return RunResult(spec, faults, fresh, history, final, report, abort_stats(history), time.monotonic() - began, events)
+    crashes = [f"{err.name}: {text[-3000:]}" for err in sorted(workdir.glob("c*.err"))
+               if "Traceback" in (text := err.read_text(errors="replace"))]
+    return RunResult(spec, faults, fresh, history, final, report, abort_stats(history), time.monotonic() - began,
+                     events, crashes)
