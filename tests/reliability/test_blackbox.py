@@ -29,10 +29,10 @@ FRESH = {"txns": 16, "tables": 2, "keys": 1, "generations": 16, "latency_s": 0.0
 LAKEVILLA = ["serializable", "write_serializable", "repeatable_read", "snapshot"]
 
 
-def _run(tmp_path, preset: str, *, fresh: bool = True, faults: Faults = Faults(), clients: int = 3,
+def _run(tmp_path, preset: str, *, fresh: bool = True, faults: Faults | None = None, clients: int = 3,
          **spec) -> RunResult:
-    r = run(str(tmp_path / "wh"), Spec(preset=preset, **spec), tmp_path / "work", clients=clients, faults=faults,
-            fresh=fresh)
+    r = run(str(tmp_path / "wh"), Spec(preset=preset, **spec), tmp_path / "work", clients=clients,
+            faults=faults or Faults(), fresh=fresh)
     print(r.summary(), f"{r.seconds:.1f}s", dict(r.stats["abort_rules"]))
     assert not r.crashes, "a client died of an error:\n" + "\n".join(r.crashes)
     return r
