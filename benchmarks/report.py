@@ -405,6 +405,7 @@ def write_report(out: Path, report: Path) -> None:
     # ------------------------------------------------------------------------------- targets
     if targets:
         L = L[:4] + ["## Targets", "", _table(["target", "goal", "measured", "status"], targets), ""] + L[3:]
+    L += _listappend_section(out, rel)
     if plots:
         L += ["## Plots", ""] + [f"![{p}]({rel}/{p})" for p in plots] + [""]
     L += ["## Sizes and reductions", "",
@@ -478,3 +479,37 @@ def _ycsb_observations(runs: list[dict]) -> list[str]:
 def _injected(store: str) -> bool:
     """True for a local store with injected latency (delta-rs runs there without it)."""
     return store.startswith("local-") and store not in ("local-0ms",)
+
+
+def _listappend_section(out: Path, rel: str) -> list[str]:
+    """Abort rates of the black-box list-append workload, two trees side by side (benchmarks/listappend.py)."""
+    la = _load(out, "listappend")
+    if la is None:
+        return []
+    rows = la["rows"]
+    keys = sorted({(r["preset"], r["mode"]) for r in rows})
+    table = []
+    for preset, mode in keys:
+        cells: list[Any] = [preset, mode]
+        for tree in ("before", "after"):
+            got = [r for r in rows if (r["preset"], r["mode"], r["tree"]) == (preset, mode, tree)]
+            txns = sum(r["stats"]["txns"] for r in got)
+            aborted = sum(r["stats"]["aborted"] for r in got)
+            secs = sum(r["seconds"] for r in got)
+            found = sorted({k for r in got for k in r["anomalies"]})
+            bad = sorted({k for r in got for k in r["violations"]})
+            cells += [f"{aborted / txns:.3f}" if txns else "-", f"{txns / secs:.1f}" if secs else "-",
+                      ", ".join(found) or "none", ", ".join(bad) or "none"]
+        table.append(cells)
+    spec = la["spec"]
+    return ["## Black-box list-append: abort rates before and after (issue 34)", "",
+            f"`python -m benchmarks.listappend --base OLD_TREE`: {la['clients']} client processes, {spec['txns']} "
+            f"transactions each, {spec['tables']} tables x {spec['keys']} keys per generation, up to "
+            f"{spec['max_ops']} reads/appends per transaction, {spec['latency_s'] * 1000:g} ms per request; "
+            "`known`: the global version log knows the tables, `fresh`: every transaction of a client on tables "
+            "new to it. The two trees alternate in one run; the checker (the same for both) judges every run from "
+            "the values read alone. `found`: anomaly kinds seen; `forbidden`: those the preset forbids (`delta` "
+            "forbids none but `lost`, which its half-committed statements show).", "",
+            _table(["preset", "tables", "before: abort rate", "before: txn/s", "before: found", "before: forbidden",
+                    "after: abort rate", "after: txn/s", "after: found", "after: forbidden"], table),
+            "", f"![listappend]({rel}/listappend.png)", ""]

@@ -108,9 +108,11 @@ def _execute(lh: Any, spec: Spec, ops: list[MicroOp]) -> tuple[list[MicroOp], Ou
         txn.commit()
         return done, Outcome.OK, ""
     except TransactionAborted as e:
-        # An abort decided before or at commit: nothing of it committed (under ``delta`` every statement
-        # before the failing one committed on its own: unknown, judged by what is observed)
-        out = Outcome.INFO if spec.preset == "delta" and done else Outcome.FAIL
+        # An abort: nothing of it committed, unless the transaction says its outcome is unknown (a commit
+        # write that landed after all), or under ``delta``, where every statement before the failing one
+        # committed on its own (judged by what is observed)
+        unknown = getattr(txn, "state", "") == "unknown" or e.rule == "unknown"
+        out = Outcome.INFO if unknown or (spec.preset == "delta" and done) else Outcome.FAIL
         return _unread(done, ops), out, f"{e.rule}: {e.reason}"[:300]
     except LvError as e:
         if not committing:
