@@ -27,14 +27,19 @@ def _two_clients(tmp_path, **options):
     return a, b
 
 
+def _w2(b, preset: str) -> None:
+    """W2 appends 3 to ta and 4 to tb and commits."""
+    w2 = b.begin(preset, timeout_s=30)
+    append(w2, "ta", 0, 3)
+    append(w2, "tb", 0, 4)
+    w2.commit()
+
+
 def _read_skew(a, b, preset: str) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
     """R1 reads ta, W2 appends to ta and tb and commits, R1 reads tb: what R1 saw, and whether it committed."""
     r1 = a.begin(preset)
     seen_a = read_list(r1, "ta", 0)
-    w2 = b.begin(preset)
-    append(w2, "ta", 0, 3)
-    append(w2, "tb", 0, 4)
-    w2.commit()
+    _w2(b, preset)
     try:
         seen_b = read_list(r1, "tb", 0)
         r1.commit()
@@ -114,17 +119,14 @@ def test_repeatable_read_paused_client_with_a_lost_read_marker_does_not_commit_w
 
 
 def test_repeatable_read_paused_reader_does_not_commit_read_skew(tmp_path):
-    """The read-only variant: P1 reads ta and tb is not yet read... P1 reads ta, hangs past its lease;
-    W2 appends to ta and tb and commits; P1 resumes, reads tb and commits: it must see one state."""
+    """The read-only variant: P1 reads ta and tb, hangs past its lease; W2 appends to both and commits
+    (freeing P1's markers); P1 resumes, reads tb again and commits: it must have seen one state."""
     a, b = _two_clients(tmp_path, lease_s=1.0)
     p1 = a.begin("repeatable_read", timeout_s=30)
     seen_a = read_list(p1, "ta", 0)
     read_list(p1, "tb", 0)  # a marker on both tables
     keeper().pause(p1.id)
-    w2 = b.begin("repeatable_read", timeout_s=30)
-    append(w2, "ta", 0, 3)
-    append(w2, "tb", 0, 4)
-    w2.commit()
+    _w2(b, "repeatable_read")
     try:
         seen_b = read_list(p1, "tb", 0)
         p1.commit()
