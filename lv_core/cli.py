@@ -2,6 +2,7 @@
 
     lv recover WAREHOUSE [--endpoint URL] [--region R] [--grace S] [--lease S]
     lv tables WAREHOUSE
+    lv doctor WAREHOUSE [--isolation] [--json]   # will LakeVilla work on this store?
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     rec = sub.add_parser("recover", help="free expired markers, roll decided commits forward, clean leftovers")
     tab = sub.add_parser("tables", help="list the tables with their latest versions")
-    for p in (rec, tab):
+    doc = sub.add_parser("doctor", help="check that the store honours what LakeVilla relies on (exit 1 if not)")
+    doc.add_argument("--isolation", action="store_true",
+                     help="also run a short black-box isolation self-test with client processes under each preset")
+    doc.add_argument("--json", action="store_true", help="print the report as JSON")
+    doc.add_argument("--clients", type=int, default=3, help="client processes of the self-test")
+    doc.add_argument("--txns", type=int, default=12, help="transactions per client and preset in the self-test")
+    for p in (rec, tab, doc):
         p.add_argument("warehouse", help="path, file:///abs/path or s3://bucket/prefix")
         p.add_argument("--endpoint", help="S3 endpoint URL (MinIO, test server)")
         p.add_argument("--region", help="S3 region")
@@ -36,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
                      help="the clients' lease period in seconds (default 30): a transaction that wrote no heartbeat "
                           "counts as alive until this long after it began")
     args = parser.parse_args(argv)
+    if args.cmd == "doctor":
+        return _doctor(args)
     from lv_core.wiring import connect
 
     try:
@@ -60,6 +69,44 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lv: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    """``lv doctor``: every store check (and the isolation self-test); exit 1 naming what failed."""
+    import json
+
+    from lv_core.doctor import doctor
+    from lv_core.storage.uri import open_store
+
+    try:
+        store = open_store(args.warehouse, _options(args))
+        report = doctor(store)
+        out: dict = {"store": report.to_json()}
+        ok = report.ok
+        if args.isolation:
+            if not report.ok:
+                print("lv doctor: the store checks failed; the isolation self-test needs a store that passes them",
+                      file=sys.stderr)
+            else:
+                from lv_core.doctor.selftest import selftest
+
+                st = selftest(args.warehouse, storage_options=_options(args), clients=args.clients, txns=args.txns)
+                out["isolation"] = st.to_json()
+                ok = ok and st.ok
+        if args.json:
+            print(json.dumps(out, indent=1))
+        else:
+            print(report.to_text())
+            if "isolation" in out:
+                print(st.to_text())
+        if not ok:
+            broke = "isolation" in out and not out["isolation"]["ok"]
+            names = [c.name for c in report.failed] + (["isolation"] if broke else [])
+            print(f"lv doctor: failed: {', '.join(names)}", file=sys.stderr)
+        return 0 if ok else 1
+    except LvError as e:
+        print(f"lv: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

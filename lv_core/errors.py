@@ -11,6 +11,10 @@ class ConfigError(LvError):
     """A bad option, URI or setting supplied by the caller."""
 
 
+class UnsafeStore(ConfigError):
+    """The store failed a conditional-write check: LakeVilla refuses to write to it (reads still work)."""
+
+
 class StorageError(LvError):
     """The object store failed a request (network, permissions, server error)."""
 

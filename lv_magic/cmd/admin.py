@@ -8,7 +8,7 @@ from typing import Any
 from IPython.display import display
 
 from lv_core.errors import LvError
-from lv_magic.args import connect_parser, help_text, recover_parser
+from lv_magic.args import connect_parser, help_text, recover_parser, selftest_parser
 from lv_magic.context import MagicContext
 
 
@@ -54,6 +54,33 @@ def recover(ctx: MagicContext, rest: list[str]) -> None:
     lh = ctx.require()
     ns = recover_parser().parse_args(rest)
     print(lh.recover(lease_grace_s=ns.grace).summary())
+
+
+def doctor(ctx: MagicContext, rest: list[str]) -> None:
+    """``%lv doctor``: the store checks of ``lv doctor``, as a table."""
+    from IPython.display import HTML
+
+    from lv_core.doctor import doctor as run_doctor
+    from lv_magic.args import ArgError
+
+    if rest:
+        raise ArgError("%lv doctor takes no arguments (it checks the connected warehouse's store)")
+    display(HTML(run_doctor(ctx.require().store).to_html()))
+
+
+def selftest(ctx: MagicContext, rest: list[str]) -> None:
+    """``%lv selftest``: the isolation self-test of ``lv doctor --isolation``; a cycle found is drawn."""
+    from IPython.display import HTML
+
+    from lv_core.doctor.selftest import options_of
+    from lv_core.doctor.selftest import selftest as run_selftest
+
+    ns = selftest_parser().parse_args(rest)
+    lh = ctx.require()
+    print(f"running the black-box isolation self-test ({ns.clients} clients x {ns.txns} transactions per preset) ...",
+          flush=True)
+    display(HTML(run_selftest(lh.url, storage_options=options_of(lh.store), clients=ns.clients,
+                              txns=ns.txns).to_html()))
 
 
 def inspect(ctx: MagicContext, rest: list[str]) -> None:

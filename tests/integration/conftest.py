@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests.conftest import fresh_bucket, s3_endpoint, s3_options_for, s3_variants
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -35,10 +38,11 @@ def data_path(request: pytest.FixtureRequest) -> str:
 # -- the engine tests: one lakehouse per test, on a local folder or on the moto S3 server -----------
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+@pytest.fixture(params=s3_variants("local"))
 def engine_lh(request: pytest.FixtureRequest, spark: SparkSession, tmp_path: Any) -> Iterator[Any]:
     """A Lakehouse on an instrumented store (``lh.store``; GET keys in ``lh.store.gets``), on the
-    embedded Spark server; parametrised over a local folder and the S3 test server."""
+    embedded Spark server; parametrised over a local folder and the S3 test servers (``lh.kind``:
+    "local" or "s3")."""
     import lv_core
     from lv_core.storage.base import GetResult
     from lv_core.storage.instrumented import InstrumentedStore
@@ -52,19 +56,21 @@ def engine_lh(request: pytest.FixtureRequest, spark: SparkSession, tmp_path: Any
             self.gets.append(key)
             return super().get(key, byte_range=byte_range)
 
-    if request.param == "local":
-        from lv_core.storage.local import LocalStore
+    with contextlib.ExitStack() as stack:
+        if request.param == "local":
+            from lv_core.storage.local import LocalStore
 
-        inner: Any = LocalStore(tmp_path / "warehouse")
-    else:
-        from lv_core.storage.s3 import S3Store
+            inner: Any = LocalStore(tmp_path / "warehouse")
+        else:
+            from lv_core.storage.s3 import S3Store
 
-        bucket = request.getfixturevalue("s3_bucket")
-        inner = S3Store(bucket, "wh", request.getfixturevalue("s3_options"))
-    lh = lv_core.Lakehouse(Recording(inner))
-    lh.kind = request.param  # type: ignore[attr-defined]
-    yield lh
-    lh.close()
+            endpoint = s3_endpoint(request, request.param[3:])
+            bucket = stack.enter_context(fresh_bucket(endpoint))
+            inner = S3Store(bucket, "wh", s3_options_for(endpoint))
+        lh = lv_core.Lakehouse(Recording(inner))
+        lh.kind = "local" if request.param == "local" else "s3"  # type: ignore[attr-defined]
+        yield lh
+        lh.close()
 
 
 # -- the browser tier: one JupyterLab server and one browser for the whole run -----------------------
