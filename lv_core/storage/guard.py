@@ -22,7 +22,7 @@ from typing import Any
 from lv_core.errors import NotFound, StorageError, UnsafeStore
 from lv_core.storage.base import ObjectStore
 
-__all__ = ["VERDICT_PREFIX", "Verdict", "WriteGuard", "verdict_key"]
+__all__ = ["VERDICT_PREFIX", "Verdict", "WriteGuard", "forget_verdicts", "verdict_key"]
 
 VERDICT_PREFIX = "_lakevilla/doctor/conditional-writes/"
 
@@ -46,6 +46,12 @@ class Verdict:
     def from_json(cls, data: bytes) -> "Verdict":
         body = json.loads(data)
         return cls(bool(body["ok"]), tuple(body.get("failed") or ()), tuple(body.get("details") or ()))
+
+
+def forget_verdicts() -> None:
+    """Forget the verdicts this process learnt (as a new process starts; tests)."""
+    with _KNOWN_LOCK:
+        _KNOWN.clear()
 
 
 def verdict_key(identity: str) -> str:
