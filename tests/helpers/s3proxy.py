@@ -49,10 +49,12 @@ class ConditionalDroppingProxy:
                     resp = conn.getresponse()
                     data = resp.read()
                     self.send_response(resp.status, resp.reason)
+                    head = self.command == "HEAD"  # its Content-Length is the object's, not of an empty body
                     for k, v in resp.getheaders():
-                        if k.lower() not in HOP and k.lower() != "content-length":
+                        if k.lower() not in HOP and (head or k.lower() != "content-length"):
                             self.send_header(k, v)
-                    self.send_header("Content-Length", str(len(data)))
+                    if not head:
+                        self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     if self.command != "HEAD":
                         self.wfile.write(data)
