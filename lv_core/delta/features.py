@@ -79,6 +79,7 @@ _WHAT = {
     "variantType": "the VARIANT type",
     "variantType-preview": "the VARIANT type (preview)",
     "variantShredding-preview": "variant shredding (preview)",
+    "variantShredding": "variant shredding",
     "identityColumns": "identity columns",
     "generatedColumns": "generated columns",
     "changeDataFeed": "change data feed",
@@ -90,6 +91,8 @@ _WHAT = {
     "inCommitTimestamp": "in-commit timestamps",
     "allowColumnDefaults": "column defaults",
     "catalogManaged": "catalog-managed commits",
+    "adaptiveMetadata": "adaptive metadata",
+    "icebergNativeV4": "Iceberg-native metadata (V4)",
     "catalogOwned-preview": "catalog-owned commits",
     "vacuumProtocolCheck": "vacuum protocol check",
 }
@@ -159,10 +162,30 @@ def _where(table: Optional[str]) -> str:
     return f"table {table!r}" if table else "this table"
 
 
+#: Why a reader feature cannot be followed by LakeVilla's log reader, and the way out (read refusals).
+_READ_WAY_OUT = {
+    "catalogManaged": "its commits are ratified by a catalog (e.g. Unity Catalog) and the _delta_log may lag "
+                      "behind it, so a log reader would show an old state. Help: read and write it through the "
+                      "catalog (Spark/Databricks with the catalog configured)",
+    "catalogOwned-preview": "its commits are ratified by a catalog and the _delta_log may lag behind it. Help: "
+                            "read and write it through the catalog",
+    "adaptiveMetadata": "part of its metadata lives outside the _delta_log entries LakeVilla replays. Help: read "
+                        "it with a Delta client that supports the feature (Spark with Delta 4.x)",
+    "icebergNativeV4": "its metadata is kept Iceberg-native, not (only) in the _delta_log. Help: read it with "
+                       "a client that supports the feature (Spark with Delta 4.x, or an Iceberg client)",
+    "variantShredding-preview": "its VARIANT values are shredded into typed Parquet columns. Help: read it "
+                                "with Spark with Delta 4.x",
+    "variantShredding": "its VARIANT values are shredded into typed Parquet columns. Help: read it with Spark "
+                        "with Delta 4.x",
+}
+
+
 def _refuse(table: Optional[str], feature: str, action: str) -> UnsupportedFeature:
     what = _WHAT.get(feature, f"the table feature {feature!r}")
     where = _where(table)
-    if action == "read":
+    if action == "read" and feature in _READ_WAY_OUT:
+        msg = f"{where} uses {what} ({feature}), which LakeVilla's log reader cannot follow: {_READ_WAY_OUT[feature]}."
+    elif action == "read":
         msg = (f"{where} uses {what} ({feature}), which LakeVilla cannot read correctly. "
                "Help: read it with Spark or delta-rs instead.")
     else:

@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping, NoReturn, Optional, Sequence, Union
 
 import pyarrow as pa
 
-from lv_core.errors import SchemaError
+from lv_core.errors import SchemaError, UnsupportedFeature
 
 __all__ = ["ArrayType", "DataType", "DeltaField", "DeltaSchema", "MapType", "StructType", "parse_ddl"]
 
@@ -428,6 +428,12 @@ class _Parser:
             except SchemaError as e:
                 self.fail(str(e), t.pos)
             return StructType(tuple(fields))
+        if word == "variant":  # a type Delta knows and LakeVilla cannot write (no variant encoder here)
+            raise UnsupportedFeature(
+                "the VARIANT type (variantType): LakeVilla cannot write variant values, so it does not create "
+                "tables with VARIANT columns. Help: create the table with Spark/Delta (CREATE TABLE ... USING "
+                "delta); LakeVilla reads it when Spark reads the files itself (data_path='direct').",
+                feature="variantType")
         self.fail(f"unknown type {t.text!r} (known: BIGINT/LONG, INT/INTEGER, SMALLINT, TINYINT, DOUBLE, "
                   "FLOAT/REAL, DECIMAL(p,s), STRING/VARCHAR(n)/CHAR(n), BOOLEAN, BINARY, DATE, TIMESTAMP, "
                   "TIMESTAMP_NTZ, ARRAY<t>, MAP<k,v>, STRUCT<name: t, ...>)", t.pos)

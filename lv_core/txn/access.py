@@ -15,7 +15,6 @@ import time
 
 from lv_core import events as ev
 from lv_core.delta.features import check_readable
-from lv_core.delta.log import DeltaLog
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import LvError, PreconditionFailed
 from lv_core.protocol import clock, layout
@@ -57,7 +56,8 @@ def read_version_of(core: TxnCore, table: str) -> int:
     if known is not None:
         return known
     validate_table_name(table)
-    DeltaLog(core.store, table).latest_version_by_probe(core.services.logs.known_latest(table))  # exists?
+    latest = core.services.logs.latest_snapshot(table, core.store)  # exists, and is readable: else nothing is written
+    check_readable(latest.protocol, latest.metadata, table=table)
     return enroll(core, table, state)
 
 

@@ -283,3 +283,52 @@ def test_has_variant_finds_nested_variants() -> None:
     assert has_variant(schema({"type": "map", "keyType": "string", "valueType": "variant", "valueContainsNull": True}))
     assert has_variant(schema({"type": "struct", "fields": [
         {"name": "v", "type": "variant", "nullable": True, "metadata": {}}]}))
+
+
+@pytest.mark.parametrize(("feature", "way_out"), [
+    ("catalogManaged", "through the catalog"),
+    ("catalogOwned-preview", "through the catalog"),
+    ("adaptiveMetadata", "Delta 4.x"),
+    ("icebergNativeV4", "Iceberg client"),
+    ("variantShredding-preview", "Delta 4.x"),
+    ("variantShredding", "Delta 4.x"),
+])
+def test_formats_the_log_reader_cannot_follow_are_refused_with_the_way_out(tmp_path: Path, feature: str,
+                                                                          way_out: str) -> None:
+    """Issue 36: refused before anything runs, naming the feature, why and what to use instead; a
+    transaction reading such a table changes nothing."""
+    import lv_core
+    from lv_core.engine import arrow_ops as ops
+
+    with pytest.raises(UnsupportedFeature) as e:
+        check_readable(Protocol(3, 7, (feature,), (feature,)), md(), table="t")
+    assert e.value.feature == feature and feature in str(e.value) and way_out in str(e.value)
+    root = tmp_path / "wh" / "t"
+    (root / "_delta_log").mkdir(parents=True)
+    lines = [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [feature],
+                           "writerFeatures": [feature]}},
+             {"metaData": {"id": "x", "format": {"provider": "parquet", "options": {}},
+                           "schemaString": SCHEMA.to_json_string(), "partitionColumns": [], "configuration": {}}}]
+    (root / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    lh = lv_core.connect(str(tmp_path / "wh"))
+    for preset in ("serializable", "delta", "repeatable_read"):
+        txn = lh.begin(preset)
+        with pytest.raises(UnsupportedFeature, match=feature):
+            txn.execute(ops.read("t"))
+        txn.rollback()
+        if preset == "delta":  # serializable and delta: nothing written at all (not even to the global log)
+            assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    # repeatable_read placed its marker beside the log before reading, and freed it: the table is unchanged
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if "_lakevilla" not in p.parts) == before
+
+
+def test_create_table_with_variant_is_refused_by_feature_not_as_a_bad_type(tmp_path: Path) -> None:
+    """VARIANT is a Delta type LakeVilla cannot write: UnsupportedFeature with the way out, nothing created."""
+    import lv_core
+
+    lh = lv_core.connect(str(tmp_path / "wh"))
+    with pytest.raises(UnsupportedFeature) as e:
+        lh.create_table("v", "id BIGINT, j VARIANT")
+    assert e.value.feature == "variantType" and "Spark/Delta" in str(e.value)
+    assert lh.list_tables() == []
