@@ -112,9 +112,9 @@ SCHEDULES = {
 @pytest.mark.parametrize("preset", LAKEVILLA)
 def test_long_runs_under_every_fault_schedule(tmp_path, preset, schedule, fresh):
     faults, extra = SCHEDULES[schedule]
-    spec = {**(FRESH if fresh else SHORT), "txns": 40, **extra}
+    spec = {**(FRESH if fresh else SHORT), "txns": 30, **extra}
     if fresh:
-        spec["generations"] = 40
+        spec["generations"] = 30
     _assert_clean(_run(tmp_path, preset, fresh=fresh, faults=faults, clients=4, **spec))
 
 
