@@ -250,7 +250,7 @@ def s3_endpoint(request: pytest.FixtureRequest, backend: str) -> str:
 def s3_options_for(endpoint: str) -> dict[str, str]:
     assert _is_loopback(endpoint), "S3 tests must only talk to a loopback endpoint"
     # moto (serialised above) and SeaweedFS honour conditional writes; the write guard's own check is tested
-    # on its own (tests/integration/test_doctor.py), so the S3 tier does not pay it in every fresh bucket
+    # on its own (tests/integration/test_doctor_s3.py), so the S3 tier does not pay it in every fresh bucket
     return {"endpoint_url": endpoint, "region": S3_REGION, "trust_conditional_writes": "true", **S3_TEST_CREDENTIALS}
 
 

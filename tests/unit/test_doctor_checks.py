@@ -1,6 +1,6 @@
 """``lv doctor`` on a local folder, the store checks' verdicts on broken stores (in-process fakes of the
 two failures, since a local folder cannot be made to ignore O_EXCL), and ``%lv doctor`` in a real shell.
-The S3 side (moto, SeaweedFS, a proxy that drops the headers) is tests/integration/test_doctor.py."""
+The S3 side (moto, SeaweedFS, a proxy that drops the headers) is tests/integration/test_doctor_s3.py."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_lv_doctor_passes_on_a_local_folder_and_leaves_nothing(tmp_path, capsys)
 
 class _IgnoresConditions(LocalStore):
     """A local folder that ignores put modes, as an S3 server that drops If-None-Match / If-Match does
-    (a stand-in: the real thing, through an HTTP proxy, is tested in tests/integration/test_doctor.py)."""
+    (a stand-in: the real thing, through an HTTP proxy, is tested in tests/integration/test_doctor_s3.py)."""
 
     def __init__(self, root, *, ignore_create: bool = True, ignore_match: bool = True) -> None:
         super().__init__(root)
