@@ -200,7 +200,10 @@ def run(warehouse: str, spec: Spec, workdir: Path, *, clients: int = 3, faults: 
     lh.close()
     history = load_records([f for s in slots for f in s.files])
     report = check(history, final)
-    crashes = [f"{err.name}: {text[-3000:]}" for err in sorted(workdir.glob("c*.err"))
-               if "Traceback" in (text := err.read_text(errors="replace"))]
+    # A client that exited with an error (not one the nemesis or the deadline killed: those are faults).
+    # Its stderr also holds logged tracebacks of background clean-ups that failed under store faults.
+    crashes = [f"c{s.n}.{s.incarnation} exited with {s.proc.returncode}: "
+               + (workdir / f"c{s.n}.{s.incarnation}.err").read_text(errors="replace")[-3000:]
+               for s in slots if s.proc is not None and s.proc.returncode not in (0, None, -signal.SIGKILL)]
     return RunResult(spec, faults, fresh, history, final, report, abort_stats(history), time.monotonic() - began,
                      events, crashes)
