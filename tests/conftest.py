@@ -246,7 +246,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     ``s3_backend`` parameter; the backend-parametrised store fixtures (``store``, ``engine_lh``) get
     one S3 variant per server."""
     if "s3_backend" in metafunc.fixturenames:
-        metafunc.parametrize("s3_backend", S3_BACKENDS, scope="session")
+        # function scope (not session): a session-scoped parameter makes pytest regroup the whole run by
+        # server, moving S3 tests of other tiers (and their shared IPython shell state) to its start
+        metafunc.parametrize("s3_backend", S3_BACKENDS)
 
 
 def s3_endpoint(request: pytest.FixtureRequest, backend: str) -> str:
@@ -293,7 +295,7 @@ def moto_only(s3_backend: str, why: str) -> None:
         pytest.skip(f"moto only: {why}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def s3_server(s3_backend: str, request: pytest.FixtureRequest) -> str:
     """The endpoint URL of the session's S3 server (moto or SeaweedFS, by ``s3_backend``)."""
     return s3_endpoint(request, s3_backend)
@@ -314,7 +316,7 @@ def s3_options(s3_server: str) -> dict[str, str]:
     return s3_options_for(s3_server)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def s3_admin(s3_server: str) -> Iterator[Any]:
     """A raw boto3 S3 client for the moto server (bucket set-up, out-of-band checks)."""
     import boto3

@@ -23,9 +23,9 @@ from lv_core.blackbox.workload import Spec
 pytestmark = pytest.mark.timeout(900)
 
 CYCLES = {"G0", "G1c", "G-single", "G2-item"}
-SHORT = {"txns": 16, "tables": 2, "keys": 2, "latency_s": 0.005, "lease_s": 5.0}
+SHORT = {"txns": 12, "tables": 2, "keys": 2, "latency_s": 0.005, "lease_s": 5.0}
 #: every transaction of a client on tables nobody used before it (new to the global version log)
-FRESH = {"txns": 16, "tables": 2, "keys": 1, "generations": 16, "latency_s": 0.01, "lease_s": 5.0}
+FRESH = {"txns": 12, "tables": 2, "keys": 1, "generations": 12, "latency_s": 0.01, "lease_s": 5.0}
 LAKEVILLA = ["serializable", "write_serializable", "repeatable_read", "snapshot"]
 
 
