@@ -107,12 +107,10 @@ class WriteGuard:
             return known
         try:
             verdict = Verdict.from_json(self.raw.get(verdict_key(self.identity)).data)
-        except NotFound:
+        except (NotFound, ValueError, KeyError, TypeError):  # no verdict yet, or an unreadable one: check now
             verdict = self._check()
-            self.record(verdict)
-        except (ValueError, KeyError, TypeError):
-            verdict = self._check()
-            self.record(verdict)
+            self.record(verdict)  # remembered here and on the store
+            return verdict
         with _KNOWN_LOCK:
             _KNOWN[self.identity] = verdict
         return verdict
