@@ -10,6 +10,7 @@ from typing import Any
 
 from lv_core import events as ev
 from lv_core.errors import LvError
+from lv_core.protocol.layout import short_id  # noqa: F401  (re-exported: the one short form)
 
 
 class NotConnected(LvError):
@@ -21,11 +22,6 @@ class OpenTxn:
     txn: Any
     future: Future | None = None  # a commit running in the background
     widget: Any = None
-
-
-def short_id(txn_id: str) -> str:
-    """A transaction id as people read it: the first 8 characters of its random part."""
-    return txn_id.rsplit("-", 1)[-1][:8]
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from lv_core import events as ev
 from lv_core.protocol.dag import DagEdge, DagView, Shift
+from lv_core.protocol.layout import short_id  # noqa: F401  (re-exported: the one short form)
 
 #: Display states of a transaction, in lifecycle order ("committing": LV[R]/LV[CT] commit work
 #: without LV[I] validation; "unknown": a decided commit whose publication failed).
@@ -49,12 +50,6 @@ DEFAULT_HELP: Mapping[str, str] = {
     "unknown": ("do not run it again yet: its commit is recorded and completes by roll forward once its "
                 "lease runs out (the next transaction on these tables, or `%lv recover`, does it)."),
 }
-
-
-def short_id(txn: str) -> str:
-    """A short, readable form of a transaction id (``<time>-<hex>`` -> first 6 hex digits)."""
-    tail = txn.rsplit("-", 1)[-1]
-    return tail[:6] if tail else txn[:6]
 
 
 def split_help(reason: str) -> tuple[str, str]:

@@ -37,6 +37,13 @@ def new_txn_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:16]
 
 
+def short_id(txn_id: str) -> str:
+    """A transaction id as people read it, the one short form everywhere (messages, ``%lv``, widgets):
+    the first 8 characters of its random part."""
+    tail = txn_id.rsplit("-", 1)[-1]
+    return (tail or txn_id)[:8]
+
+
 def client_label() -> str:
     """Host and pid of this client, for humans reading markers (no secrets)."""
     return f"{socket.gethostname()}:{os.getpid()}"

@@ -227,7 +227,7 @@ def test_timeline_is_bounded_and_foreign_events_are_ignored():
     assert view.events_seen == TIMELINE_KEEP + 101  # B's event not counted
     with pytest.raises(ValueError):
         fold([])
-    assert short_id(A) == "aaaaaa"
+    assert short_id(A) == "aaaaaaaa"  # the one short form (8 characters) everywhere
 
 
 # ---------------------------------------------------------------- recorded from real runs (lv_core, no Spark)
