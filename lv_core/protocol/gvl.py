@@ -9,8 +9,8 @@ The log is a chain of immutable objects, one per global version ``n``::
 version is published by put-if-absent of ``n + 1`` (only the holder of the validation lock does
 so), so the log can never fork and has no holes. Readers find the head without LIST: GET the
 ``_latest`` hint, then probe ``n + 1, n + 2, ...``. No log at all is global version -1 with no
-tables; tables the log does not know yet are read at the version deduced from their own Delta log
-(:func:`read_versions`) and added by the first validating transaction that touches them.
+tables. A table the log does not know yet is enrolled (named at its latest version, under the
+validation key) before an LV[I] transaction reads it: :mod:`lv_core.txn.enroll`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
-from lv_core.delta.log import DeltaLog
 from lv_core.errors import AlreadyExists, LvError, NotFound, StorageError
 from lv_core.protocol.layout import LV_ROOT
 from lv_core.storage.base import CREATE, OVERWRITE, ObjectStore
@@ -317,24 +316,6 @@ class GlobalLog:
                 self._known = state
 
 
-def read_versions(store: ObjectStore, state: GvlState, tables: Iterable[str],
-                  hints: Mapping[str, int] | None = None) -> dict[str, int]:
-    """The version each table is read at under LV[I]: the log's, else deduced from the table's log.
-
-    Tables in ``state`` cost nothing; each other table costs ``DeltaLog.latest_version_by_probe``
-    (``d + 1`` HEADs from ``hints[table]``, a version known to exist, or 1 GET of
-    ``_last_checkpoint`` + HEADs without a hint).
-
-    Raises:
-        TableNotFound: a table unknown to the log has no Delta log either.
-    """
-    out: dict[str, int] = {}
-    for t in tables:
-        v = state.table_version(t)
-        out[t] = v if v is not None else DeltaLog(store, t).latest_version_by_probe((hints or {}).get(t))
-    return out
-
-
 __all__ = [
     "EMPTY",
     "GVL_LATEST_KEY",
@@ -345,5 +326,4 @@ __all__ = [
     "GlobalVersionNotFound",
     "GvlState",
     "gvl_key",
-    "read_versions",
 ]

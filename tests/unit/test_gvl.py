@@ -8,8 +8,6 @@ import time
 
 import pytest
 
-from lv_core.delta import create_table
-from lv_core.errors import TableNotFound
 from lv_core.protocol.gvl import (
     EMPTY,
     GVL_LATEST_KEY,
@@ -19,7 +17,6 @@ from lv_core.protocol.gvl import (
     GlobalVersionNotFound,
     GvlState,
     gvl_key,
-    read_versions,
 )
 from lv_core.storage.base import ObjectStore
 from lv_core.storage.instrumented import InstrumentedStore
@@ -150,17 +147,3 @@ def test_malformed_objects(local_store: LocalStore) -> None:
     store.delete(gvl_key(0))
     store.put(GVL_LATEST_KEY, b"garbage")  # a bad hint is ignored
     assert GlobalLog(store).head() == EMPTY
-
-
-def test_read_versions_deduces_tables_the_log_does_not_know(store: ObjectStore) -> None:
-    create_table(store, "known", "id BIGINT")
-    create_table(store, "fresh", "id BIGINT")
-    state = GlobalLog(store).publish(EMPTY, {"known": 0}, "t-1")
-    inst = InstrumentedStore(store)
-    assert read_versions(inst, state, ["known"]) == {"known": 0}
-    assert inst.total() == 0
-    assert read_versions(inst, state, ["known", "fresh"], hints={"fresh": 0}) == {"known": 0, "fresh": 0}
-    assert inst.counts()["HEAD"] == 1 and inst.counts()["LIST"] == 0
-    with pytest.raises(TableNotFound):
-        read_versions(inst, state, ["missing"])
-
