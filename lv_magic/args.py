@@ -7,6 +7,7 @@ import shlex
 from dataclasses import dataclass
 from typing import NoReturn
 
+from lv_core.engine.sql_hints import closest
 from lv_core.presets import PRESETS
 
 
@@ -55,10 +56,30 @@ def lvtxn_parser() -> _Parser:
     p.add_argument("--slack", type=_non_negative_int, help="R1 slack (versions a read may lag)")
     p.add_argument("--retries", type=_non_negative_int, help="re-run the whole cell up to N times on abort")
     p.add_argument("--timeout", type=_positive_float, help="seconds a commit may wait (default 60)")
-    p.add_argument("--out", help="store the last SELECT result (full) in this variable")
+    _result_options(p)
     p.add_argument("--python", action="store_true", help="the body is Python with `txn` bound")
     p.add_argument("--quiet", action="store_true", help="no widget")
     return p
+
+
+CHART_KINDS = ("bar", "line", "scatter")
+
+
+def _chart_kind(text: str) -> str:
+    if text.lower() not in CHART_KINDS:
+        raise argparse.ArgumentTypeError(f"unknown chart {text!r}; choose one of: {', '.join(CHART_KINDS)}")
+    return text.lower()
+
+
+def _result_options(p: _Parser) -> None:
+    """--out, --spark and --chart (with --x, --y) of the cell's last SELECT (lv_magic.results)."""
+    p.add_argument("--out", help="store the last SELECT result in this variable as a pandas DataFrame (nullable "
+                                 "dtypes: NULL is <NA>; at most LvMagics.out_limit rows, default 1,000,000)")
+    p.add_argument("--spark", action="store_true",
+                   help="with --out: store the Spark DataFrame instead (lazy, all rows)")
+    p.add_argument("--chart", type=_chart_kind, help=f"chart the last SELECT result under it: {', '.join(CHART_KINDS)}")
+    p.add_argument("--x", help="the chart's x column (default: the first column)")
+    p.add_argument("--y", help="the chart's y columns, comma-separated (default: the numeric columns but x)")
 
 
 @dataclass
@@ -71,6 +92,10 @@ class LvtxnArgs:
     retries: int | None
     timeout: float | None
     out: str | None
+    spark: bool
+    chart: str | None
+    x: str | None
+    y: str | None
     python: bool
     quiet: bool
 
@@ -101,13 +126,17 @@ def _cell_options(prog: str, parser: _Parser, line: str) -> argparse.Namespace:
 class LvsqlArgs:
     name: str
     out: str | None
+    spark: bool
+    chart: str | None
+    x: str | None
+    y: str | None
     quiet: bool
 
 
 def lvsql_parser() -> _Parser:
     p = _Parser(prog="%%lvsql", add_help=False, description="Run SQL in autocommit; BEGIN ... COMMIT for more.")
     p.add_argument("--name", default="sql", help="the name a BEGIN gives its transaction (default: sql)")
-    p.add_argument("--out", help="store the last SELECT result (full) in this variable")
+    _result_options(p)
     p.add_argument("--quiet", action="store_true", help="no widget")
     return p
 
@@ -188,7 +217,9 @@ def split_line(line: str) -> tuple[str, list[str]]:
         return "help", []
     cmd = tokens[0].lower()
     if cmd not in COMMANDS:
-        raise ArgError(f"%lv: unknown command {tokens[0]!r}; commands: {', '.join(COMMANDS)} (see %lv help)")
+        near = closest(cmd, COMMANDS, n=1)
+        hint = f"; did you mean {' or '.join(f'`%lv {c}`' for c in near)}?" if near else ""
+        raise ArgError(f"%lv: unknown command {tokens[0]!r}{hint} (commands: {', '.join(COMMANDS)}; see %lv help)")
     return cmd, tokens[1:]
 
 

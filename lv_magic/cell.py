@@ -23,6 +23,7 @@ from lv_core.errors import Interrupted, LvError, TransactionAborted
 from lv_magic.args import LvtxnArgs, parse_lvtxn
 from lv_magic.context import MagicContext
 from lv_magic.display import txn_widget
+from lv_magic.results import Keep, keep_for, store
 from lv_magic.sqlcell import Lingering, Transcript, prepare, progress_printer, run_statements
 from lv_magic.state import OpenTxn, commit_in_background
 
@@ -61,12 +62,13 @@ def run_lvtxn(ctx: MagicContext, line: str, cell: str) -> None:
     args = parse_lvtxn(line)
     lh = ctx.require()
     plan = None if args.python else plan_cell(ctx, lh, cell)
+    kept = keep_for(ctx, lh, args, plan.statements if plan is not None else None)  # --out, --chart: checked now
     retries = args.retries if args.retries is not None else ctx.default_retries
     attempt = 0
     while True:
         attempt += 1
         try:
-            return run_cell(ctx, lh, args, cell, plan)
+            return run_cell(ctx, lh, args, cell, plan, kept)
         except TransactionAborted as e:
             if attempt > retries:
                 raise
@@ -79,7 +81,8 @@ def _first_line(e: BaseException) -> str:
     return text[0] if text else type(e).__name__
 
 
-def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optional[CellPlan] = None) -> None:
+def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optional[CellPlan] = None,
+             kept: Optional[Keep] = None) -> None:
     """One attempt: begin (or continue the named open transaction), run the body, commit unless --open."""
     state = ctx.state
     current = state.txns.get(args.name) if args.name is not None else None  # the named transaction, if open
@@ -96,7 +99,7 @@ def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optio
         current.widget = widget
     label = state.label(txn)
     keep = args.open or continuing
-    out = Transcript()
+    out = Transcript(keep=kept)
     unsubscribe = progress_printer(txn) if widget is None else (lambda: None)
     try:
         run_body(ctx, lh, txn, args, cell, plan, out)
@@ -116,8 +119,7 @@ def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optio
         raise
     finally:
         unsubscribe()
-    if args.out and out.last is not None and ctx.user_ns is not None:
-        ctx.user_ns[args.out] = out.last
+    store(ctx, kept, out.last, out.items)
     end = plan.end if plan is not None else None
     if end == "rollback":
         txn.rollback("rolled back by the cell's ROLLBACK", "rollback")

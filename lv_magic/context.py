@@ -16,6 +16,7 @@ class MagicContext:
     default_preset: str = "serializable"
     default_retries: int = 0
     row_limit: int = 20
+    out_limit: int = 1_000_000  # most rows --out loads into pandas (0: no limit)
     commit_wait_s: float = 0.5
     widgets: bool = True
 

@@ -17,6 +17,7 @@ from lv_magic.args import LvsqlArgs, parse_lvsql
 from lv_magic.cell import stop
 from lv_magic.context import MagicContext
 from lv_magic.display import txn_widget
+from lv_magic.results import keep_for, store
 from lv_magic.sqlcell import Transcript, describe_result, prepare, progress_printer, run_statements
 from lv_magic.state import OpenTxn, commit_in_background
 
@@ -31,7 +32,7 @@ def run_lvsql(ctx: MagicContext, line: str, cell: str) -> None:
     lh = ctx.require()
     statements = prepare(ctx, lh, cell)
     check_blocks(statements)
-    out = Transcript()
+    out = Transcript(keep=keep_for(ctx, lh, args, statements))  # --out, --chart: checked before anything runs
     atomic_mark: Optional[int] = None  # where the open BEGIN ATOMIC block's output starts
     try:
         for number, st in enumerate(statements, 1):
@@ -42,9 +43,8 @@ def run_lvsql(ctx: MagicContext, line: str, cell: str) -> None:
     except BaseException:
         out.show()
         raise
+    store(ctx, out.keep, out.last, out.items)
     out.show()
-    if args.out and out.last is not None and ctx.user_ns is not None:
-        ctx.user_ns[args.out] = out.last
 
 
 def _open(ctx: MagicContext) -> Optional[OpenTxn]:

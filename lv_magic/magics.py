@@ -48,7 +48,9 @@ class LvMagics(Magics, Configurable):
 
     default_preset = Unicode("serializable", config=True, help="preset of %%lvtxn without one")
     default_retries = Int(0, config=True, help="how often %%lvtxn re-runs an aborted cell")
-    row_limit = Int(20, config=True, help="rows shown of a SELECT result (all rows go to --out)")
+    row_limit = Int(20, config=True, help="rows shown of a SELECT result")
+    out_limit = Int(1_000_000, config=True, help="most rows --out loads into a pandas DataFrame (0: no limit; "
+                                                 "--out NAME --spark keeps the whole result as a Spark DataFrame)")
     commit_wait_s = Float(0.5, config=True, help="how long a commit blocks before continuing in the background")
     widgets = Bool(True, config=True, help="show the live transaction widget under cells")
 
@@ -60,7 +62,8 @@ class LvMagics(Magics, Configurable):
         """What a command sees: the kernel state, the user namespace and the current settings."""
         return MagicContext(self.state, self.shell.user_ns if self.shell is not None else None,
                             default_preset=self.default_preset, default_retries=self.default_retries,
-                            row_limit=self.row_limit, commit_wait_s=self.commit_wait_s, widgets=self.widgets)
+                            row_limit=self.row_limit, out_limit=self.out_limit, commit_wait_s=self.commit_wait_s,
+                            widgets=self.widgets)
 
     def _run(self, fn: Callable[..., None], *args: str) -> None:
         try:

@@ -28,6 +28,7 @@ from lv_core.engine.sql_params import bind_params
 from lv_core.engine.sql_parse import parse_script
 from lv_core.errors import LvError
 from lv_magic.context import MagicContext
+from lv_magic.results import ResultTable, show_query
 
 __all__ = ["ResultTable", "Transcript", "columns_of", "prepare", "progress_printer", "run_statements"]
 
@@ -53,47 +54,13 @@ def prepare(ctx: MagicContext, lh: Any, cell: str) -> list[Statement]:
     return statements
 
 
-class ResultTable:
-    """A statement's result rows: the first ``len(frame)`` rows, without the pandas index, and the
-    total row count."""
-
-    def __init__(self, title: str, frame: Any, total: int) -> None:
-        self.title, self.frame, self.total = title, frame, total
-
-    def _count(self) -> str:
-        shown = len(self.frame)
-        rows = f"{self.total} row{'s' if self.total != 1 else ''}"
-        return f"{self.title}: {rows}" + (f" (showing the first {shown}; --out VAR keeps all)"
-                                          if shown < self.total else "")
-
-    def _one_line(self) -> Optional[str]:
-        """A single row of a few columns reads as one line: ``SELECT (x): 1 row: v = 10.0``."""
-        if self.total != 1 or len(self.frame) != 1 or not 0 < len(self.frame.columns) <= 4:
-            return None
-        row = self.frame.iloc[0]
-        return f"{self._count()}: " + ", ".join(f"{c} = {row[c]}" for c in self.frame.columns)
-
-    def _repr_html_(self) -> str:
-        one = self._one_line()
-        if one is not None:
-            return f"<div class='lv-result'>{html.escape(one)}</div>"
-        table = self.frame.to_html(index=False, border=0, classes="lv-result") if len(self.frame.columns) else ""
-        return f"<div class='lv-result'><div class='lv-note'>{html.escape(self._count())}</div>{table}</div>"
-
-    def __repr__(self) -> str:
-        one = self._one_line()
-        if one is not None:
-            return one
-        body = self.frame.to_string(index=False) if len(self.frame) and len(self.frame.columns) else ""
-        return f"{self._count()}\n{body}".rstrip()
-
-
 @dataclass
 class Transcript:
     """What the statements of a cell said, shown once the transaction's outcome is known."""
 
     items: list[Any] = field(default_factory=list)
     last: Any = None  # the last statement result (a DataFrame) for --out
+    keep: Any = None  # what the cell keeps of its last SELECT (lv_magic.results.Keep: --out, --chart)
     ran: int = 0  # statements that completed
 
     def say(self, line: str) -> None:
@@ -130,13 +97,10 @@ def describe_result(ctx: MagicContext, st: Statement, result: Any, out: Transcri
         return
     if result is None:
         return
-    limit = ctx.row_limit
-    pdf = result.limit(limit + 1).toPandas()
-    total = len(pdf) if len(pdf) <= limit else int(result.count())
     title = {"show": "SHOW TABLES", "describe": f"DESCRIBE {st.spec.name if st.spec else ''}",
              "vacuum": f"VACUUM {st.target}"}.get(st.kind) or (f"SELECT ({', '.join(st.sources)})" if st.sources
                                                               else "SELECT")
-    out.items.append(ResultTable(title, pdf.head(limit), total))
+    show_query(ctx, st, title, result, out.items, out.keep)
 
 
 def run_statements(ctx: MagicContext, lh: Any, txn: Any, statements: list[Statement], out: Transcript,

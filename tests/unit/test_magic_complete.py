@@ -48,3 +48,26 @@ def test_tables_columns_and_keywords(ip: Any, wh: Any) -> None:
 def test_other_cells_are_left_alone(ip: Any, wh: Any) -> None:
     assert "acct" not in complete(ip, "x = 1\nac")
     assert "acct" not in complete(ip, "%%lvtxn ac")  # the magic's own line: its options, not SQL
+
+
+def test_lv_line_completes_commands_presets_and_open_transactions(ip: Any, wh: Any) -> None:
+    assert complete(ip, "%lv co") == {"connect", "commit"}
+    assert {"connect", "tables", "begin", "commit", "rollback", "help"} <= complete(ip, "%lv ")
+    assert complete(ip, "x = 1\n%lv rec") == {"recover"}  # a line magic in any line of a cell
+    assert complete(ip, "%lv begin t9 snap") == {"snapshot"}
+    assert {"serializable", "snapshot", "delta"} <= complete(ip, "%%lvtxn ")
+    assert complete(ip, "%%lvtxn --name t1 --na") == {"--name"}
+    assert complete(ip, "%%lvsql --chart ") == {"bar", "line", "scatter"}
+    assert complete(ip, "%lv markers ac") == {"acct", "acct_b"}
+    assert "t1" not in complete(ip, "%lv commit ")  # nothing open yet
+    ip.run_line_magic("lv", "begin t1 --quiet")
+    ip.run_line_magic("lv", "begin other snapshot --quiet")
+    try:
+        assert complete(ip, "%lv commit ") == {"t1", "other"}
+        assert complete(ip, "%lv rollback o") == {"other"}
+        assert complete(ip, "%%lvtxn --name ") == {"t1", "other"}
+        ip.run_line_magic("lv", "rollback other")
+        assert complete(ip, "%lv commit ") == {"t1"}  # ended transactions are not offered
+    finally:
+        STATE.shutdown()
+        STATE.txns.clear()
