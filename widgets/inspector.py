@@ -292,6 +292,8 @@ class LakehouseInspector(ipywidgets.VBox):
     def _saved_html(self) -> str:
         mid = html.escape(str(self.model_id))
         return (f'{saved_style(mid)}<div class="lv-inspector-saved lv-saved-{mid}" data-for="{mid}">'
+                '<div class="lv-muted lv-saved-note">Saved view: the lakehouse as the inspector last saw it '
+                "(run the cell again for a live one).</div>"
                 f"{self.to_html()}</div>")
 
     def _saved_bundle(self, body: str) -> dict[str, Any]:
