@@ -5,7 +5,8 @@ The constructor does no I/O; :meth:`LakehouseInspector.refresh` scans (and retur
 ``LakehouseInspector(lh).refresh()`` displays a filled inspector).
 
 Live: once displayed, a background thread rescans by itself (:class:`LivePolicy`): soon after a
-change or after a cell of this kernel ran (``post_execute``: its own transactions), backing off
+change, after a cell of this kernel ran (``post_execute``) or one of its transactions placed or
+freed a marker, committed or aborted (their ``lv_core.events``, even in the background), backing off
 while nothing changes, so that an idle notebook costs one scan every ``idle_interval_s`` (default
 30 s). A scan reads, per table, ``_last_checkpoint`` and each version after it, plus one LIST of the
 warehouse, one of the transaction folders, the leases of leftover transactions and the global
@@ -33,6 +34,7 @@ from typing import Any
 
 import ipywidgets
 
+from lv_core import events as ev
 from widgets.lakehouse_scan import LakehouseScan, scan_lakehouse
 from widgets.nbstatic import SAVED_KEY
 from widgets.render import CSS
@@ -72,9 +74,40 @@ _LIVE_INSPECTORS: "weakref.WeakSet[LakehouseInspector]" = weakref.WeakSet()
 _HOOKED = False
 
 
+#: Events of this kernel's transactions after which the lakehouse looks different to the inspector.
+_CHANGES = (ev.MarkerPlaced, ev.MarkerFreed, ev.Committed, ev.Aborted)
+_WATCHED: "weakref.WeakSet[Any]" = weakref.WeakSet()  # transactions whose events nudge the inspectors
+
+
+def _on_txn_event(event: ev.Event) -> None:
+    if isinstance(event, _CHANGES) and _LIVE_INSPECTORS:
+        for w in list(_LIVE_INSPECTORS):
+            w.nudge()
+
+
+def watch_transactions() -> None:
+    """Nudge the live inspectors on the events of this kernel's transactions (those its widgets show,
+    :func:`widgets.txn_widget.remember`): a commit that ends in the background shows at once, not at
+    the next poll. Cheap: the callbacks only set a flag."""
+    from widgets import txn_widget
+
+    known = getattr(txn_widget, "_KNOWN", {})  # the transactions remember() keeps (weakly)
+    for txn in list(known.values()):
+        if txn in _WATCHED:
+            continue
+        try:
+            txn.events.subscribe(_on_txn_event, replay=False)
+            _WATCHED.add(txn)
+        except (AttributeError, TypeError):  # not a transaction with an event stream: polls see it
+            continue
+
+
 def nudge_live_inspectors(*_args: Any) -> None:
     """Ask every live inspector to rescan soon (IPython ``post_execute`` hook: a cell of this kernel
-    may have changed the lakehouse)."""
+    may have changed the lakehouse) and watch the transactions that cell began."""
+    if not _LIVE_INSPECTORS:
+        return
+    watch_transactions()
     for w in list(_LIVE_INSPECTORS):
         w.nudge()
 
@@ -226,6 +259,7 @@ class LakehouseInspector(ipywidgets.VBox):
             self._lv_thread = thread
             _LIVE_INSPECTORS.add(self)
             _hook_cells()
+            watch_transactions()
             thread.start()
             self._show_live()
         return self
@@ -371,4 +405,5 @@ def inspect_lakehouse(lh: Any, **kwargs: Any) -> LakehouseInspector:
     return LakehouseInspector(lh, **kwargs).refresh()
 
 
-__all__ = ["LIVE", "LakehouseInspector", "LivePolicy", "inspect_lakehouse", "nudge_live_inspectors", "saved_style"]
+__all__ = ["LIVE", "LakehouseInspector", "LivePolicy", "inspect_lakehouse", "nudge_live_inspectors", "saved_style",
+           "watch_transactions"]

@@ -333,3 +333,27 @@ def test_static_conversion_keeps_the_saved_copy_only():
     assert make_static(nb) == 1
     assert len(cell.outputs) == 1
     assert cell.outputs[0]["data"]["text/html"] == f'<div class="lv-saved-{mid}">SAVED</div>'
+
+
+def test_own_transaction_events_nudge_without_waiting_for_the_poll(lh, comms, monkeypatch):
+    """A transaction of this kernel (one its widgets show) commits in the background: the inspector
+    rescans at once, long before its idle poll (60 s here) would."""
+    import IPython.display as ipd
+
+    from widgets.txn_widget import remember
+
+    monkeypatch.setattr(ipd, "display", lambda *a, **k: None)
+    w = LakehouseInspector(lh, interval_s=60, idle_interval_s=60, min_gap_s=0.0).refresh()
+    txn = lh.begin("repeatable_read", name="MINE", timeout_s=20)
+    remember(txn)
+    w.start()
+    try:
+        n = w.scans
+        add_kv(txn, "bank_x", 1, 1)  # a marker placed: nudged
+        assert _wait_for(lambda: w.scans > n, timeout_s=10)
+        assert _wait_for(lambda: any(m.txn == txn.id for m in (w.scan.markers if w.scan else [])), timeout_s=10)
+        assert f"owner MINE ({short_id(txn.id)})" in w.to_text()  # this kernel's name for it
+        txn.commit_async().result(timeout=20)  # ends in the background
+        assert _wait_for(lambda: w.scan is not None and not w.scan.markers, timeout_s=10)
+    finally:
+        w.close()
