@@ -163,6 +163,7 @@ class LakehouseInspector(ipywidgets.VBox):
         self.policy = LivePolicy(LIVE.interval_s if interval_s is None else float(interval_s),
                                  LIVE.idle_interval_s if idle_interval_s is None else float(idle_interval_s),
                                  LIVE.min_gap_s if min_gap_s is None else float(min_gap_s))
+        self.policy.interval_s = min(self.policy.interval_s, self.policy.idle_interval_s)
         self._lv_live_wanted = live
         self._lv_thread: threading.Thread | None = None
         self._lv_stop = threading.Event()
