@@ -13,7 +13,8 @@ warehouse, one of the transaction folders, the leases of leftover transactions a
 version log: measured, 13 requests (11 GET, 2 LIST) for 2 tables with 2 versions each
 (``test_requests_per_refresh``), about 26 requests a minute for an idle notebook. It stops on
 :meth:`~LakehouseInspector.close`, :meth:`~LakehouseInspector.stop`, or when a newer live inspector
-of the same lakehouse is displayed in this kernel (re-running ``%lv inspect``).
+of the same lakehouse is displayed in this kernel (re-running ``%lv inspect``), or after
+:data:`MAX_FAILURES` rescans in a row could not read the lakehouse.
 
 Saved notebooks: displaying the inspector makes two outputs, the widget view and a static copy of
 its last state (``text/html``, kept up to date with ``update_display`` whenever what it shows
@@ -70,6 +71,7 @@ class LivePolicy:
 #: ``widgets.inspector.LIVE.idle_interval_s = 120``.
 LIVE = LivePolicy()
 
+MAX_FAILURES = 3  # consecutive rescans that could not read the lakehouse before the poller stops
 _LIVE_INSPECTORS: "weakref.WeakSet[LakehouseInspector]" = weakref.WeakSet()
 _HOOKED = False
 
@@ -279,6 +281,7 @@ class LakehouseInspector(ipywidgets.VBox):
         self._lv_wake.set()
 
     def _run(self, stop: threading.Event) -> None:
+        failures = 0
         while not stop.is_set():
             woke = self._lv_wake.wait(timeout=max(0.0, self._lv_last_scan + self._lv_pause - time.monotonic()))
             if stop.is_set():
@@ -292,10 +295,17 @@ class LakehouseInspector(ipywidgets.VBox):
                 before = self._lv_fingerprint
                 self.refresh()
                 self._lv_pause = self.policy.next_pause(self._lv_pause, self._lv_fingerprint != before)
-            except Exception:  # never let the poller die silently; try again later
-                log.exception("inspector rescan failed")
+                scan = self.scan
+                failed = scan is not None and not scan.tables and bool(scan.errors)
+            except Exception:  # a background thread reports in the widget, never in a cell's stderr
+                log.debug("inspector rescan failed", exc_info=True)
                 self._lv_last_scan = time.monotonic()
                 self._lv_pause = self.policy.idle_interval_s
+                failed = True
+            failures = failures + 1 if failed else 0
+            if failures >= MAX_FAILURES:  # e.g. the store went away: stop polling it
+                self.stop(f"the lakehouse could not be read {failures} times in a row")
+                return
 
     def _show_live(self, why: str = "") -> None:
         if self.live:
@@ -346,8 +356,8 @@ class LakehouseInspector(ipywidgets.VBox):
 
             update_display(self._saved_bundle(body), raw=True, display_id=self._lv_display_id,
                            metadata={SAVED_KEY: self.model_id})
-        except Exception:  # never break a cell or the poller
-            log.exception("updating the inspector's saved copy failed")
+        except Exception:  # never break a cell or the poller (nor print into a cell)
+            log.debug("updating the inspector's saved copy failed", exc_info=True)
 
     def close(self) -> None:
         """Stop rescanning; close the inspector and every widget inside it (the saved copy shows then)."""

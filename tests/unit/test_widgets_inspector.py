@@ -357,3 +357,24 @@ def test_own_transaction_events_nudge_without_waiting_for_the_poll(lh, comms, mo
         assert _wait_for(lambda: w.scan is not None and not w.scan.markers, timeout_s=10)
     finally:
         w.close()
+
+
+def test_poller_stops_when_the_lakehouse_cannot_be_read(lh, comms, monkeypatch):
+    """A store that went away (the S3 server stopped): the poller gives up after a few tries and says so."""
+    from lv_core.errors import StorageError
+    from widgets import inspector
+
+    w = LakehouseInspector(lh, interval_s=0.05, idle_interval_s=0.05, min_gap_s=0.0).refresh()
+
+    def gone(*_a, **_k):
+        raise StorageError("connection refused")
+
+    monkeypatch.setattr(lh, "scan_markers", gone)
+    w.start()
+    try:
+        assert _wait_for(lambda: not w.live, timeout_s=10)
+        assert w.scans >= 1 + inspector.MAX_FAILURES
+        assert "could not be read 3 times in a row" in w.live_status.value
+        assert "listing tables failed" in w.scan.errors[0]  # what the summary shows
+    finally:
+        w.close()
