@@ -82,6 +82,8 @@ class LakehouseScan:
     gvl: GvlInfo = field(default_factory=GvlInfo)
     errors: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+    #: names other clients gave their transactions, as their markers or leases carry them (txn -> name)
+    names: dict[str, str] = field(default_factory=dict)
 
     @property
     def owners(self) -> list[str]:
@@ -91,6 +93,14 @@ class LakehouseScan:
     @property
     def has_cycle(self) -> bool:
         return any(e.cycle for e in self.edges)
+
+    def fingerprint(self) -> tuple[Any, ...]:
+        """What the inspector shows apart from clocks (scan time, lease ages): equal fingerprints mean
+        nothing changed in the lakehouse as far as the inspector can tell (the live poll backs off)."""
+        return (tuple((t.name, t.version, t.checkpoint, t.markers, t.error) for t in self.tables),
+                tuple((m.table, m.version, m.txn, m.state, m.predecessors) for m in self.markers),
+                tuple((s.txn, s.decided, tuple(s.markers)) for s in self.stuck),
+                (self.gvl.status, self.gvl.head, self.gvl.error), tuple(self.errors), tuple(sorted(self.names.items())))
 
 
 # ------------------------------------------------------------------------------- pure helpers
@@ -145,6 +155,10 @@ def scan_lakehouse(lh: Any, *, now: float | None = None, history: int = 5,
         scan.errors.append(f"listing tables failed: {e}")
         found = []
     for tm in found:
+        for m in tm.markers:
+            name = getattr(m, "name", "")  # the owner's name, where markers carry it
+            if name:
+                scan.names.setdefault(m.txn, str(name))
         info = TableInfo(tm.table, tm.version, tm.checkpoint, len(tm.markers), tm.truncated, "; ".join(tm.errors))
         scan.tables.append(info)
         if info.error:
@@ -176,6 +190,8 @@ def scan_lakehouse(lh: Any, *, now: float | None = None, history: int = 5,
         except LvError:
             body = None
         expires = body["expires"] if body is not None else None
+        if body is not None and body.get("name"):  # the owner's name, where leases carry it
+            scan.names.setdefault(txn, str(body["name"]))
         if expires is None or expires < now:
             by_txn[txn] = StuckTxn(txn, "leftover objects (sublog, lease or decision) of a finished or crashed "
                                    "transaction: recover cleans them after the lease grace period",

@@ -14,10 +14,13 @@ widgets' *final* state, e.g. a transaction that committed after its cell ran), e
 from __future__ import annotations
 
 import html
+import re
 from typing import Any, Mapping
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+SAVED_KEY = "lv_inspector_saved"  # output metadata of a widget's static copy (widgets.inspector)
+_SAVED_STYLE = re.compile(r"<style data-lv-saved-style>.*?</style>", re.S)
 _BOXES = {"VBoxModel": "column", "HBoxModel": "row", "BoxModel": "row"}
 
 try:  # nbconvert is only needed for the preprocessor class
@@ -53,12 +56,36 @@ def widget_html(model_id: str, states: Mapping[str, Any], _depth: int = 0) -> st
     return f'<div class="{classes}">{inner}</div>'
 
 
+def _drop_saved_twins(cell: Any) -> int:
+    """Drop the widget views that display their own static copy (the lakehouse inspector: an output with
+    ``metadata[SAVED_KEY]`` = the widget's model id, updated as the widget changed), and the copy's
+    style that switches between the two in a browser; returns how many views were dropped."""
+    outputs = cell.get("outputs") or []
+    twins = {str((o.get("metadata") or {}).get(SAVED_KEY)) for o in outputs if (o.get("metadata") or {}).get(SAVED_KEY)}
+    if not twins:
+        return 0
+    keep = []
+    for out in outputs:
+        view = (out.get("data") or {}).get(WIDGET_VIEW)
+        if view is not None and str(view.get("model_id", "")) in twins:
+            continue
+        if (out.get("metadata") or {}).get(SAVED_KEY) and "text/html" in (out.get("data") or {}):
+            body = out["data"]["text/html"]
+            body = "".join(body) if isinstance(body, list) else str(body)
+            out["data"]["text/html"] = _SAVED_STYLE.sub("", body)
+        keep.append(out)
+    dropped = len(outputs) - len(keep)
+    cell["outputs"] = keep
+    return dropped
+
+
 def make_static(nb: Any) -> int:
     """Replace widget views in ``nb`` (an nbformat notebook, modified in place); returns how many."""
     saved = ((nb.get("metadata") or {}).get("widgets") or {}).get(WIDGET_STATE) or {}
     states = saved.get("state") or {}
     done = left = 0
     for cell in nb.get("cells", ()):
+        done += _drop_saved_twins(cell)
         for out in cell.get("outputs", ()) or ():
             data = out.get("data")
             if not data or WIDGET_VIEW not in data:

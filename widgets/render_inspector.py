@@ -16,8 +16,28 @@ def _ago(ts: float | None, now: float) -> str:
     return "–" if not ts else f"{fmt_s(max(0.0, now - ts))} ago"
 
 
-def _name(txn: str, names: dict[str, str]) -> str:
-    return names.get(txn) or short_id(txn)
+def txn_label(txn: str, names: dict[str, str] | None = None) -> str:
+    """A transaction as the inspector shows it: ``NAME (short-id)`` when a name is known (this kernel's
+    own transactions, or the name another client's markers or lease carry), else the short id."""
+    name = (names or {}).get(txn)
+    return f"{name} ({short_id(txn)})" if name else short_id(txn)
+
+
+def txn_ref(txn: str | None, names: dict[str, str] | None = None) -> str:
+    """:func:`txn_label` as HTML, the full id on hover (``title``) and in ``data-txn``."""
+    if not txn:
+        return "–"
+    return (f'<span class="lv-txn-ref" title="{esc(txn)}" data-txn="{esc(txn)}">'
+            f"{esc(txn_label(txn, names))}</span>")
+
+
+def _names(scan: LakehouseScan | None, names: dict[str, str] | None) -> dict[str, str]:
+    """This kernel's names first, then the names other clients recorded (scan.names)."""
+    return {**(scan.names if scan is not None else {}), **(names or {})}
+
+
+def _waits(preds: tuple[tuple[str, str, int], ...], names: dict[str, str]) -> str:
+    return ", ".join(f"{txn_ref(t, names)} at {esc(tb)}@{v}" for t, tb, v in preds) or "–"
 
 
 def summary_html(scan: LakehouseScan | None) -> str:
@@ -56,7 +76,7 @@ def markers_html(scan: LakehouseScan | None, names: dict[str, str] | None = None
     head = '<div class="lv-sec">Live markers</div>'
     if scan is None:
         return head
-    names = names or {}
+    names = _names(scan, names)
     if not scan.markers:
         return head + '<div class="lv-no-markers lv-muted">no pending markers: no transaction is running</div>'
     now = scan.at
@@ -70,11 +90,11 @@ def markers_html(scan: LakehouseScan | None, names: dict[str, str] | None = None
             f'<tr class="lv-live-marker" data-table="{esc(m.table)}" data-version="{m.version}" '
             f'data-txn="{esc(m.txn)}" data-state="{esc(m.state)}">'
             f"<td>{esc(m.table)}@{m.version}</td>"
-            f'<td title="{esc(m.txn)}">{esc(_name(m.txn, names))}</td>'
+            f"<td>{txn_ref(m.txn, names)}</td>"
             f'<td class="lv-st-{esc(m.state)}">{esc(m.state)}</td>'
             f"<td>{esc('–' if age is None else fmt_s(age))}</td><td>{esc(lease)}</td>"
             f"<td>{esc(_ago(m.created, now))}</td><td class=\"lv-muted\">{esc(m.client)}</td>"
-            f"<td>{esc(', '.join(f'{_name(t, names)} ({tb}@{v})' for t, tb, v in m.predecessors) or '–')}</td></tr>")
+            f"<td>{_waits(m.predecessors, names)}</td></tr>")
     return (head + '<table class="lv-markers-table"><thead><tr><th>marker</th><th>owner</th><th>state</th>'
             "<th>lease age</th><th>lease</th><th>placed</th><th>client</th><th>waits behind</th></tr></thead>"
             "<tbody>" + "".join(rows) + "</tbody></table>")
@@ -84,12 +104,12 @@ def global_dag_html(scan: LakehouseScan | None, names: dict[str, str] | None = N
     head = '<div class="lv-sec">Global dependency DAG</div>'
     if scan is None:
         return head
-    names = names or {}
+    names = _names(scan, names)
     owners = scan.owners
     if not owners:
         return head + '<div class="lv-dag-empty lv-muted">no transactions hold markers</div>'
     state_of = {m.txn: ("live" if m.state == "live" else "expired") for m in scan.markers}
-    nodes = [GNode(t, _name(t, names), state_of.get(t, "pending"), tooltip=t) for t in owners]
+    nodes = [GNode(t, txn_label(t, names), state_of.get(t, "pending"), tooltip=t) for t in owners]
     edges = [GEdge(e.src, e.dst, e.label, "pending", e.cycle) for e in scan.edges]
     attrs = f'data-edges="{len(edges)}" data-cycle="{str(scan.has_cycle).lower()}"'
     stale = (f'<div class="lv-muted">{scan.stale_edges} predecessor entr{"y" if scan.stale_edges == 1 else "ies"} '
@@ -101,7 +121,7 @@ def global_dag_html(scan: LakehouseScan | None, names: dict[str, str] | None = N
     return head + f'<div class="lv-dag-body" {attrs}>{graph_html(nodes, edges, note=note)}{stale}</div>'
 
 
-def gvl_html(scan: LakehouseScan | None) -> str:
+def gvl_html(scan: LakehouseScan | None, names: dict[str, str] | None = None) -> str:
     head = '<div class="lv-sec">Global version log (LV[I])</div>'
     if scan is None:
         return head
@@ -110,16 +130,17 @@ def gvl_html(scan: LakehouseScan | None) -> str:
         msg = ("not in use (no transaction validated with LV[I] yet)" if g.status == "empty"
                else f"unreadable: {g.error}")
         return head + f'<div class="lv-gvl-none lv-muted" data-status="{esc(g.status)}">{esc(msg)}</div>'
+    names = _names(scan, names)
     tables = ", ".join(f"{t}@{v}" for t, v in sorted(g.tables.items())) or "no tables"
     rows = "".join(
         f'<tr class="lv-gvl-row" data-version="{h["version"]}"><td>{h["version"]}</td>'
-        f'<td>{esc(short_id(h["txn"]) if h["txn"] else "–")}</td><td>{esc(_ago(h["ts"], scan.at))}</td>'
+        f'<td>{txn_ref(h["txn"], names)}</td><td>{esc(_ago(h["ts"], scan.at))}</td>'
         f'<td>{esc(", ".join(f"{t}@{v}" for t, v in sorted(h["tables"].items())))}</td></tr>'
         for h in g.history)
     hist = ('<table class="lv-gvl-table"><thead><tr><th>version</th><th>by</th><th>published</th><th>tables</th>'
             f"</tr></thead><tbody>{rows}</tbody></table>" if rows else "")
     return (head + f'<div class="lv-gvl" data-status="in use" data-head="{g.head}">head: global version '
-            f"<b>{g.head}</b> by {esc(short_id(g.txn) if g.txn else '–')}, {esc(_ago(g.ts, scan.at))}: "
+            f"<b>{g.head}</b> by {txn_ref(g.txn, names)}, {esc(_ago(g.ts, scan.at))}: "
             f"{esc(tables)}</div>{hist}")
 
 
@@ -127,12 +148,12 @@ def stuck_html(scan: LakehouseScan | None, names: dict[str, str] | None = None) 
     head = '<div class="lv-sec">Expired or stuck transactions</div>'
     if scan is None:
         return head
-    names = names or {}
+    names = _names(scan, names)
     if not scan.stuck:
         return head + '<div class="lv-no-stuck lv-muted" data-stuck="0">none</div>'
     rows = "".join(
         f'<tr class="lv-stuck-row" data-txn="{esc(s.txn)}" data-decided="{str(s.decided).lower()}">'
-        f'<td title="{esc(s.txn)}">{esc(_name(s.txn, names))}</td>'
+        f"<td>{txn_ref(s.txn, names)}</td>"
         f"<td>{esc(', '.join(f'{t}@{v}' for t, v in s.markers) or '–')}</td>"
         f"<td>{esc('–' if s.expired_for_s is None else fmt_s(s.expired_for_s))}</td><td>{esc(s.why)}</td></tr>"
         for s in scan.stuck)
@@ -144,7 +165,7 @@ def stuck_html(scan: LakehouseScan | None, names: dict[str, str] | None = None) 
 def inspector_parts(scan: LakehouseScan | None, names: dict[str, str] | None = None) -> dict[str, str]:
     """Every part's HTML (see :data:`INSPECTOR_PARTS`)."""
     return {"summary": summary_html(scan), "tables": tables_html(scan), "live-markers": markers_html(scan, names),
-            "global-dag": global_dag_html(scan, names), "gvl": gvl_html(scan), "stuck": stuck_html(scan, names)}
+            "global-dag": global_dag_html(scan, names), "gvl": gvl_html(scan, names), "stuck": stuck_html(scan, names)}
 
 
 def inspector_html(scan: LakehouseScan | None, names: dict[str, str] | None = None) -> str:
@@ -158,7 +179,7 @@ def inspector_text(scan: LakehouseScan | None, names: dict[str, str] | None = No
     """The whole scan as plain text."""
     if scan is None:
         return "Lakehouse inspector: not scanned yet (call .refresh())"
-    names = names or {}
+    names = _names(scan, names)
     out = [f"Lakehouse {scan.url}: {len(scan.tables)} table(s), {len(scan.markers)} pending marker(s)"]
     for t in scan.tables:
         out.append(f"  table {t.name:<20} version {t.version}  checkpoint {t.checkpoint}  markers {t.markers}"
@@ -166,17 +187,20 @@ def inspector_text(scan: LakehouseScan | None, names: dict[str, str] | None = No
     for m in sorted(scan.markers, key=lambda m: (m.table, m.version)):
         exp = m.expires_in(scan.at)
         lease = "no lease" if exp is None else f"lease {'expires in' if exp >= 0 else 'expired'} {fmt_s(abs(exp))}"
-        out.append(f"  marker {m.table}@{m.version} owner {_name(m.txn, names)} [{m.state}] {lease}")
+        out.append(f"  marker {m.table}@{m.version} owner {txn_label(m.txn, names)} [{m.state}] {lease}")
     for e in scan.edges:
-        out.append(f"  edge {_name(e.src, names)} -> {_name(e.dst, names)} at {e.label}"
+        out.append(f"  edge {txn_label(e.src, names)} -> {txn_label(e.dst, names)} at {e.label}"
                    + (" (cycle)" if e.cycle else ""))
     g = scan.gvl
-    out.append(f"  global version log: head {g.head}" if g.in_use else f"  global version log: not in use ({g.status})")
+    out.append(f"  global version log: head {g.head} by {txn_label(g.txn, names) if g.txn else '–'}" if g.in_use
+               else f"  global version log: not in use ({g.status})")
+    for h in g.history:
+        out.append(f"    global version {h['version']} by {txn_label(h['txn'], names) if h['txn'] else '–'}")
     for s in scan.stuck:
-        out.append(f"  stuck {_name(s.txn, names)}: {s.why}")
+        out.append(f"  stuck {txn_label(s.txn, names)}: {s.why}")
     out.extend(f"  error: {e}" for e in scan.errors)
     return "\n".join(out)
 
 
 __all__ = ["INSPECTOR_PARTS", "global_dag_html", "gvl_html", "inspector_html", "inspector_parts", "inspector_text",
-           "markers_html", "stuck_html", "summary_html", "tables_html"]
+           "markers_html", "stuck_html", "summary_html", "tables_html", "txn_label", "txn_ref"]

@@ -83,10 +83,26 @@ def selftest(ctx: MagicContext, rest: list[str]) -> None:
                               txns=ns.txns).to_html()))
 
 
+def inspect_parser() -> Any:
+    """``%lv inspect [--every S] [--static]`` (the parser lives here: args.py is another change's)."""
+    from lv_magic.args import _Parser, _seconds
+
+    p = _Parser(prog="%lv inspect", add_help=False)
+    p.add_argument("--every", type=_seconds, default=None, metavar="S",
+                   help="longest pause between background rescans while nothing changes (default 30)")
+    p.add_argument("--static", action="store_true", help="no background rescans: Refresh only")
+    return p
+
+
 def inspect(ctx: MagicContext, rest: list[str]) -> None:
+    """``%lv inspect``: the live lakehouse inspector (``--every S``: idle rescan pause; ``--static``)."""
+    ns = inspect_parser().parse_args(rest)
     lh = ctx.require()
     try:
         from widgets import inspect_lakehouse
     except ImportError:
         raise LvError("the inspector widget is not available in this installation") from None
-    display(inspect_lakehouse(lh))
+    opts: dict[str, Any] = {"live": not ns.static}
+    if ns.every is not None:
+        opts["idle_interval_s"] = ns.every
+    display(inspect_lakehouse(lh, **opts))

@@ -69,7 +69,7 @@ def test_background_commit_waits_then_flips_to_committed(notebook: Any) -> None:
     expect(t1.locator(".lv-header .lv-h")).to_have_attribute("data-state", "active")
     expect(t1.locator('.lv-markers tr.lv-marker-row[data-table="bank_x"]')).to_have_attribute("data-state", "placed")
     # The inspector sees the same: three live markers, and the edge T2 -> T1 in the global DAG.
-    insp = page.locator(".jp-OutputArea-output .lv-inspector")
+    insp = page.locator(".jp-OutputArea-output .lv-inspector:not(.lv-static)")  # not its saved copy
     expect(insp.locator("tr.lv-live-marker")).to_have_count(3)
     expect(insp.locator('tr.lv-live-marker[data-table="bank_x"][data-version="3"]')).to_contain_text("T1")
     expect(insp.locator(".lv-global-dag svg g.edge")).to_have_count(1)
