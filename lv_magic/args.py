@@ -166,7 +166,9 @@ COMMANDS = {
               "list-after-write, delete, clock and latency, each with what a failure means",
     "selftest": "selftest [--clients N] [--txns N]: a short black-box isolation test on this store (client "
                 "processes under each preset, judged from the values read alone); a cycle found is drawn",
-    "inspect": "inspect: the lakehouse inspector widget",
+    "inspect": "inspect [--every S] [--static]: the live lakehouse inspector (rescans in the background, "
+               "backing off to one rescan every S seconds while nothing changes, default 30; --static: Refresh "
+               "only); a saved notebook keeps its last state",
     "help": "help: this text",
 }
 
@@ -204,6 +206,14 @@ def selftest_parser() -> _Parser:
     p = _Parser(prog="%lv selftest", add_help=False)
     p.add_argument("--clients", type=int, default=3)
     p.add_argument("--txns", type=int, default=12)
+    return p
+
+
+def inspect_parser() -> _Parser:
+    p = _Parser(prog="%lv inspect", add_help=False)
+    p.add_argument("--every", type=_seconds, default=None, metavar="S",
+                   help="longest pause between background rescans while nothing changes (default 30)")
+    p.add_argument("--static", action="store_true", help="no background rescans: Refresh only")
     return p
 
 

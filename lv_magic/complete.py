@@ -88,7 +88,8 @@ def _options(parser: Any) -> list[str]:
 
 
 _LINE_OPTIONS = {"connect": lv_args.connect_parser, "begin": lv_args.begin_parser,
-                 "recover": lv_args.recover_parser, "selftest": lv_args.selftest_parser}
+                 "recover": lv_args.recover_parser, "selftest": lv_args.selftest_parser,
+                 "inspect": lv_args.inspect_parser}
 
 
 def line_candidates(state: KernelState, line: str) -> tuple[str, list[tuple[str, str]]] | None:

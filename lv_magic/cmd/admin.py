@@ -8,7 +8,7 @@ from typing import Any
 from IPython.display import display
 
 from lv_core.errors import LvError
-from lv_magic.args import connect_parser, help_text, recover_parser, selftest_parser
+from lv_magic.args import connect_parser, help_text, inspect_parser, recover_parser, selftest_parser
 from lv_magic.context import MagicContext
 
 
@@ -81,17 +81,6 @@ def selftest(ctx: MagicContext, rest: list[str]) -> None:
           flush=True)
     display(HTML(run_selftest(lh.url, storage_options=options_of(lh.store), clients=ns.clients,
                               txns=ns.txns).to_html()))
-
-
-def inspect_parser() -> Any:
-    """``%lv inspect [--every S] [--static]`` (the parser lives here: args.py is another change's)."""
-    from lv_magic.args import _Parser, _seconds
-
-    p = _Parser(prog="%lv inspect", add_help=False)
-    p.add_argument("--every", type=_seconds, default=None, metavar="S",
-                   help="longest pause between background rescans while nothing changes (default 30)")
-    p.add_argument("--static", action="store_true", help="no background rescans: Refresh only")
-    return p
 
 
 def inspect(ctx: MagicContext, rest: list[str]) -> None:
