@@ -28,10 +28,12 @@ def main() -> int:
     s = summary_of(nb)
     print(f"demo: done in {time.monotonic() - t0:.0f}s")
     for key, value in s.items():
-        print(f"  {key}: {value}")
+        if key != "lakehouse":
+            print(f"  {key}: {value}")
     print(f"  executed notebook: {out / NOTEBOOK.name}")
     print(f"  HTML copy:         {out / (NOTEBOOK.stem + '.html')}")
-    print(f"  the lakehouse:     {work / 'lakehouse'}  (plain Delta tables: open them with deltalake)")
+    lakehouse = s.get("lakehouse", "?")  # the notebook works in a fresh temporary folder
+    print(f"  the lakehouse:     {lakehouse}  (plain Delta tables: open them with deltalake)")
     print("  more: `make lab` opens JupyterLab on notebooks/")
     return 0
 

@@ -14,6 +14,7 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
+SUMMARY_KEY = "lakevilla"  # output metadata: {"lakevilla": {"summary": {...}}}
 
 
 def run(notebook: Path, out_dir: Path, workdir: Path, *, timeout: int = 600) -> nbformat.NotebookNode:
@@ -49,13 +50,18 @@ def write_html(nb: nbformat.NotebookNode, path: Path) -> None:
 
 
 def summary_of(nb: nbformat.NotebookNode) -> dict:
-    """The ``LV-SUMMARY {json}`` line a tutorial prints in its last cell, if any."""
+    """The machine-readable summary of a tutorial: the ``lakevilla.summary`` metadata of the last output
+    that carries one (tutorials show a sentence and keep the numbers out of sight there); an older
+    notebook's printed ``LV-SUMMARY {json}`` line is still read."""
     for cell in reversed(nb.cells):
-        for out in cell.get("outputs", []):
+        for out in reversed(cell.get("outputs", [])):
+            found = (out.get("metadata") or {}).get(SUMMARY_KEY, {}).get("summary")
+            if isinstance(found, dict):
+                return dict(found)
             text = out.get("text", "") if out.get("output_type") == "stream" else ""
             for line in text.splitlines():
                 if line.startswith("LV-SUMMARY "):
-                    return json.loads(line[len("LV-SUMMARY "):])
+                    return dict(json.loads(line[len("LV-SUMMARY "):]))
     return {}
 
 
