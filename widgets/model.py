@@ -15,7 +15,11 @@ from typing import Any, Iterable, Mapping
 
 from lv_core import events as ev
 from lv_core.protocol.dag import DagEdge, DagView, Shift
-from lv_core.protocol.layout import short_id  # noqa: F401  (re-exported: the one short form)
+from lv_core.protocol.layout import (
+    display_name,
+    short_id,  # noqa: F401  (re-exported: the one short form)
+)
+from lv_core.protocol.markers import name_of
 
 #: Display states of a transaction, in lifecycle order ("committing": LV[R]/LV[CT] commit work
 #: without LV[I] validation; "unknown": a decided commit whose publication failed).
@@ -241,10 +245,11 @@ class TxnView:
         return self.name or self.txn
 
     def label(self, txn: str) -> str:
-        """Display name of a transaction: its name when known, else its short id."""
+        """Display name of a transaction: its name in this process, else another client's
+        ``NAME (short-id)`` (the name its markers carry), else its short id."""
         if txn == self.txn:
             return self.name or short_id(txn)
-        return self.names.get(txn) or short_id(txn)
+        return self.names.get(txn) or display_name(txn, name_of(txn))
 
     def offset(self, ts: float) -> float:
         """Seconds since begin."""

@@ -35,8 +35,7 @@ def _secs(seconds: float) -> str:
 
 def named(view: TxnView, text: str) -> str:
     """``text`` with the transaction ids it mentions replaced by their display names."""
-    return _ID.sub(lambda m: view.label(m.group(0)) if (m.group(0) in view.names or m.group(0) == view.txn)
-                   else short_id(m.group(0)), text)
+    return _ID.sub(lambda m: view.label(m.group(0)), text)
 
 
 # ---------------------------------------------------------------------------------- status line
