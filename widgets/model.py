@@ -143,16 +143,18 @@ class ProgressView:
     total: int
     elapsed_s: float
     ts: float
+    running: int = 0  # tasks in flight
 
     @property
     def fraction(self) -> float | None:
-        """Share of tasks done (None while the total is unknown)."""
+        """Share of the known tasks done (None while none is known)."""
         return min(1.0, self.done / self.total) if self.total > 0 else None
 
     @property
     def finished(self) -> bool:
-        """Every task of the statement is done (the progress line goes away)."""
-        return self.total > 0 and self.done >= self.total
+        """The statement ended (the progress line goes away). Not when its known tasks are all done:
+        a statement may start more Spark operations, and its clock runs until it ends."""
+        return self.stage in ("done", "failed")
 
 
 @dataclass(frozen=True)
@@ -408,7 +410,8 @@ class TxnView:
                       f"waited {e.ts - since:.2f} s", "ok")
 
     def _on_Progress(self, e: ev.Progress) -> None:  # frequent: no timeline entry
-        self.progress = ProgressView(e.statement, e.stage, e.done, e.total, e.elapsed_s, e.ts)
+        self.progress = ProgressView(e.statement, e.stage, e.done, e.total, e.elapsed_s, e.ts,
+                                     getattr(e, "running", 0))
 
     def by_whom(self, table: str, version: int) -> str | None:
         """The transaction whose marker at ``table@version`` this one waited behind, if known."""

@@ -49,10 +49,13 @@ CSS = """<style>
 .lv-static details > summary {cursor: pointer; list-style-position: inside;}
 .lv-static details > summary .lv-sum {display: inline-flex;}
 .lv-prog {display: flex; align-items: center; gap: 8px; font-size: 12px;}
-.lv-bar {display: inline-block; width: 160px; height: 8px; border-radius: 4px; overflow: hidden;
+.lv-bar {display: inline-flex; width: 160px; height: 8px; border-radius: 4px; overflow: hidden;
   background: var(--jp-layout-color3, #e0e0e0);}
 .lv-bar-fill {display: block; height: 100%; background: var(--jp-brand-color1, #1976d2);}
-.lv-bar-busy {background: var(--jp-brand-color3, #90caf9);}
+.lv-bar-run, .lv-bar-busy {background: repeating-linear-gradient(-45deg, var(--jp-brand-color3, #90caf9) 0 6px,
+  var(--jp-layout-color3, #e0e0e0) 6px 12px); background-size: 17px 8px; animation: lv-bar-move 1s linear infinite;}
+.lv-bar-run {display: block; height: 100%;}
+@keyframes lv-bar-move {from {background-position: 0 0;} to {background-position: 17px 0;}}
 .lv-cancel-box .lv-cancel {height: 22px; line-height: 20px; padding: 0 10px; font-size: 12px;}
 .lv-why-panel {margin: 2px 0 4px 0; padding: 2px 8px; border-left: 3px solid var(--jp-error-color1, #c62828);
   background: var(--jp-layout-color2, rgba(198,40,40,.05));}

@@ -103,25 +103,37 @@ def summary_text(view: TxnView, now: float | None = None) -> str:
 
 
 # ---------------------------------------------------------------------------------- progress
+def _tasks(p: Any) -> str:
+    if p.total <= 0:
+        return f"{p.running} tasks running" if p.running else "starting"
+    return f"{p.done}/{p.total} tasks" + (f" ({p.running} running)" if p.running else "")
+
+
 def progress_html(view: TxnView) -> str:
-    """The running statement's progress line ('' when no statement runs)."""
+    """The running statement's progress line ('' when no statement runs): tasks done of those known
+    so far, a moving stripe for tasks in flight, an indeterminate bar while none is known."""
     p = view.progress
     if p is None or view.done or p.finished:
         return ""
     frac = p.fraction
-    pct = f"{frac * 100:.0f}%" if frac is not None else "…"
-    bar = (f'<span class="lv-bar"><span class="lv-bar-fill" style="width:{(frac or 0) * 100:.1f}%"></span></span>'
-           if frac is not None else '<span class="lv-bar lv-bar-busy"></span>')
-    return (f'<div class="lv-prog" data-statement="{p.statement}" data-done="{p.done}" data-total="{p.total}">'
-            f'<span class="lv-prog-what">statement {p.statement} · {_esc(p.stage)}</span>{bar}'
-            f'<span class="lv-prog-num">{p.done}/{p.total} tasks · {pct} · {_esc(_secs(p.elapsed_s))}</span></div>')
+    pct = f" · {frac * 100:.0f}%" if frac is not None else ""
+    if frac is None:
+        bar = '<span class="lv-bar lv-bar-busy"></span>'
+    else:
+        busy = min(1.0 - frac, p.running / p.total) if p.running else 0.0
+        bar = (f'<span class="lv-bar"><span class="lv-bar-fill" style="width:{frac * 100:.1f}%"></span>'
+               + (f'<span class="lv-bar-run" style="width:{busy * 100:.1f}%"></span>' if busy > 0 else "")
+               + "</span>")
+    return (f'<div class="lv-prog" data-statement="{p.statement}" data-done="{p.done}" data-total="{p.total}" '
+            f'data-running="{p.running}"><span class="lv-prog-what">statement {p.statement} · {_esc(p.stage)}</span>'
+            f'{bar}<span class="lv-prog-num">{_esc(_tasks(p))}{pct} · {_esc(_secs(p.elapsed_s))}</span></div>')
 
 
 def progress_text(view: TxnView) -> str:
     p = view.progress
     if p is None or view.done or p.finished:
         return ""
-    return f"statement {p.statement}: {p.stage} {p.done}/{p.total} tasks, {_secs(p.elapsed_s)}"
+    return f"statement {p.statement}: {_tasks(p)}, {_secs(p.elapsed_s)}"
 
 
 # ---------------------------------------------------------------------------------- why

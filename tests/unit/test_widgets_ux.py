@@ -58,8 +58,14 @@ def test_progress_line_until_the_statement_finishes():
     assert summary_html(view).count(">running<") == 1
     unknown = fold(stream(began(), ev.Progress(A, statement=1, stage="stage 0", done=0, total=0, elapsed_s=0.0)))
     assert "lv-bar-busy" in progress_html(unknown)
-    assert progress_html(fold(events + stream(ev.Progress(A, statement=2, stage="stage 3", done=100, total=100,
-                                                          elapsed_s=13.0), start=1005))) == ""
+    # every known task done, the statement still running (a last task, another operation): the line stays
+    last = progress_html(fold(events + stream(ev.Progress(A, statement=2, stage="running", done=99, total=100,
+                                                          elapsed_s=20.0, running=1), start=1005)))
+    assert "99/100 tasks (1 running) · 99% · 20.0 s" in last and 'class="lv-bar-run" style="width:1.0%"' in last
+    assert "statement 2 · running" in progress_html(fold(events + stream(
+        ev.Progress(A, statement=2, stage="running", done=100, total=100, elapsed_s=21.0), start=1005)))
+    assert progress_html(fold(events + stream(ev.Progress(A, statement=2, stage="done", done=0, total=0,
+                                                          elapsed_s=22.0), start=1005))) == ""
     assert progress_html(fold(events + stream(ev.Aborted(A, reason="rolled back by the user", rule="rollback"),
                                               start=1005))) == ""
     assert view.timeline[-1].kind == "Began"  # progress is not a timeline entry
