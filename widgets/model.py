@@ -33,6 +33,9 @@ STATE_COLOURS: Mapping[str, str] = {
     "aborted": "#c62828",
     "unknown": "#6d6d6d",
 }
+#: Abort "rules" of a transaction the user ended on purpose (``%lv rollback``, ROLLBACK, Cancel, an
+#: interrupt): shown neutral, not as an error.
+USER_ENDED: tuple[str, ...] = ("rollback", "interrupt")
 #: Marker row states.
 MARKER_STATES: tuple[str, ...] = ("placed", "waiting", "shifted", "lost", "committed", "freed", "read")
 #: The DAG around the transaction is lv_core's :class:`~lv_core.protocol.dag.DagView` (one class for
@@ -235,7 +238,23 @@ class TxnView:
 
     @property
     def colour(self) -> str:
+        """The state's colour; red only for errors and aborts: a rollback or cancel the user asked
+        for is neutral grey."""
+        if self.tone == "neutral":
+            return STATE_COLOURS["unknown"]
         return STATE_COLOURS.get(self.state, "#6d6d6d")
+
+    @property
+    def tone(self) -> str:
+        """How its outcome reads: "error" (aborted by a rule, a failed statement, outcome unknown),
+        "neutral" (rolled back or cancelled as the user asked), "ok" (committed, redos included) or
+        "live" (not ended)."""
+        res = self.result
+        if res is None:
+            return "live"
+        if res.outcome == "committed":
+            return "ok"
+        return "neutral" if res.outcome == "aborted" and res.rule in USER_ENDED else "error"
 
     @property
     def done(self) -> bool:

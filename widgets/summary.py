@@ -89,7 +89,7 @@ def status_bits(view: TxnView, now: float | None = None) -> list[str]:
 def summary_html(view: TxnView, now: float | None = None) -> str:
     """The one-line status (what the collapsed widget shows)."""
     st = view.state
-    colour = STATE_COLOURS.get(st, "#777")
+    colour = view.colour if view.done else STATE_COLOURS.get(st, "#777")
     bits = "".join(f'<span class="lv-sum-sep">·</span><span class="lv-sum-{i}">{_esc(b)}</span>'
                    for i, b in enumerate(status_bits(view, now)))
     return (f'<span class="lv-sum" data-state="{_esc(st)}" data-name="{_esc(view.name or "")}" '
@@ -223,7 +223,9 @@ def why_html(view: TxnView) -> str:
                      f'{changed}{line if w.kind != "redo" else ""}{help_}</div>')
     if not items:
         return ""
-    return '<div class="lv-why-panel"><div class="lv-sec">Why</div>' + "".join(items) + "</div>"
+    tone = view.tone if view.done else "ok"  # a redo while running: not an error either
+    return (f'<div class="lv-why-panel lv-why-{tone}" data-tone="{tone}"><div class="lv-sec">Why</div>'
+            + "".join(items) + "</div>")
 
 
 def why_text(view: TxnView) -> list[str]:

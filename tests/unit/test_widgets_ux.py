@@ -304,3 +304,19 @@ def test_real_widget_finds_who_waits_for_its_transaction(comms, tmp_path):
         until(lambda: 'data-others="0"' in w1.part("dag").value)
     finally:
         w1.close()
+
+
+def test_red_is_for_errors_only_a_redo_that_committed_and_a_users_cancel_are_not():
+    from widgets.model import STATE_COLOURS
+    from widgets.summary import why_html
+
+    redone = fold(_committed(), names=NAMES)
+    assert redone.tone == "ok" and 'lv-why-panel lv-why-ok' in why_html(redone)
+    assert STATE_COLOURS["aborted"] not in summary_html(redone)
+    cancelled = fold(stream(began(), ev.Aborted(A, reason="cancelled during statement 1", rule="interrupt")))
+    assert cancelled.tone == "neutral" and 'lv-why-neutral' in why_html(cancelled)
+    header = render_parts(cancelled)["header"]
+    assert STATE_COLOURS["aborted"] not in summary_html(cancelled) + header and STATE_COLOURS["unknown"] in header
+    aborted = fold(stream(began(), ev.Aborted(A, reason="read kv@3 is outdated", rule="R1")))
+    assert aborted.tone == "error" and 'lv-why-error' in why_html(aborted)
+    assert STATE_COLOURS["aborted"] in summary_html(aborted)
