@@ -72,8 +72,8 @@ class Kernel:
                     pass  # an earlier request's reply
                 return out
 
-    def ok(self, code: str) -> Ran:
-        ran = self.run(code)
+    def ok(self, code: str, timeout: float = 60.0) -> Ran:
+        ran = self.run(code, timeout)
         assert ran.error is None, f"{code!r}: {ran.error}"
         return ran
 
@@ -183,3 +183,25 @@ def test_other_kernels_transactions_show_by_name_and_short_id(warehouse: tuple[s
     (display_id,) = [d["id"] for d in asked.displays if d["id"]]
     assert re.search(r"beta committed: kv@\d+", after.updates.get(display_id, "")), after.updates
     assert committed_kv(lh, "kv") == {1: 11.0, 2: 25.0}
+
+
+@pytest.mark.spark
+def test_sql_lines_of_an_open_transaction_are_struck_through_when_it_rolls_back(tmp_path: Path,
+                                                                               kernels: list[Kernel]) -> None:
+    k = Kernel()
+    kernels.append(k)
+    k.ok(SETUP.format(path=str(tmp_path / "wh")).replace(" --lazy", ""), timeout=300)  # starts Spark
+    created = k.ok("%%lvtxn --quiet\nCREATE TABLE acct (id BIGINT, balance DOUBLE);\nCREATE TABLE acct_b (id BIGINT)")
+    assert re.search(r"committed: created acct, acct_b$", created.text.strip()), created.text
+    k.ok("%%lvtxn --quiet\nINSERT INTO acct VALUES (1, 100.0), (2, 50.0)")
+    opened = k.ok("%%lvtxn --name t1 --open --quiet\nUPDATE acct SET balance = balance - 10 WHERE id = 1")
+    (lines,) = [d for d in opened.displays if "lv-lines" in d["data"].get("text/html", "")]
+    assert lines["data"]["text/plain"] == "UPDATE acct: 1 row"
+    rolled = k.ok("%lv rollback t1")
+    assert "t1 rolled back; nothing changed" in rolled.text
+    update = rolled.updates.get(lines["id"])  # the earlier cell's line, in place
+    assert update == "UPDATE acct: 1 row  (rolled back)", rolled.updates
+    kept = k.ok("%%lvtxn --name t2 --open --quiet\nUPDATE acct SET balance = balance + 1 WHERE id = 2")
+    (lines2,) = [d for d in kept.displays if "lv-lines" in d["data"].get("text/html", "")]
+    done = k.ok("%lv commit t2")
+    assert re.search(r"t2 committed: acct@\d+", done.text) and lines2["id"] not in done.updates  # stays as it was
