@@ -120,7 +120,8 @@ def progress_html(view: TxnView) -> str:
     if frac is None:
         bar = '<span class="lv-bar lv-bar-busy"></span>'
     else:
-        busy = min(1.0 - frac, p.running / p.total) if p.running else 0.0
+        # the tasks in flight (at least the next one: Spark may report none) as a moving stripe
+        busy = min(1.0 - frac, max(p.running, 1) / p.total)
         bar = (f'<span class="lv-bar"><span class="lv-bar-fill" style="width:{frac * 100:.1f}%"></span>'
                + (f'<span class="lv-bar-run" style="width:{busy * 100:.1f}%"></span>' if busy > 0 else "")
                + "</span>")
