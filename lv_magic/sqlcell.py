@@ -103,6 +103,8 @@ class Transcript:
         for item in self.items:
             if isinstance(item, str):
                 print(item)
+            elif callable(getattr(item, "show", None)):  # an output that updates itself (lv_magic.outcome)
+                item.show()
             else:
                 display(item)
 

@@ -205,3 +205,22 @@ def test_sql_lines_of_an_open_transaction_are_struck_through_when_it_rolls_back(
     (lines2,) = [d for d in kept.displays if "lv-lines" in d["data"].get("text/html", "")]
     done = k.ok("%lv commit t2")
     assert re.search(r"t2 committed: acct@\d+", done.text) and lines2["id"] not in done.updates  # stays as it was
+
+
+def test_a_sql_commit_that_waits_shows_its_outcome_in_its_own_cell(warehouse: tuple[str, Any],
+                                                                   kernels: list[Kernel]) -> None:
+    path, lh = warehouse
+    k = Kernel()
+    kernels.append(k)
+    k.ok(SETUP.format(path=path))
+    k.ok("%lv begin t1 repeatable_read --quiet")
+    k.ok("%%lvtxn --name t1 --python\nadd_kv(txn, 'kv', 1, 1)")
+    k.ok("%%lvsql --quiet\nBEGIN ISOLATION LEVEL REPEATABLE READ")  # the transaction named "sql"
+    k.ok("%%lvtxn --name sql --python\nadd_kv(txn, 'kv', 2, 5)")  # its marker on kv comes after t1's
+    asked = k.ok("%%lvsql\nCOMMIT")
+    (note,) = [d for d in asked.displays if d["id"] and "lv-outcome" in d["data"].get("text/html", "")]
+    assert re.search(r"^COMMIT: sql: waiting for t1 at kv@\d+", note["data"]["text/plain"])
+    ended = k.ok("%lv commit t1")
+    assert re.search(r"^t1 committed: kv@\d+\nsql committed: kv@\d+", ended.text), ended.text
+    assert re.search(r"^COMMIT: sql committed: kv@\d+", ended.updates.get(note["id"], "")), ended.updates
+    assert committed_kv(lh, "kv") == {1: 11.0, 2: 25.0}
