@@ -224,3 +224,25 @@ def test_a_sql_commit_that_waits_shows_its_outcome_in_its_own_cell(warehouse: tu
     assert re.search(r"^t1 committed: kv@\d+\nsql committed: kv@\d+", ended.text), ended.text
     assert re.search(r"^COMMIT: sql committed: kv@\d+", ended.updates.get(note["id"], "")), ended.updates
     assert committed_kv(lh, "kv") == {1: 11.0, 2: 25.0}
+
+
+def test_a_commit_whose_wait_times_out_says_so_in_its_own_cell(warehouse: tuple[str, Any],
+                                                               kernels: list[Kernel]) -> None:
+    path, lh = warehouse
+    k = Kernel()
+    kernels.append(k)
+    k.ok(SETUP.format(path=path))
+    k.ok("%lv begin t1 repeatable_read --quiet")
+    k.ok("%lv begin t2 repeatable_read --timeout 2 --quiet")
+    k.ok("%%lvtxn --name t1 --python\nadd_kv(txn, 'kv', 1, 1)")
+    k.ok("%%lvtxn --name t2 --python\nadd_kv(txn, 'kv', 2, 5)")
+    asked = k.ok("%lv commit t2")  # t1 stays open: t2's wait runs out after 2 s
+    (note,) = [d for d in asked.displays if d["id"]]
+    assert "t2: waiting for t1" in note["data"]["text/plain"]
+    later = k.ok("from lv_magic.state import STATE\n"
+                 "print(type(STATE.get('t2').future.exception(timeout=60)).__name__)")
+    assert later.text.strip() == "TransactionAborted"
+    update = later.updates.get(note["id"], "")  # resent from this (the next) cell: a saved notebook keeps it
+    assert update.startswith("t2 aborted: its wait timed out, nothing changed ("), later.updates
+    k.ok("%lv rollback t1")
+    assert committed_kv(lh, "kv") == {1: 10.0, 2: 20.0}
