@@ -13,6 +13,7 @@ from lv_magic.context import MagicContext
 from lv_magic.display import html_table
 from lv_magic.state import KernelState, OpenTxn
 
+ENDED_SHOWN = 10  # ended transactions `%lv status` lists (the most recent)
 LOG_KINDS = {"marker": "MARKER (pending)", "freed": "freed marker (empty)"}
 
 
@@ -120,7 +121,10 @@ def status(ctx: MagicContext, rest: list[str]) -> None:
     else:
         print("no open transactions")
     if ended_rows:
-        display(html_table(ended_rows, ["recently ended", "preset", "outcome"], "lv-status-ended"))
+        shown = ended_rows[-ENDED_SHOWN:]
+        display(html_table(shown, ["recently ended", "preset", "outcome"], "lv-status-ended"))
+        if len(ended_rows) > len(shown):
+            print(f"({len(ended_rows) - len(shown)} that ended earlier not shown)")
 
 
 def ended_as(ot: OpenTxn, state: KernelState) -> str:
