@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
-from concurrent.futures import TimeoutError as FuturesTimeout
+from functools import partial
 from typing import Any
 
 from lv_core import events as ev
@@ -47,23 +48,51 @@ def commit(ctx: MagicContext, rest: list[str]) -> None:
 def settle(ctx: MagicContext, ended: str, timeout_s: float = 10.0) -> None:
     """After ``ended`` committed or rolled back, give the background commits that waited for it up to
     ``timeout_s`` to end, and say how each ended: in this cell, and (by the post-execute hook, from
-    this cell's thread) in the cell that asked for it, so that a notebook run saves both."""
+    this cell's thread) in the cell that asked for it, so that a notebook run saves both. A commit
+    that goes on to wait for another transaction is not waited for: this cell says so."""
     waiting = [(name, ot) for name, ot in list(ctx.state.txns.items())
-               if ot.future is not None and not ot.future.done() and waits_on(ot.txn, ended)]
+               if ot.future is not None and not ot.future.done()
+               and any(isinstance(e, ev.Waiting) and e.on_txn == ended for e in ot.txn.events.history)]
     deadline = time.monotonic() + timeout_s
     for name, ot in waiting:
-        assert ot.future is not None
+        fut = ot.future
+        assert fut is not None
+        poke = threading.Event()
+        unsubscribe = ot.txn.events.subscribe(lambda _e, poke=poke: poke.set(), replay=False)
+        fut.add_done_callback(partial(_set, poke))
         try:
-            ot.future.exception(timeout=max(0.0, deadline - time.monotonic()))
-        except FuturesTimeout:
-            continue
-        print(outcome_line(name, ot.future, ctx.state.names_in)[1])
+            while not (fut.done() or current_wait(ot.txn) not in (None, ended)):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                poke.wait(left)
+                poke.clear()
+        finally:
+            unsubscribe()
+        if fut.done():
+            print(outcome_line(name, fut, ctx.state.names_in)[1])
+        elif current_wait(ot.txn) not in (None, ended):
+            print(f"{name}: {ctx.state.names_in(last_wait(ot.txn))}; its commit goes on in the background")
 
 
-def waits_on(txn: Any, other: str) -> bool:
-    """Whether ``txn``'s last wait is for ``other`` (from its events)."""
-    waits = [e for e in txn.events.history if isinstance(e, (ev.Waiting, ev.WaitEnded))]
-    return bool(waits) and isinstance(waits[-1], ev.Waiting) and waits[-1].on_txn == other
+def current_wait(txn: Any) -> str | None:
+    """The transaction ``txn`` waits for right now (its last Waiting not ended since), or None."""
+    for e in reversed(txn.events.history):
+        if isinstance(e, ev.Waiting):
+            return e.on_txn
+        if isinstance(e, (ev.WaitEnded, ev.Committed, ev.Aborted)):
+            return None
+    return None
+
+
+def _set(flag: threading.Event, _fut: Any) -> None:
+    flag.set()
+
+
+def last_wait(txn: Any) -> str:
+    """What ``txn`` waits for now, in words (from its last Waiting event)."""
+    w = next((e for e in reversed(txn.events.history) if isinstance(e, ev.Waiting)), None)
+    return f"waiting for {w.on_txn} at {w.table}@{w.version}" if w is not None else "committing"
 
 
 def rollback(ctx: MagicContext, rest: list[str]) -> None:

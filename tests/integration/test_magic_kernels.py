@@ -246,3 +246,35 @@ def test_a_commit_whose_wait_times_out_says_so_in_its_own_cell(warehouse: tuple[
     assert update.startswith("t2 aborted: its wait timed out, nothing changed ("), later.updates
     k.ok("%lv rollback t1")
     assert committed_kv(lh, "kv") == {1: 10.0, 2: 20.0}
+
+
+def test_a_commit_that_goes_on_waiting_for_another_does_not_hold_the_cell(warehouse: tuple[str, Any],
+                                                                          kernels: list[Kernel]) -> None:
+    """t2 waits for t1 (kv) and t3 (kv2). `%lv commit t1` does not wait for t2, which still waits for t3
+    (tutorial 02's shape); `%lv commit t3` then says how t2 ended, and so does t2's own cell."""
+    path, lh = warehouse
+    make_kv(lh, "kv2", {1: 1.0, 2: 2.0})
+    k = Kernel()
+    kernels.append(k)
+    k.ok(SETUP.format(path=path))
+    for name in ("t1", "t3", "t2"):
+        k.ok(f"%lv begin {name} repeatable_read --quiet")
+    k.ok("%%lvtxn --name t1 --python\nadd_kv(txn, 'kv', 1, 1)")
+    k.ok("%%lvtxn --name t3 --python\nadd_kv(txn, 'kv2', 1, 1)")
+    k.ok("%%lvtxn --name t2 --python\nadd_kv(txn, 'kv', 2, 5)\nadd_kv(txn, 'kv2', 2, 5)")
+    asked = k.ok("%lv commit t2")
+    (note,) = [d for d in asked.displays if d["id"]]
+    assert re.search(r"t2: waiting for t[13] at kv2?@\d+", note["data"]["text/plain"])
+    first = k.ok("import time\nt0 = time.monotonic()")
+    assert first.error is None
+    said = k.ok("%lv commit t1").text
+    assert said.startswith("t1 committed: kv@")
+    if "waiting for t1" in note["data"]["text/plain"]:  # it waited for t1 first: the t1 cell says where it is now
+        assert re.search(r"^t2: waiting for t3 at kv2@\d+; its commit goes on in the background$", said, re.M), said
+    took = float(k.ok("print(time.monotonic() - t0)").text)
+    assert took < 8.0, took  # not held for settle's 10 s: t2 went on to wait for t3
+    ended = k.ok("%lv commit t3")
+    both = r"t2 committed: (kv@\d+, kv2@\d+|kv2@\d+, kv@\d+)"
+    assert re.search(r"^t3 committed: kv2@\d+\n" + both, ended.text), ended.text
+    assert re.search("^" + both, ended.updates.get(note["id"], "")), ended.updates
+    assert committed_kv(lh, "kv") == {1: 11.0, 2: 25.0} and committed_kv(lh, "kv2") == {1: 2.0, 2: 7.0}
