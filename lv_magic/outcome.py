@@ -148,7 +148,7 @@ def background_commit(label: str, note: str, fut: Future, names_in: Callable[[st
 
     def done(f: Future) -> None:
         kind, line = outcome_line(label, f, names_in)
-        state["kind"], state["line"] = kind, f"{line} (after waiting in the background: {note})"
+        state["kind"], state["line"] = kind, f"{line} (after {note})"  # "after waiting for t1 at kv@3"
         out.changed()
 
     if show:

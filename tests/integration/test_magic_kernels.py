@@ -137,7 +137,7 @@ def test_background_commit_shows_its_outcome_in_its_own_cell(warehouse: tuple[st
     assert re.search("^t1 committed: kv@\\d+\n" + outcome, ended.text), ended.text  # said where it happened
     update = ended.updates.get(note["id"])  # and the output of `%lv commit t2` now says how it ended
     assert update is not None and re.search(outcome, update), ended.updates
-    assert "after waiting in the background: waiting for t1" in update
+    assert "after waiting for t1" in update
     assert "waiting" not in update.split(" (after")[0]
     assert committed_kv(lh, "kv")[1] == 11.0
     assert committed_kv(lh, "kv")[2] == (20.0 if key2 == 1 else 120.0)
