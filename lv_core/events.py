@@ -98,14 +98,17 @@ class OperationDone(Event):
 @dataclass(frozen=True)
 class Progress(Event):
     """A running statement's progress, from Spark Connect's progress reports: ``done`` of ``total``
-    tasks (``stage`` "running"), then once more with ``stage`` "done" when the statement ends.
-    ``statement`` is its 1-based number in the cell or script."""
+    tasks (``stage`` "running"; counted over all its Spark operations so far, a finished or skipped
+    stage as all done; ``total`` 0: none known yet) with ``running`` tasks in flight, repeated about
+    every second while nothing changes (``elapsed_s`` moves on); then once more with ``stage`` "done"
+    (or "failed") when the statement ends. ``statement`` is its 1-based number in the cell or script."""
 
     statement: int
     stage: str
     done: int
     total: int
     elapsed_s: float
+    running: int = 0
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from lv_core.errors import Interrupted, LvError, TransactionAborted
 from lv_magic.args import LvtxnArgs, parse_lvtxn
 from lv_magic.context import MagicContext
 from lv_magic.display import txn_widget
+from lv_magic.outcome import LiveTranscript, background_commit
 from lv_magic.results import Keep, keep_for, store
 from lv_magic.sqlcell import Lingering, Transcript, prepare, progress_printer, run_statements
 from lv_magic.state import OpenTxn, commit_in_background
@@ -126,7 +127,7 @@ def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optio
         print(f"ROLLBACK: {label} rolled back; nothing changed")
         return
     if keep and end != "commit":
-        out.show()
+        LiveTranscript(out.items, txn).show()  # struck through if the transaction later rolls back
         return
     try:
         fut, note = commit_in_background(txn, ctx.commit_wait_s)
@@ -135,18 +136,27 @@ def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optio
         raise Interrupted(f"interrupted while transaction {label} commits: the commit goes on in the background "
                           "(%lv status shows how it ends)") from None
     if note is not None:
-        out.show()
+        LiveTranscript(out.items, txn).show()
         name = args.name or txn.id
         state.txns[name] = OpenTxn(txn, future=fut, widget=widget)
         state.remember(name, txn)
-        display(HTML(f"<div class='lv-waiting'>{html.escape(label)}: {html.escape(state.names_in(note))}; the "
-                     "commit continues in the background (see the widget, or %lv status)</div>"))
+        background_commit(label, state.names_in(note), fut, state.names_in)  # updated with the outcome
         return
     res = fut.result()  # raises TransactionAborted
     out.show()
     if widget is None and plan is not None:
-        versions = ", ".join(f"{t}@{v}" for t, v in res.versions.items()) or "nothing written"
-        print(f"transaction {label} committed: {versions}")
+        print(f"transaction {label} committed: {written(res.versions, plan.statements)}")
+
+
+def written(versions: dict[str, int], statements: list[Statement]) -> str:
+    """What a commit wrote, in words: ``kv@4, kv_b@2``, or for a cell of CREATE TABLEs alone
+    ``created x, y`` (creating a table writes its first version outside the transaction)."""
+    if versions:
+        return ", ".join(f"{t}@{v}" for t, v in versions.items())
+    created = [st.spec.name for st in statements if st.kind == "create"]
+    if created:
+        return "created " + ", ".join(created)
+    return "read-only, nothing written"
 
 
 def txn_future(txn: Any) -> Any:

@@ -17,6 +17,7 @@ from lv_magic.args import LvsqlArgs, parse_lvsql
 from lv_magic.cell import stop
 from lv_magic.context import MagicContext
 from lv_magic.display import txn_widget
+from lv_magic.outcome import background_commit
 from lv_magic.results import keep_for, store
 from lv_magic.sqlcell import Transcript, describe_result, prepare, progress_printer, run_statements
 from lv_magic.state import OpenTxn, commit_in_background
@@ -79,8 +80,8 @@ def _control(ctx: MagicContext, lh: Any, args: LvsqlArgs, st: Statement, out: Tr
         return None
     fut, note = commit_in_background(ot.txn, ctx.commit_wait_s)
     ot.future = fut
-    if note is not None:
-        out.say(f"COMMIT: {label} {state.names_in(note)}; the commit continues in the background (%lv status)")
+    if note is not None:  # a line that becomes the commit's outcome when it ends
+        out.items.append(background_commit(f"COMMIT: {label}", state.names_in(note), fut, state.names_in, show=False))
         return None
     res = fut.result()  # raises TransactionAborted
     out.say(f"COMMIT: {label} committed ({', '.join(f'{t}@{v}' for t, v in res.versions.items()) or 'read-only'})")

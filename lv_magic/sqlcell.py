@@ -70,6 +70,8 @@ class Transcript:
         for item in self.items:
             if isinstance(item, str):
                 print(item)
+            elif callable(getattr(item, "show", None)):  # an output that updates itself (lv_magic.outcome)
+                item.show()
             else:
                 display(item)
 
@@ -207,8 +209,11 @@ def progress_printer(txn: Any, stream: Any = None) -> Callable[[], None]:
     def on(e: ev.Event) -> None:
         if not isinstance(e, ev.Progress):
             return
-        if e.stage == "running" and e.total and e.elapsed_s >= 1.0:  # quick statements show none
-            show(f"  statement {e.statement}: {e.done}/{e.total} tasks, {e.elapsed_s:.1f} s")
+        if e.stage == "running" and e.elapsed_s >= 1.0:  # quick statements show none
+            running = getattr(e, "running", 0)
+            tasks = (f"{e.done}/{e.total} tasks" + (f" ({running} running)" if running else "") if e.total
+                     else f"{running} tasks running" if running else "starting")
+            show(f"  statement {e.statement}: {tasks}, {e.elapsed_s:.1f} s")
             state["shown"] = True
         elif e.stage != "running" and state.get("shown"):
             show("")

@@ -10,7 +10,12 @@ from typing import Any
 
 from lv_core import events as ev
 from lv_core.errors import LvError
-from lv_core.protocol.layout import short_id  # noqa: F401  (re-exported: the one short form)
+from lv_core.protocol.layout import (
+    TXN_ID_RE,
+    display_name,
+    short_id,  # noqa: F401  (re-exported: the one short form)
+)
+from lv_core.protocol.markers import name_of
 
 
 class NotConnected(LvError):
@@ -33,16 +38,17 @@ class KernelState:
     _names: dict[str, str] = field(default_factory=dict)  # transaction id -> the name it was shown under
 
     def label(self, txn: Any) -> str:
-        """How to name a transaction (or an id) to the user: its name, else a short id."""
+        """How to name a transaction (or an id) to the user: this kernel's name for it, else another
+        client's ``NAME (short-id)`` (the name its markers carry), else the short id."""
         txn_id = txn if isinstance(txn, str) else txn.id
         name = self._names.get(txn_id) or (None if isinstance(txn, str) else txn.name)
-        return name or short_id(txn_id)
+        return name or display_name(txn_id, name_of(txn_id))
 
     def names_in(self, text: str) -> str:
-        """``text`` with the ids of known transactions replaced by their names."""
+        """``text`` with every transaction id replaced by its label (:meth:`label`)."""
         for txn_id, name in list(self._names.items()):
             text = text.replace(txn_id, name)
-        return text
+        return TXN_ID_RE.sub(lambda m: self.label(m.group(0)), text)
 
     def remember(self, name: str, txn: Any) -> None:
         self._names[txn.id] = name

@@ -15,7 +15,11 @@ from typing import Any, Iterable, Mapping
 
 from lv_core import events as ev
 from lv_core.protocol.dag import DagEdge, DagView, Shift
-from lv_core.protocol.layout import short_id  # noqa: F401  (re-exported: the one short form)
+from lv_core.protocol.layout import (
+    display_name,
+    short_id,  # noqa: F401  (re-exported: the one short form)
+)
+from lv_core.protocol.markers import name_of
 
 #: Display states of a transaction, in lifecycle order ("committing": LV[R]/LV[CT] commit work
 #: without LV[I] validation; "unknown": a decided commit whose publication failed).
@@ -29,6 +33,9 @@ STATE_COLOURS: Mapping[str, str] = {
     "aborted": "#c62828",
     "unknown": "#6d6d6d",
 }
+#: Abort "rules" of a transaction the user ended on purpose (``%lv rollback``, ROLLBACK, Cancel, an
+#: interrupt): shown neutral, not as an error.
+USER_ENDED: tuple[str, ...] = ("rollback", "interrupt")
 #: Marker row states.
 MARKER_STATES: tuple[str, ...] = ("placed", "waiting", "shifted", "lost", "committed", "freed", "read")
 #: The DAG around the transaction is lv_core's :class:`~lv_core.protocol.dag.DagView` (one class for
@@ -139,16 +146,18 @@ class ProgressView:
     total: int
     elapsed_s: float
     ts: float
+    running: int = 0  # tasks in flight
 
     @property
     def fraction(self) -> float | None:
-        """Share of tasks done (None while the total is unknown)."""
+        """Share of the known tasks done (None while none is known)."""
         return min(1.0, self.done / self.total) if self.total > 0 else None
 
     @property
     def finished(self) -> bool:
-        """Every task of the statement is done (the progress line goes away)."""
-        return self.total > 0 and self.done >= self.total
+        """The statement ended (the progress line goes away). Not when its known tasks are all done:
+        a statement may start more Spark operations, and its clock runs until it ends."""
+        return self.stage in ("done", "failed")
 
 
 @dataclass(frozen=True)
@@ -229,7 +238,23 @@ class TxnView:
 
     @property
     def colour(self) -> str:
+        """The state's colour; red only for errors and aborts: a rollback or cancel the user asked
+        for is neutral grey."""
+        if self.tone == "neutral":
+            return STATE_COLOURS["unknown"]
         return STATE_COLOURS.get(self.state, "#6d6d6d")
+
+    @property
+    def tone(self) -> str:
+        """How its outcome reads: "error" (aborted by a rule, a failed statement, outcome unknown),
+        "neutral" (rolled back or cancelled as the user asked), "ok" (committed, redos included) or
+        "live" (not ended)."""
+        res = self.result
+        if res is None:
+            return "live"
+        if res.outcome == "committed":
+            return "ok"
+        return "neutral" if res.outcome == "aborted" and res.rule in USER_ENDED else "error"
 
     @property
     def done(self) -> bool:
@@ -241,10 +266,11 @@ class TxnView:
         return self.name or self.txn
 
     def label(self, txn: str) -> str:
-        """Display name of a transaction: its name when known, else its short id."""
+        """Display name of a transaction: its name in this process, else another client's
+        ``NAME (short-id)`` (the name its markers carry), else its short id."""
         if txn == self.txn:
             return self.name or short_id(txn)
-        return self.names.get(txn) or short_id(txn)
+        return self.names.get(txn) or display_name(txn, name_of(txn))
 
     def offset(self, ts: float) -> float:
         """Seconds since begin."""
@@ -403,7 +429,8 @@ class TxnView:
                       f"waited {e.ts - since:.2f} s", "ok")
 
     def _on_Progress(self, e: ev.Progress) -> None:  # frequent: no timeline entry
-        self.progress = ProgressView(e.statement, e.stage, e.done, e.total, e.elapsed_s, e.ts)
+        self.progress = ProgressView(e.statement, e.stage, e.done, e.total, e.elapsed_s, e.ts,
+                                     getattr(e, "running", 0))
 
     def by_whom(self, table: str, version: int) -> str | None:
         """The transaction whose marker at ``table@version`` this one waited behind, if known."""

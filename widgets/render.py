@@ -49,17 +49,23 @@ CSS = """<style>
 .lv-static details > summary {cursor: pointer; list-style-position: inside;}
 .lv-static details > summary .lv-sum {display: inline-flex;}
 .lv-prog {display: flex; align-items: center; gap: 8px; font-size: 12px;}
-.lv-bar {display: inline-block; width: 160px; height: 8px; border-radius: 4px; overflow: hidden;
+.lv-bar {display: inline-flex; width: 160px; height: 8px; border-radius: 4px; overflow: hidden;
   background: var(--jp-layout-color3, #e0e0e0);}
 .lv-bar-fill {display: block; height: 100%; background: var(--jp-brand-color1, #1976d2);}
-.lv-bar-busy {background: var(--jp-brand-color3, #90caf9);}
+.lv-bar-run, .lv-bar-busy {background: repeating-linear-gradient(-45deg, var(--jp-brand-color3, #90caf9) 0 6px,
+  var(--jp-layout-color3, #e0e0e0) 6px 12px); background-size: 17px 8px; animation: lv-bar-move 1s linear infinite;}
+.lv-bar-run {display: block; height: 100%;}
+@keyframes lv-bar-move {from {background-position: 0 0;} to {background-position: 17px 0;}}
 .lv-cancel-box .lv-cancel {height: 22px; line-height: 20px; padding: 0 10px; font-size: 12px;}
-.lv-why-panel {margin: 2px 0 4px 0; padding: 2px 8px; border-left: 3px solid var(--jp-error-color1, #c62828);
+.lv-why-panel {margin: 2px 0 4px 0; padding: 2px 8px; border-left: 3px solid var(--jp-border-color1, #9e9e9e);
+  background: var(--jp-layout-color2, rgba(128,128,128,.05));}
+.lv-why-panel.lv-why-error {border-left-color: var(--jp-error-color1, #c62828);
   background: var(--jp-layout-color2, rgba(198,40,40,.05));}
+.lv-why-panel.lv-why-ok {border-left-color: var(--jp-warn-color1, #b05a00);}
 .lv-why-item {margin: 2px 0;} .lv-why-head {font-weight: 600;}
 .lv-why-rule {font-family: var(--jp-code-font-family, monospace);}
 .lv-why-item[data-kind="redo"] .lv-why-head {color: var(--jp-warn-color1, #b05a00);}
-.lv-why-item[data-kind="abort"] .lv-why-head {color: var(--jp-error-color1, #c62828);}
+.lv-why-error .lv-why-item[data-kind="abort"] .lv-why-head {color: var(--jp-error-color1, #c62828);}
 .lv-tl-box {max-height: 14em; overflow-y: auto;}
 .lv-txn .lv-tl {margin: 2px 0; padding-left: 0 !important; list-style: none !important;
   font-family: var(--jp-code-font-family, monospace);
@@ -136,7 +142,7 @@ def header_html(view: TxnView, now: float | None = None) -> str:
         stats.append(f"{view.requests_total} requests")
     return (
         f'<div class="lv-h" data-state="{esc(st)}" data-txn="{esc(view.txn)}" data-name="{esc(view.name or "")}" '
-        f'style="border-left: 3px solid {STATE_COLOURS.get(st, "#777")};">'
+        f'style="border-left: 3px solid {view.colour if view.done else STATE_COLOURS.get(st, "#777")};">'
         f'<span class="lv-preset">{esc(view.preset or "?")}</span> · '
         f'<span class="lv-muted">features {esc(feats)}</span> · '
         f'<span class="lv-elapsed">{esc(fmt_s(view.elapsed(_now(now))))}</span> · '

@@ -35,8 +35,7 @@ def _secs(seconds: float) -> str:
 
 def named(view: TxnView, text: str) -> str:
     """``text`` with the transaction ids it mentions replaced by their display names."""
-    return _ID.sub(lambda m: view.label(m.group(0)) if (m.group(0) in view.names or m.group(0) == view.txn)
-                   else short_id(m.group(0)), text)
+    return _ID.sub(lambda m: view.label(m.group(0)), text)
 
 
 # ---------------------------------------------------------------------------------- status line
@@ -90,7 +89,7 @@ def status_bits(view: TxnView, now: float | None = None) -> list[str]:
 def summary_html(view: TxnView, now: float | None = None) -> str:
     """The one-line status (what the collapsed widget shows)."""
     st = view.state
-    colour = STATE_COLOURS.get(st, "#777")
+    colour = view.colour if view.done else STATE_COLOURS.get(st, "#777")
     bits = "".join(f'<span class="lv-sum-sep">·</span><span class="lv-sum-{i}">{_esc(b)}</span>'
                    for i, b in enumerate(status_bits(view, now)))
     return (f'<span class="lv-sum" data-state="{_esc(st)}" data-name="{_esc(view.name or "")}" '
@@ -104,25 +103,38 @@ def summary_text(view: TxnView, now: float | None = None) -> str:
 
 
 # ---------------------------------------------------------------------------------- progress
+def _tasks(p: Any) -> str:
+    if p.total <= 0:
+        return f"{p.running} tasks running" if p.running else "starting"
+    return f"{p.done}/{p.total} tasks" + (f" ({p.running} running)" if p.running else "")
+
+
 def progress_html(view: TxnView) -> str:
-    """The running statement's progress line ('' when no statement runs)."""
+    """The running statement's progress line ('' when no statement runs): tasks done of those known
+    so far, a moving stripe for tasks in flight, an indeterminate bar while none is known."""
     p = view.progress
     if p is None or view.done or p.finished:
         return ""
     frac = p.fraction
-    pct = f"{frac * 100:.0f}%" if frac is not None else "…"
-    bar = (f'<span class="lv-bar"><span class="lv-bar-fill" style="width:{(frac or 0) * 100:.1f}%"></span></span>'
-           if frac is not None else '<span class="lv-bar lv-bar-busy"></span>')
-    return (f'<div class="lv-prog" data-statement="{p.statement}" data-done="{p.done}" data-total="{p.total}">'
-            f'<span class="lv-prog-what">statement {p.statement} · {_esc(p.stage)}</span>{bar}'
-            f'<span class="lv-prog-num">{p.done}/{p.total} tasks · {pct} · {_esc(_secs(p.elapsed_s))}</span></div>')
+    pct = f" · {frac * 100:.0f}%" if frac is not None else ""
+    if frac is None:
+        bar = '<span class="lv-bar lv-bar-busy"></span>'
+    else:
+        # the tasks in flight (at least the next one: Spark may report none) as a moving stripe
+        busy = min(1.0 - frac, max(p.running, 1) / p.total)
+        bar = (f'<span class="lv-bar"><span class="lv-bar-fill" style="width:{frac * 100:.1f}%"></span>'
+               + (f'<span class="lv-bar-run" style="width:{busy * 100:.1f}%"></span>' if busy > 0 else "")
+               + "</span>")
+    return (f'<div class="lv-prog" data-statement="{p.statement}" data-done="{p.done}" data-total="{p.total}" '
+            f'data-running="{p.running}"><span class="lv-prog-what">statement {p.statement} · {_esc(p.stage)}</span>'
+            f'{bar}<span class="lv-prog-num">{_esc(_tasks(p))}{pct} · {_esc(_secs(p.elapsed_s))}</span></div>')
 
 
 def progress_text(view: TxnView) -> str:
     p = view.progress
     if p is None or view.done or p.finished:
         return ""
-    return f"statement {p.statement}: {p.stage} {p.done}/{p.total} tasks, {_secs(p.elapsed_s)}"
+    return f"statement {p.statement}: {_tasks(p)}, {_secs(p.elapsed_s)}"
 
 
 # ---------------------------------------------------------------------------------- why
@@ -212,7 +224,9 @@ def why_html(view: TxnView) -> str:
                      f'{changed}{line if w.kind != "redo" else ""}{help_}</div>')
     if not items:
         return ""
-    return '<div class="lv-why-panel"><div class="lv-sec">Why</div>' + "".join(items) + "</div>"
+    tone = view.tone if view.done else "ok"  # a redo while running: not an error either
+    return (f'<div class="lv-why-panel lv-why-{tone}" data-tone="{tone}"><div class="lv-sec">Why</div>'
+            + "".join(items) + "</div>")
 
 
 def why_text(view: TxnView) -> list[str]:

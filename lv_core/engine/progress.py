@@ -14,7 +14,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from lv_core import events as ev
@@ -32,13 +32,43 @@ _running: dict[str, int] = {}  # transactions with a statement running (how many
 _REPEAT_S = 0.2
 
 
+#: While a statement runs, its progress is re-sent this often even when Spark reports nothing new
+#: (its clock moves on; a long last task does not look like a frozen statement).
+TICK_S = 1.0
+
+
 @dataclass
 class _Run:
     events: ev.EventStream
     txn: str
     number: int
     t0: float
-    last: tuple[int, int] = (-1, -1)  # (done, total) of the last event: repeated reports are dropped
+    last: tuple[int, int, int] = (-1, -1, -1)  # (done, total, running) of the last event: repeats are dropped
+    #: operation id -> (tasks done, tasks known): a statement may run several Spark operations
+    ops: dict[str, tuple[int, int]] = field(default_factory=dict)
+    running: int = 0  # tasks in flight in the current operation
+    sent: float = 0.0  # monotonic time of the last event
+    ended: bool = False
+    #: held while an event of this run is emitted: the final event is the last one, never a tick after it
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def counts(self) -> tuple[int, int, int]:
+        return (sum(d for d, _ in self.ops.values()), sum(t for _, t in self.ops.values()), self.running)
+
+    def emit(self, final: Optional[str] = None) -> None:
+        """Send the current progress (call with ``lock`` held); ``final``: the statement ended so
+        ("done" or "failed"), the last event of this run."""
+        if self.ended:
+            return
+        self.sent = time.monotonic()
+        if final is not None:
+            self.ended = True
+            self.events.emit(ev.Progress(self.txn, statement=self.number, stage=final, done=0, total=0,
+                                         elapsed_s=self.sent - self.t0))
+            return
+        done, total, running = self.last = self.counts()
+        self.events.emit(ev.Progress(self.txn, statement=self.number, stage="running", done=done, total=total,
+                                     elapsed_s=self.sent - self.t0, running=running))
 
 
 def tag_of(txn_id: str) -> str:
@@ -46,19 +76,71 @@ def tag_of(txn_id: str) -> str:
     return "lv-" + txn_id.replace(",", "_")
 
 
+_runs: dict[int, _Run] = {}  # the runs in progress, by id() (the ticker re-sends theirs)
+_ticker: Optional[threading.Thread] = None
+
+
+def stage_counts(stages: Any) -> tuple[int, int]:
+    """(tasks done, tasks known) of one Spark operation's stages: a stage that is done counts as
+    all done (a skipped stage, e.g. a reused shuffle, never completes its tasks)."""
+    done = total = 0
+    for s in stages or ():
+        n = int(s.num_tasks)
+        total += n
+        done += n if getattr(s, "done", False) else min(n, int(s.num_completed_tasks))
+    return done, total
+
+
 def _handler(stages: Any = None, inflight_tasks: int = 0, operation_id: Optional[str] = None,
              done: bool = False, **_: Any) -> None:
     run: Optional[_Run] = getattr(_local, "run", None)
-    if run is None or done:
+    if run is None:
         return
-    stages = list(stages or ())
-    total = sum(int(s.num_tasks) for s in stages)
-    finished = sum(int(s.num_completed_tasks) for s in stages)
-    if (finished, total) == run.last:
-        return
-    run.last = (finished, total)
-    run.events.emit(ev.Progress(run.txn, statement=run.number, stage="running", done=finished, total=total,
-                                elapsed_s=time.monotonic() - run.t0))
+    finished, total = stage_counts(stages)
+    with run.lock:
+        key = operation_id or ""
+        if done:  # the operation ended: all its tasks are done (or were not needed)
+            total = max(total, run.ops.get(key, (0, 0))[1])
+            finished = total
+        if total or key in run.ops:
+            run.ops[key] = (finished, total)
+        run.running = 0 if done else int(inflight_tasks or 0)
+        if run.counts() != run.last:
+            run.emit()
+
+
+def _tick() -> None:
+    """Re-send the progress of every statement that reported nothing for :data:`TICK_S`."""
+    global _ticker
+    while True:
+        time.sleep(min(0.25, TICK_S / 4))
+        with _lock:
+            if not _runs:
+                _ticker = None
+                return
+            runs = list(_runs.values())
+        for run in runs:
+            with run.lock:
+                if time.monotonic() - run.sent >= TICK_S:
+                    run.emit()
+
+
+def _start(run: _Run) -> None:
+    global _ticker
+    run.sent = time.monotonic()
+    with _lock:
+        _runs[id(run)] = run
+        if _ticker is None:
+            _ticker = threading.Thread(target=_tick, name="lv-progress-ticker", daemon=True)
+            _ticker.start()
+
+
+def _stop(run: _Run, stage: str) -> None:
+    """The statement ended: its last event (stage "done" or "failed"); no tick after it."""
+    with _lock:
+        _runs.pop(id(run), None)
+    with run.lock:
+        run.emit(final=stage)
 
 
 def _install(spark: Any) -> None:
@@ -97,6 +179,7 @@ def statement(spark: Any, txn: Any, number: int) -> Iterator[None]:
     _install(spark)
     run = _Run(txn.events, txn.id, number, time.monotonic())
     _local.run = run
+    _start(run)
     with _lock:
         _running[txn.id] = _running.get(txn.id, 0) + 1
     tag = tag_of(txn.id)
@@ -120,8 +203,7 @@ def statement(spark: Any, txn: Any, number: int) -> Iterator[None]:
         if tagged:
             with contextlib.suppress(Exception):
                 spark.removeTag(tag)
-        run.events.emit(ev.Progress(txn.id, statement=number, stage=stage, done=0, total=0,
-                                    elapsed_s=time.monotonic() - run.t0))
+        _stop(run, stage)
 
 
 @contextlib.contextmanager

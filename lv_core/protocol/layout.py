@@ -44,6 +44,16 @@ def short_id(txn_id: str) -> str:
     return (tail or txn_id)[:8]
 
 
+#: A full transaction id (:func:`new_txn_id`) inside a text.
+TXN_ID_RE = re.compile(r"\b\d{8}T\d{6}-[0-9a-f]{16}\b")
+
+
+def display_name(txn_id: str, name: str | None = None) -> str:
+    """Another client's transaction as people read it: ``NAME (short-id)`` when its owner named it
+    (the name its markers carry), else the short id."""
+    return f"{name} ({short_id(txn_id)})" if name else short_id(txn_id)
+
+
 def client_label() -> str:
     """Host and pid of this client, for humans reading markers (no secrets)."""
     return f"{socket.gethostname()}:{os.getpid()}"

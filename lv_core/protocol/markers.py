@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -81,6 +83,9 @@ class MarkerInfo:
     #: (:func:`lv_core.protocol.conflicts.first_updater`): "reads" (data files whose content reached
     #: the caller) and "removes" (data files it rewrote or deleted), each table -> paths; None: not told
     footprint: Footprint | None = None
+    #: the name its owner gave the transaction (``Lakehouse.begin(name=...)``, ``%lv begin NAME``), for
+    #: other clients to show it by; "" when unnamed (and in markers written before the field existed)
+    name: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -93,6 +98,8 @@ class MarkerInfo:
         }
         if self.footprint is not None:
             out["footprint"] = self.footprint.to_json()
+        if self.name:
+            out["name"] = self.name
         return out
 
 
@@ -114,6 +121,36 @@ class VersionState:
     @property
     def pending(self) -> bool:
         return self.kind == "marker"
+
+
+NAME_MAX = 64  # longest owner's name kept from a marker (longer: cut); markers stay small
+_NAMES: "OrderedDict[str, str]" = OrderedDict()  # txn id -> its owner's name, as learnt from markers read
+_NAMES_MAX = 4096
+_NAMES_LOCK = threading.Lock()
+
+
+def owner_name(value: Any) -> str:
+    """A marker's ``name`` field as shown to people: text, one line, at most :data:`NAME_MAX`
+    characters; anything else (missing, null, a number) reads as "" (unnamed)."""
+    if not isinstance(value, str):
+        return ""
+    return " ".join(value.split())[:NAME_MAX]
+
+
+def learn_name(txn: str, name: str) -> None:
+    """Remember the name of ``txn`` (read from one of its markers): messages and views of this
+    process then show another client's transaction by its name (bounded: the oldest are forgotten)."""
+    with _NAMES_LOCK:
+        _NAMES[txn] = name
+        _NAMES.move_to_end(txn)
+        while len(_NAMES) > _NAMES_MAX:
+            _NAMES.popitem(last=False)
+
+
+def name_of(txn: str) -> str | None:
+    """The name of ``txn`` learnt from its markers in this process, or None."""
+    with _NAMES_LOCK:
+        return _NAMES.get(txn)
 
 
 def _commit_info_line(operation: str, lv: dict[str, Any], ict: bool = False) -> bytes:
@@ -204,7 +241,10 @@ def classify(version: int, raw: bytes, etag: str, *, filled: bool = True) -> Ver
             lease_expires=_seconds(lv, "leaseExpires", version, txn),
             client=str(lv.get("client") or ""),
             footprint=Footprint.from_json(lv.get("footprint")),
+            name=owner_name(lv.get("name")),
         )
+        if info.name:
+            learn_name(txn, info.name)
         return VersionState(version, "marker", etag, txn=txn, marker=info, raw=raw, filled=False)
     if kind == "freed" and n_actions == 1:
         return VersionState(version, "freed", etag, txn=txn, raw=raw, filled=filled)

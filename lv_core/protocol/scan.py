@@ -57,6 +57,7 @@ class LiveMarker:
     predecessors: tuple[tuple[str, str, int], ...] = ()  # (txn, table, version) it waits behind
     #: the version as read (etag included): what recovery frees or overwrites, if unchanged since
     version_state: VersionState | None = field(default=None, repr=False, compare=False)
+    name: str = ""  # the name its owner gave the transaction ("" when unnamed or not recorded)
 
     def lease_age(self, now: float) -> float | None:
         """Seconds since the owner last renewed its lease (or, before its first renewal, since it
@@ -198,7 +199,7 @@ class MarkerScan:
             edges += [e for e in exposed.edges if e not in edges]
         preds = tuple((e.dst, e.table, e.version) for e in edges)
         return LiveMarker(tm.table, st.version, st.txn, mi.client if mi else "", mi.created if mi else 0.0,
-                          expires, renewed, state, preds, st)
+                          expires, renewed, state, preds, st, mi.name if mi else "")
 
 
 def reserved_tail(store: ObjectStore, table: str, latest: int) -> int:

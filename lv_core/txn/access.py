@@ -144,7 +144,7 @@ def replace_marker(core: TxnCore, ts: TableState) -> None:
     core.book.lease_expires = write_lease(core.store, core.id, core.settings.lease_s)
     keeper().wrote(core.id, sent)
     info = MarkerInfo(txn=core.id, created=clock.wall(), lease_expires=core.book.lease_expires,
-                      client=layout.client_label())
+                      client=layout.client_label(), name=core.name or "")
     assert ts.marker_version is not None
     start = max(ts.marker_version, core.services.logs.latest_hint(ts.name, core.store)) + 1
     v, etag, attempts = place_marker(core.store, ts.name, start, info)

@@ -128,7 +128,8 @@ class TxnCore:
         footprint; its edges live in its edges object, not in every marker)."""
         return MarkerInfo(txn=self.id, created=self.created,
                           lease_expires=self.book.lease_expires, client=layout.client_label(),
-                          footprint=self.footprint() if self.iso and self.policy.r1_files else None)
+                          footprint=self.footprint() if self.iso and self.policy.r1_files else None,
+                          name=self.name or "")
 
     def results(self) -> list[tuple[Operation, OpResult]]:
         """Every operation run so far with its result, the one whose markers are being claimed last."""

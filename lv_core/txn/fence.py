@@ -48,7 +48,8 @@ def reassert_markers(core: TxnCore, tables: list[str]) -> list[str]:
     book.lease_expires = write_lease(core.store, core.id, core.settings.lease_s)
     keeper().wrote(core.id, sent)
     info = MarkerInfo(txn=core.id, created=clock.wall(), lease_expires=book.lease_expires,
-                      client=layout.client_label(), footprint=core.marker_info().footprint)
+                      client=layout.client_label(), footprint=core.marker_info().footprint,
+                      name=core.name or "")
     data = encode_marker(info)
     lost: list[str] = []
     for t in tables:

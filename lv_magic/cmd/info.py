@@ -13,6 +13,7 @@ from lv_magic.context import MagicContext
 from lv_magic.display import html_table
 from lv_magic.state import KernelState, OpenTxn
 
+ENDED_SHOWN = 10  # ended transactions `%lv status` lists (the most recent)
 LOG_KINDS = {"marker": "MARKER (pending)", "freed": "freed marker (empty)"}
 
 
@@ -30,9 +31,9 @@ def markers(ctx: MagicContext, rest: list[str]) -> None:
             raise LvError(f"table {tm.table!r}: {tm.errors[0]}")
         for m in tm.markers:
             left = m.expires_in(now) or 0.0
-            preds = ", ".join(f"{txn}@{table}@{version}" for txn, table, version in m.predecessors)
+            preds = ", ".join(f"{ctx.state.label(txn)} at {table}@{version}" for txn, table, version in m.predecessors)
             rows.append([m.table, m.version, ctx.state.label(m.txn), f"{left:.0f}s" if left > 0 else "expired",
-                         ctx.state.names_in(preds) or "-"])
+                         preds or "-"])
     if not rows:
         print("no live markers")
         return
@@ -50,13 +51,43 @@ def log(ctx: MagicContext, rest: list[str]) -> None:
 
 
 def dag(ctx: MagicContext, rest: list[str]) -> None:
-    ctx.require()
-    label = ctx.state.label
-    rows = [[name, label(e.dst), e.label] for name, ot in ctx.state.txns.items() for e in ot.txn.out_edges()]
+    """Who waits for whom: this kernel's open transactions' edges and waits, and the edges other
+    clients' markers name (what the inspector draws), each once."""
+    lh = ctx.require()
+    state = ctx.state
+    edges: dict[tuple[str, str, str], None] = {}
+    for ot in list(state.txns.values()):
+        for e in ot.txn.out_edges():
+            edges[(ot.txn.id, e.dst, e.label)] = None
+        if ot.future is not None and not ot.future.done():
+            waits = [e for e in ot.txn.events.history if e.kind in ("Waiting", "WaitEnded")]
+            if waits and waits[-1].kind == "Waiting" and waits[-1].version >= 0:
+                w = waits[-1]
+                edges[(ot.txn.id, w.on_txn, f"{w.table}@{w.version}")] = None
+    try:
+        found = lh.scan_markers(now=time.time())
+    except LvError as e:
+        print(f"(other clients' markers could not be read: {e})")
+        found = []
+    for src, dst, table, version in marker_edges([m for tm in found for m in tm.markers]):
+        edges.setdefault((src, dst, f"{table}@{version}"), None)
+    rows = [[state.label(src), state.label(dst), at] for src, dst, at in edges]
     if not rows:
-        print("no dependencies between open transactions")
+        print("no dependencies: no transaction waits for another")
         return
     display(html_table(rows, ["transaction", "waits behind", "at"], "lv-dag"))
+
+
+def marker_edges(markers: list[Any]) -> list[tuple[str, str, str, int]]:
+    """(waiter, waited-for, table, version) for each predecessor a live marker names that is still
+    pending: the global DAG as the markers tell it (pure)."""
+    pending = {(m.table, m.version): m.txn for m in markers}
+    out: dict[tuple[str, str, str, int], None] = {}
+    for m in markers:
+        for dst, table, version in m.predecessors:
+            if pending.get((table, version)) == dst and dst != m.txn:
+                out[(m.txn, dst, table, version)] = None
+    return list(out)
 
 
 def status_of(ot: OpenTxn, state: KernelState) -> str:
@@ -70,12 +101,38 @@ def status_of(ot: OpenTxn, state: KernelState) -> str:
 
 
 def status(ctx: MagicContext, rest: list[str]) -> None:
+    """This kernel's transactions: the open ones first, then those that ended (committed, aborted or
+    rolled back), each group as its own table."""
     ctx.require()
-    rows: list[list[Any]] = [
-        [name, ot.txn.preset, status_of(ot, ctx.state),
-         ", ".join(f"{t}@{v}" for t, v in ot.txn.marker_versions().items())]
-        for name, ot in ctx.state.txns.items()]
-    if not rows:
-        print("no open transactions")
+    open_rows: list[list[Any]] = []
+    ended_rows: list[list[Any]] = []
+    for name, ot in list(ctx.state.txns.items()):
+        st = status_of(ot, ctx.state)
+        if ot.txn.state in ("active", "committing") or (ot.future is not None and not ot.future.done()):
+            open_rows.append([name, ot.txn.preset, st,
+                              ", ".join(f"{t}@{v}" for t, v in ot.txn.marker_versions().items()) or "-"])
+        else:
+            ended_rows.append([name, ot.txn.preset, ended_as(ot, ctx.state)])
+    if not open_rows and not ended_rows:
+        print("no transactions")
         return
-    display(html_table(rows, ["name", "preset", "state", "markers"], "lv-status"))
+    if open_rows:
+        display(html_table(open_rows, ["open", "preset", "state", "markers"], "lv-status"))
+    else:
+        print("no open transactions")
+    if ended_rows:
+        shown = ended_rows[-ENDED_SHOWN:]
+        display(html_table(shown, ["recently ended", "preset", "outcome"], "lv-status-ended"))
+        if len(ended_rows) > len(shown):
+            print(f"({len(ended_rows) - len(shown)} that ended earlier not shown)")
+
+
+def ended_as(ot: OpenTxn, state: KernelState) -> str:
+    """How an ended transaction ended, in words (its final event)."""
+    for e in reversed(ot.txn.events.history):
+        if e.kind == "Committed":
+            return "committed: " + (", ".join(f"{t}@{v}" for t, v in e.versions.items()) or "read-only")
+        if e.kind == "Aborted":
+            return "rolled back" if e.rule in ("rollback", "error", "interrupt") else \
+                f"aborted ({e.rule}): {state.names_in(e.reason.splitlines()[0] if e.reason else '')}"
+    return str(ot.txn.state)

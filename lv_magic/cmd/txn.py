@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from functools import partial
+from typing import Any
+
+from lv_core import events as ev
 from lv_core.errors import LvError
 from lv_magic.args import begin_parser
 from lv_magic.context import MagicContext
 from lv_magic.display import txn_widget
+from lv_magic.outcome import background_commit, outcome_line
 from lv_magic.state import commit_in_background
 
 
@@ -26,11 +33,66 @@ def commit(ctx: MagicContext, rest: list[str]) -> None:
     ot = ctx.state.get(rest[0])
     fut, note = commit_in_background(ot.txn, ctx.commit_wait_s)
     ot.future = fut
-    if note is not None:
-        print(f"{rest[0]}: {ctx.state.names_in(note)}; the commit continues in the background (%lv status)")
+    if note is not None:  # this line shows the outcome once the commit ends
+        background_commit(rest[0], ctx.state.names_in(note), fut, ctx.state.names_in)
         return
-    res = fut.result()
+    try:
+        res = fut.result()
+    except BaseException:
+        settle(ctx, ot.txn.id)
+        raise
     print(f"{rest[0]} committed: " + (", ".join(f"{t}@{v}" for t, v in res.versions.items()) or "read-only"))
+    settle(ctx, ot.txn.id)
+
+
+def settle(ctx: MagicContext, ended: str, timeout_s: float = 10.0) -> None:
+    """After ``ended`` committed or rolled back, give the background commits that waited for it up to
+    ``timeout_s`` to end, and say how each ended: in this cell, and (by the post-execute hook, from
+    this cell's thread) in the cell that asked for it, so that a notebook run saves both. A commit
+    that goes on to wait for another transaction is not waited for: this cell says so."""
+    waiting = [(name, ot) for name, ot in list(ctx.state.txns.items())
+               if ot.future is not None and not ot.future.done()
+               and any(isinstance(e, ev.Waiting) and e.on_txn == ended for e in ot.txn.events.history)]
+    deadline = time.monotonic() + timeout_s
+    for name, ot in waiting:
+        fut = ot.future
+        assert fut is not None
+        poke = threading.Event()
+        unsubscribe = ot.txn.events.subscribe(lambda _e, poke=poke: poke.set(), replay=False)
+        fut.add_done_callback(partial(_set, poke))
+        try:
+            while not (fut.done() or current_wait(ot.txn) not in (None, ended)):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                poke.wait(left)
+                poke.clear()
+        finally:
+            unsubscribe()
+        if fut.done():
+            print(outcome_line(name, fut, ctx.state.names_in)[1])
+        elif current_wait(ot.txn) not in (None, ended):
+            print(f"{name}: {ctx.state.names_in(last_wait(ot.txn))}; its commit goes on in the background")
+
+
+def current_wait(txn: Any) -> str | None:
+    """The transaction ``txn`` waits for right now (its last Waiting not ended since), or None."""
+    for e in reversed(txn.events.history):
+        if isinstance(e, ev.Waiting):
+            return e.on_txn
+        if isinstance(e, (ev.WaitEnded, ev.Committed, ev.Aborted)):
+            return None
+    return None
+
+
+def _set(flag: threading.Event, _fut: Any) -> None:
+    flag.set()
+
+
+def last_wait(txn: Any) -> str:
+    """What ``txn`` waits for now, in words (from its last Waiting event)."""
+    w = next((e for e in reversed(txn.events.history) if isinstance(e, ev.Waiting)), None)
+    return f"waiting for {w.on_txn} at {w.table}@{w.version}" if w is not None else "committing"
 
 
 def rollback(ctx: MagicContext, rest: list[str]) -> None:
@@ -39,3 +101,4 @@ def rollback(ctx: MagicContext, rest: list[str]) -> None:
     ot = ctx.state.get(rest[0])
     ot.txn.rollback("rolled back by %lv rollback", "rollback")
     print(f"{rest[0]} rolled back; nothing changed")
+    settle(ctx, ot.txn.id)

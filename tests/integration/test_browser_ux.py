@@ -210,9 +210,11 @@ def test_progress_and_cancel_interrupt_a_long_spark_statement(notebook: Any) -> 
     w = _widget(page, "LONG")
     prog = w.locator(".lv-progress-box")
     expect(prog).to_be_visible(timeout=WAIT_MS)
-    expect(prog.locator(".lv-prog")).to_contain_text(re.compile(r"statement \d+ · stage \d+"))
+    expect(prog.locator(".lv-prog")).to_contain_text(re.compile(r"statement 1 · running"))  # the data plane reports
     expect(prog.locator(".lv-prog")).not_to_have_attribute("data-total", "0", timeout=WAIT_MS)  # a Spark report
     expect(prog.locator(".lv-prog")).to_contain_text(re.compile(r"\d+/[1-9]\d* tasks"))
+    num = prog.locator(".lv-prog-num")
+    expect(num).not_to_have_text(num.inner_text(), timeout=WAIT_MS)  # the clock runs while the statement does
     cancel = prog.locator("button.lv-cancel")
     expect(cancel).to_be_visible()
     assert nb.execution_counts()[2] is None  # still running
@@ -280,3 +282,34 @@ def test_saved_notebook_shows_each_final_outcome(notebook: Any, lab: Any) -> Non
         expect(_widget(again.page, name).locator(".lv-sum")).to_have_attribute("data-state", state)
     expect(again.page.locator(".jp-OutputArea-output", has_text="model not found")).to_have_count(0)
     again.screenshot("ux-6-reopened")
+
+
+def _texts(nb: Any, cell: int) -> str:
+    out = []
+    for o in nb.outputs(cell):
+        data = o.get("data") or {}
+        text = data.get("text/plain", "") if data else o.get("text", "")
+        out.append("".join(text) if isinstance(text, list) else text)
+    return "\n".join(out)
+
+
+def test_background_commit_shows_its_outcome_in_its_own_cell_and_the_saved_file(notebook: Any, lab: Any) -> None:
+    """`%lv commit t2` waits behind t1 and returns; when `%lv commit t1` ends t2's wait, the output of
+    the `%lv commit t2` cell itself turns into t2's outcome, live and in the saved notebook."""
+    import nbformat
+    from playwright.sync_api import expect
+
+    nb = notebook("ux_background.ipynb")
+    _run_all(nb, 5)
+    assert nb.errors() == []
+    asked = nb.page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-OutputArea-output .lv-outcome")
+    expect(asked).to_have_attribute("data-outcome", "aborted", timeout=WAIT_MS)
+    expect(asked).to_contain_text("t2 aborted (exposed_read: returned result changed), nothing changed")
+    expect(asked).to_contain_text("after waiting for t1 at kv@")
+    assert re.search(r"^t1 committed: kv@\d+\nt2 aborted \(exposed_read", _texts(nb, 4)), _texts(nb, 4)
+    assert "t2 aborted (exposed_read" in _texts(nb, 3) and "continues in the background" not in _texts(nb, 3)
+    nb.screenshot("ux-7-background-outcome")
+    nb.save()
+    saved = nbformat.read(lab.root / "ux_background.ipynb", as_version=4)
+    kept = "".join(o.get("data", {}).get("text/plain", "") for o in saved.cells[3].outputs)
+    assert kept.startswith("t2 aborted (exposed_read: returned result changed)"), kept

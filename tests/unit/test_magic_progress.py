@@ -169,3 +169,55 @@ def test_an_interrupt_spark_ignores_frees_the_kernel_and_rolls_back_when_the_sta
     assert not txn.rolled_back.is_set()  # the statement still runs: no rollback under it
     txn.release.set()
     assert txn.rolled_back.wait(10)
+
+
+def test_tasks_count_over_every_operation_and_skipped_stages_count_as_done(monkeypatch: Any) -> None:
+    """The bar moved to 50% and froze: a statement's second operation restarted the count, and a
+    skipped stage (a reused shuffle) never completes its tasks. Now: done of all known tasks."""
+    monkeypatch.setattr(progress, "TICK_S", 3600.0)  # no ticks in this test
+    spark, txn = RecordingSpark(), SimpleNamespace(id="T-6", events=ev.EventStream())
+    skipped = SimpleNamespace(num_tasks=4, num_completed_tasks=0, done=True)
+    with progress.statement(spark, txn, 1):
+        h = spark.handlers[0]
+        h(stages=[stage(4, 2), stage(4, 0)], inflight_tasks=2, operation_id="a", done=False)
+        h(stages=[stage(4, 4), skipped], inflight_tasks=0, operation_id="a", done=False)
+        h(stages=[stage(4, 4), skipped], inflight_tasks=0, operation_id="a", done=True)
+        h(stages=[stage(2, 1)], inflight_tasks=1, operation_id="b", done=False)
+    got = [(e.stage, e.done, e.total, e.running) for e in txn.events.history if isinstance(e, ev.Progress)]
+    assert got == [("running", 2, 8, 2), ("running", 8, 8, 0), ("running", 9, 10, 1), ("done", 0, 0, 0)]
+
+
+def test_the_statement_clock_runs_while_spark_reports_nothing_new(monkeypatch: Any) -> None:
+    monkeypatch.setattr(progress, "TICK_S", 0.05)
+    spark, txn = RecordingSpark(), SimpleNamespace(id="T-7", events=ev.EventStream())
+    ticks: list[ev.Progress] = []
+    three = threading.Event()
+
+    def on(e: ev.Event) -> None:
+        if isinstance(e, ev.Progress) and e.stage == "running":
+            ticks.append(e)
+            if len(ticks) >= 3:
+                three.set()
+
+    txn.events.subscribe(on)
+    with progress.statement(spark, txn, 1):
+        spark.handlers[0](stages=[stage(2, 1)], inflight_tasks=1, operation_id="a", done=False)
+        assert three.wait(10.0)  # the last task runs long: the same counts, sent again with the time
+    stream = [e for e in txn.events.history if isinstance(e, ev.Progress)]
+    assert all((e.done, e.total, e.running) == (1, 2, 1) for e in ticks[:3])
+    assert ticks[0].elapsed_s < ticks[1].elapsed_s < ticks[2].elapsed_s
+    assert stream[-1].stage == "done"  # the end is the last event: no tick after it
+    n = len(txn.events.history)
+    time.sleep(0.2)  # no event marks "no tick comes": give the ticker time to misbehave
+    assert len(txn.events.history) == n
+
+
+def test_text_fallback_says_running_tasks_and_a_statement_of_unknown_size() -> None:
+    txn = SimpleNamespace(id="T-8", events=ev.EventStream())
+    out = io.StringIO()
+    unsubscribe = progress_printer(txn, out)
+    txn.events.emit(ev.Progress("T-8", statement=1, stage="running", done=0, total=0, elapsed_s=1.5))
+    txn.events.emit(ev.Progress("T-8", statement=1, stage="running", done=3, total=4, elapsed_s=2.5, running=1))
+    unsubscribe()
+    text = out.getvalue()
+    assert "statement 1: starting, 1.5 s" in text and "statement 1: 3/4 tasks (1 running), 2.5 s" in text

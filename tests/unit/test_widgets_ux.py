@@ -58,8 +58,14 @@ def test_progress_line_until_the_statement_finishes():
     assert summary_html(view).count(">running<") == 1
     unknown = fold(stream(began(), ev.Progress(A, statement=1, stage="stage 0", done=0, total=0, elapsed_s=0.0)))
     assert "lv-bar-busy" in progress_html(unknown)
-    assert progress_html(fold(events + stream(ev.Progress(A, statement=2, stage="stage 3", done=100, total=100,
-                                                          elapsed_s=13.0), start=1005))) == ""
+    # every known task done, the statement still running (a last task, another operation): the line stays
+    last = progress_html(fold(events + stream(ev.Progress(A, statement=2, stage="running", done=99, total=100,
+                                                          elapsed_s=20.0, running=1), start=1005)))
+    assert "99/100 tasks (1 running) · 99% · 20.0 s" in last and 'class="lv-bar-run" style="width:1.0%"' in last
+    assert "statement 2 · running" in progress_html(fold(events + stream(
+        ev.Progress(A, statement=2, stage="running", done=100, total=100, elapsed_s=21.0), start=1005)))
+    assert progress_html(fold(events + stream(ev.Progress(A, statement=2, stage="done", done=0, total=0,
+                                                          elapsed_s=22.0), start=1005))) == ""
     assert progress_html(fold(events + stream(ev.Aborted(A, reason="rolled back by the user", rule="rollback"),
                                               start=1005))) == ""
     assert view.timeline[-1].kind == "Began"  # progress is not a timeline entry
@@ -298,3 +304,19 @@ def test_real_widget_finds_who_waits_for_its_transaction(comms, tmp_path):
         until(lambda: 'data-others="0"' in w1.part("dag").value)
     finally:
         w1.close()
+
+
+def test_red_is_for_errors_only_a_redo_that_committed_and_a_users_cancel_are_not():
+    from widgets.model import STATE_COLOURS
+    from widgets.summary import why_html
+
+    redone = fold(_committed(), names=NAMES)
+    assert redone.tone == "ok" and 'lv-why-panel lv-why-ok' in why_html(redone)
+    assert STATE_COLOURS["aborted"] not in summary_html(redone)
+    cancelled = fold(stream(began(), ev.Aborted(A, reason="cancelled during statement 1", rule="interrupt")))
+    assert cancelled.tone == "neutral" and 'lv-why-neutral' in why_html(cancelled)
+    header = render_parts(cancelled)["header"]
+    assert STATE_COLOURS["aborted"] not in summary_html(cancelled) + header and STATE_COLOURS["unknown"] in header
+    aborted = fold(stream(began(), ev.Aborted(A, reason="read kv@3 is outdated", rule="R1")))
+    assert aborted.tone == "error" and 'lv-why-error' in why_html(aborted)
+    assert STATE_COLOURS["aborted"] in summary_html(aborted)
