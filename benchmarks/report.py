@@ -406,6 +406,7 @@ def write_report(out: Path, report: Path) -> None:
     if targets:
         L = L[:4] + ["## Targets", "", _table(["target", "goal", "measured", "status"], targets), ""] + L[3:]
     L += _listappend_section(out, rel)
+    L += _cold_connect_section(out, rel)
     if plots:
         L += ["## Plots", ""] + [f"![{p}]({rel}/{p})" for p in plots] + [""]
     L += ["## Sizes and reductions", "",
@@ -513,3 +514,36 @@ def _listappend_section(out: Path, rel: str) -> list[str]:
             _table(["preset", "tables", "before: abort rate", "before: txn/s", "before: found", "before: forbidden",
                     "after: abort rate", "after: txn/s", "after: found", "after: forbidden"], table),
             "", f"![listappend]({rel}/listappend.png)", ""]
+
+
+def _cold_connect_section(out: Path, rel: str) -> list[str]:
+    """Cold ``%lv connect`` to the first result, two trees side by side (benchmarks/cold_connect.py)."""
+    cc = _load(out, "cold_connect")
+    if cc is None:
+        return []
+    head = ["## Cold `%lv connect` to the first result (issue 37)", ""]
+    if "skipped" in cc:
+        return [*head, f"Skipped: {cc['skipped']}", ""]
+    s = cc["summary"]
+    rows = []
+    for tree in ("before", "after"):
+        got = s.get(tree, {})
+        n = sum(1 for r in cc["rows"] if r["tree"] == tree and "error" not in r)
+        rows.append([f"{tree} ({cc['base'] if tree == 'before' else 'this tree'})", n,
+                     *[f"{_f(got.get(m), 2)} ({_f(got.get(m.replace('_s', '_min_s')), 1)}-"
+                       f"{_f(got.get(m.replace('_s', '_max_s')), 1)})"
+                       for m in ("connect_to_ready_s", "ready_to_result_s", "total_s")],
+                     sum(r.get("stderr_chunks", 0) for r in cc["rows"] if r["tree"] == tree)])
+    failed = [r for r in cc["rows"] if "error" in r]
+    return [*head,
+            f"`python -m benchmarks.cold_connect --base {cc['base']}`: per sample a fresh IPython kernel "
+            "(jupyter_client) with the tree first on PYTHONPATH gets `%lv connect` and a `%%lvsql` cell "
+            "(CREATE TABLE, INSERT, SELECT) at once, as Run All sends them; seconds from the connect cell sent "
+            "to its \"Spark engine ready\" line, "
+            "from there to the SELECT's result, and in total (median, range). The trees alternate in one run. "
+            "`stderr`: output chunks the kernel wrote to stderr (logs, stack traces) over all samples.", "",
+            _table(["tree", "kernels", "connect -> engine ready s", "engine ready -> first result s", "total s",
+                    "stderr"], rows),
+            *([""] + [f"Failed sample ({r['tree']}, run {r['run']}): {r['error'][:200]}" for r in failed]
+              if failed else []),
+            "", f"![cold_connect]({rel}/cold_connect.png)", ""]

@@ -229,6 +229,23 @@ def _pdeathsig() -> Callable[[], None] | None:
     return preexec
 
 
+#: Client modules a session and the first statements need (seconds to import on a busy machine): loaded
+#: while the server JVM boots, not before it is launched or after it answers.
+_PRELOAD = ("pyspark.sql.connect.session", "pyspark.sql.connect.functions", "pyspark.sql.types", "pandas",
+            "lv_core.engine.sql_run", "lv_core.engine.spark_io")
+
+
+def _preload() -> None:
+    """Import :data:`_PRELOAD` now; one that fails is left for its real import to report."""
+    import importlib
+
+    for name in _PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: S112 - reported where it is really imported
+            continue
+
+
 class _Server:
     """One embedded Spark Connect server process (no global state)."""
 
@@ -295,6 +312,7 @@ class _Server:
         given = {str(k): str(v) for k, v in (conf or {}).items()}
         server = cls(proc, LocalServer("", 0, proc.pid, log_path, work_dir, 0.0, given), t0)
         try:
+            _preload()  # while the JVM boots
             port = server._wait_for_port(t0 + timeout_s, timeout_s, requested_port)
             url = f"sc://localhost:{port}/;token={token}"
             server.info = dataclasses.replace(
@@ -466,6 +484,11 @@ def get_spark(
         EngineError: the engine could not be started or reached (the message says what to fix).
         ConfigError: ``spark`` is of an unsupported kind.
     """
+    if spark is None:  # first: the server starts while pyspark's client modules load (see _preload)
+        with _lock:
+            _reset_after_fork()
+            return _get_embedded(conf)
+
     from pyspark.sql import SparkSession as ClassicSession
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
@@ -473,14 +496,12 @@ def get_spark(
         with _lock:
             _route_client_logs()
         return spark
-    if spark is not None and not (isinstance(spark, str) and spark.startswith("sc://")):
+    if not (isinstance(spark, str) and spark.startswith("sc://")):
         raise ConfigError(
             f"spark must be None, an 'sc://host:port' URL or a SparkSession; got {spark!r}"
         )
     with _lock:
         _reset_after_fork()
-        if spark is None:
-            return _get_embedded(conf)
         _route_client_logs()
         cached = _remote.get(spark)
         if cached is not None and not cached.is_stopped:
