@@ -7,7 +7,9 @@ server's work directory in a daemon thread, right after the server answers, so t
 statement finds them loaded. It prints nothing; a failing step is logged (logger
 ``lv_core.engine.warmup``, DEBUG) and skipped. Its Spark operations carry the tag :data:`TAG`, so
 :meth:`Warmup.cancel` (called when the engine stops: disconnect, kernel exit) interrupts them.
-The user's statements run alongside; they never wait for the warm-up.
+The user's statements run alongside; they never wait for the warm-up, and each of its Spark jobs is a
+single task, so it never holds every task slot of a small machine (Spark schedules jobs first come, first
+served).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class Warmup:
         def write() -> None:  # what an INSERT does: analyse, cast, write Parquet files
             df = spark.sql(rows)
             df.schema  # noqa: B018 - an analyse round trip, as statements do before writing
-            (df.select(F.col("id").cast("bigint"), F.col("v").cast("double"), F.col("s"))
+            (df.select(F.col("id").cast("bigint"), F.col("v").cast("double"), F.col("s")).coalesce(1)
              .write.mode("error").option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
              .parquet(f"{url}/a"))
 
@@ -81,12 +83,12 @@ class Warmup:
             df = spark.read.schema("id BIGINT, v DOUBLE, s STRING").parquet(f"{url}/a")
             changed = df.select(F.col("_metadata.file_path").alias("f"), "id",
                                 F.when(F.col("id") == 1, F.col("v") + 1).otherwise(F.col("v")).alias("v"), "s")
-            changed.where(F.col("id") >= 1).drop("f").write.mode("error").parquet(f"{url}/b")
+            changed.where(F.col("id") >= 1).drop("f").coalesce(1).write.mode("error").parquet(f"{url}/b")
 
         def read() -> None:  # what a SELECT does: read, aggregate, results as Arrow
             df = spark.read.parquet(f"{url}/b")
             df.where(F.col("v") > 0).toArrow()
-            df.groupBy("s").agg(F.count("*"), F.sum("v")).collect()
+            df.agg(F.count("*"), F.sum("v")).collect()
 
         def arrow_in() -> None:  # Arrow data sent to the server (the client-side data path)
             import pyarrow as pa
