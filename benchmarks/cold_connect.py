@@ -7,7 +7,9 @@ starts with one tree, so it imports that tree's ``lv_core`` and ``lv_magic`` and
 Spark server. The kernel loads the magics, then gets two cells at once, as "Run All" sends them:
 ``%lv connect WAREHOUSE`` and a ``%%lvsql`` cell (CREATE TABLE, INSERT, SELECT). Times are taken in this
 process when the kernel's messages arrive: ``connect -> engine ready`` (the connect cell sent -> its
-"Spark engine ready" line), ``engine ready -> first result`` (-> the SELECT's result), and ``total``.
+"Spark engine ready" line), ``engine ready -> first result`` (-> the SELECT's result), ``total``, and
+``cell -> first result`` (from when the cell could start: with ``--think S`` the cell is sent S seconds
+after the connect cell ended, as a user who reads and types, and the warm-up has had that time).
 The base tree (``--base``: a directory, or a git revision of this repository exported with ``git
 archive``) and this tree alternate (A B A B ...): the machine is shared and noisy. Anything a cell
 writes to stderr is counted (server logs and stack traces must not reach a cell).
@@ -43,9 +45,10 @@ def materialise(base: str, into: Path) -> Path:
     return into
 
 
-def _wait(kc: Any, ids: dict[str, str], deadline: float) -> dict[str, Any]:
-    """Follow the kernel's output until the second cell is idle; the arrival times of its milestones."""
-    got: dict[str, Any] = {"stderr": [], "errors": []}
+def _wait(kc: Any, ids: dict[str, str], until: str, deadline: float, got: dict[str, Any]) -> dict[str, Any]:
+    """Follow the kernel's output until cell ``until`` is idle, noting the arrival times of the milestones."""
+    got.setdefault("stderr", [])
+    got.setdefault("errors", [])
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -62,27 +65,35 @@ def _wait(kc: Any, ids: dict[str, str], deadline: float) -> dict[str, Any]:
                 got.setdefault("ready", now)
         elif kind == "error":
             got["errors"].append(f"{content['ename']}: {content['evalue']}")
-        elif kind in ("display_data", "execute_result") and parent == ids["cell"]:
+        elif kind in ("display_data", "execute_result") and parent == ids.get("cell"):
             if "lv-result" in content["data"].get("text/html", "") or kind == "execute_result":
                 got.setdefault("result", now)
-        elif kind == "status" and content["execution_state"] == "idle" and parent == ids["cell"]:
-            got["idle"] = now
+        elif kind == "status" and content["execution_state"] == "idle" and parent == ids[until]:
             return got
 
 
-def one(tree: Path, work: Path) -> dict[str, Any]:
-    """One cold kernel: connect, then the first cell; seconds of each phase."""
+def one(tree: Path, work: Path, think_s: float = 0.0) -> dict[str, Any]:
+    """One cold kernel: connect, then the first cell (at once, or ``think_s`` after the connect cell ended)."""
     from jupyter_client.manager import start_new_kernel
 
     path = [str(tree), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     wh = Path(tempfile.mkdtemp(prefix="wh-", dir=work))
     km, kc = start_new_kernel(kernel_name="python3", env=env, cwd=str(wh))
+    got: dict[str, Any] = {}
     try:
         kc.execute_interactive("%load_ext lv_magic", timeout=120)
         t0 = time.monotonic()
-        ids = {"connect": kc.execute(f"%lv connect {wh / 'wh'}"), "cell": kc.execute(CELL)}
-        got = _wait(kc, ids, t0 + TIMEOUT_S)
+        ids = {"connect": kc.execute(f"%lv connect {wh / 'wh'}")}
+        if think_s <= 0:  # Run All: the cell waits in the kernel's queue
+            ids["cell"] = kc.execute(CELL)
+            got["sent"] = t0
+        else:  # a user reads the output and types the query
+            _wait(kc, ids, "connect", t0 + TIMEOUT_S, got)
+            time.sleep(think_s)
+            got["sent"] = time.monotonic()
+            ids["cell"] = kc.execute(CELL)
+        _wait(kc, ids, "cell", t0 + TIMEOUT_S, got)
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=False)  # the kernel's exit stops its Spark server
@@ -91,10 +102,11 @@ def one(tree: Path, work: Path) -> dict[str, Any]:
         raise RuntimeError(f"the kernel gave no engine-ready line or no result: {got}")
     return {"connect_to_ready_s": round(got["ready"] - t0, 2),
             "ready_to_result_s": round(got["result"] - got["ready"], 2), "total_s": round(got["result"] - t0, 2),
+            "cell_to_result_s": round(got["result"] - max(got["sent"], got["ready"]), 2),
             "stderr_chunks": len(got["stderr"]), "stderr_head": "".join(got["stderr"])[:300], "errors": got["errors"]}
 
 
-METRICS = ("connect_to_ready_s", "ready_to_result_s", "total_s")
+METRICS = ("connect_to_ready_s", "ready_to_result_s", "total_s", "cell_to_result_s")
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -118,8 +130,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--base", default=DEFAULT_BASE, help="the 'before' tree: a folder or a git revision")
     ap.add_argument("--head", default=str(HERE), help="the 'after' source tree (default: this one)")
     ap.add_argument("--runs", type=int, default=3, help="fresh kernels per tree")
+    ap.add_argument("--think", type=float, default=0.0,
+                    help="seconds between the connect cell's end and sending the first cell (default 0: Run All)")
     ap.add_argument("--out", default=str(RESULTS / "cold_connect.json"))
     args = ap.parse_args(argv)
+    env = environment()  # the load average at the start
     work = Path(tempfile.mkdtemp(prefix="lv-cold-"))
     try:
         trees = {"before": materialise(args.base, work / "base"), "after": Path(args.head).resolve()}
@@ -127,7 +142,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for i in range(args.runs):
             for name, tree in trees.items():
                 try:
-                    r = {"tree": name, "run": i, **one(tree, work)}
+                    r = {"tree": name, "run": i, **one(tree, work, args.think)}
                     log(f"cold_connect {name} run {i + 1}/{args.runs}: ready {r['connect_to_ready_s']} s, "
                         f"first result +{r['ready_to_result_s']} s, total {r['total_s']} s, "
                         f"stderr chunks {r['stderr_chunks']}")
@@ -137,8 +152,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rows.append(r)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    data = {"base": args.base, "head": str(args.head), "runs": args.runs, "cell": CELL, "rows": rows,
-            "summary": summary(rows), "environment": environment(),
+    data = {"base": args.base, "head": str(args.head), "runs": args.runs, "think_s": args.think, "cell": CELL,
+            "rows": rows,
+            "summary": summary(rows), "environment": env,
             "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -163,7 +179,8 @@ def plot(data: dict[str, Any], path: Path) -> None:
         for j, m in enumerate(METRICS):
             pts = [r[m] for r in data["rows"] if r["tree"] == tree and m in r]
             ax.scatter([xs[j]] * len(pts), pts, color="black", s=10, zorder=3)
-    ax.set_xticks(range(len(METRICS)), ["connect -> engine ready", "engine ready -> first result", "total"])
+    ax.set_xticks(range(len(METRICS)), ["connect ->\nengine ready", "engine ready ->\nfirst result", "total",
+                                        "cell sent ->\nfirst result"])
     ax.set_ylabel("seconds")
     ax.set_title(f"cold %lv connect to first result, {data['runs']} fresh kernels per tree")
     ax.legend()
