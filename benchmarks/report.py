@@ -548,9 +548,11 @@ def _cold_connect_section(out: Path, rel: str) -> list[str]:
                            f"{_f(got.get(m.replace('_s', '_max_s')), 1)})" for m in metrics],
                          sum(r.get("stderr_chunks", 0) for r in cc["rows"] if r["tree"] == tree)])
         think = cc.get("think_s", 0.0)
+        load = cc.get("environment", {}).get("load_avg_at_start") or []
         L += [f"`{name}` ({'Run All' if not think else f'the first cell sent {think:g} s after connect'}, "
               f"finished {cc.get('finished_utc', '?')}, load average at start "
-              f"{cc.get('environment', {}).get('load_avg_at_start', '?')}):", "",
+              f"{' / '.join(f'{x:.1f}' for x in load) or '?'} on {cc.get('environment', {}).get('cpus', '?')} CPUs):",
+              "",
               _table(["tree", "kernels", "connect -> engine ready s", "engine ready -> first result s", "total s",
                       "cell -> first result s", "stderr"], rows)]
         L += [f"Failed sample ({r['tree']}, run {r['run']}): {r['error'][:200]}" for r in cc["rows"] if "error" in r]
