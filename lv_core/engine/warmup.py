@@ -70,33 +70,38 @@ class Warmup:
 
         spark = self.spark
         url = "file:" + self.scratch
-        rows = "SELECT * FROM VALUES (1L, 1.0D, 'a'), (2L, 2.0D, 'b') AS w(id, v, s)"
+
+        def read() -> None:  # what a SELECT does (the most common first statement): read, filter, aggregate
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            os.makedirs(f"{self.scratch}/a", exist_ok=True)
+            pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64()), "v": [1.0, 2.0], "s": ["a", "b"]}),
+                           f"{self.scratch}/a/part-0.parquet")
+            df = spark.read.schema("id BIGINT, v DOUBLE, s STRING").parquet(f"{url}/a")
+            df.where(F.col("v") > 0).toArrow()
+            df.agg(F.count("*"), F.sum("v")).collect()
 
         def write() -> None:  # what an INSERT does: analyse, cast, write Parquet files
-            df = spark.sql(rows)
+            df = spark.sql("SELECT * FROM VALUES (1L, 1.0D, 'a'), (2L, 2.0D, 'b') AS w(id, v, s)")
             df.schema  # noqa: B018 - an analyse round trip, as statements do before writing
             (df.select(F.col("id").cast("bigint"), F.col("v").cast("double"), F.col("s")).coalesce(1)
              .write.mode("error").option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-             .parquet(f"{url}/a"))
+             .parquet(f"{url}/b"))
 
         def rewrite() -> None:  # what an UPDATE does: read the files with their names, rewrite rows
-            df = spark.read.schema("id BIGINT, v DOUBLE, s STRING").parquet(f"{url}/a")
+            df = spark.read.schema("id BIGINT, v DOUBLE, s STRING").parquet(f"{url}/b")
             changed = df.select(F.col("_metadata.file_path").alias("f"), "id",
                                 F.when(F.col("id") == 1, F.col("v") + 1).otherwise(F.col("v")).alias("v"), "s")
-            changed.where(F.col("id") >= 1).drop("f").coalesce(1).write.mode("error").parquet(f"{url}/b")
-
-        def read() -> None:  # what a SELECT does: read, aggregate, results as Arrow
-            df = spark.read.parquet(f"{url}/b")
-            df.where(F.col("v") > 0).toArrow()
-            df.agg(F.count("*"), F.sum("v")).collect()
+            changed.where(F.col("id") >= 1).drop("f").coalesce(1).write.mode("error").parquet(f"{url}/c")
 
         def arrow_in() -> None:  # Arrow data sent to the server (the client-side data path)
             import pyarrow as pa
 
             spark.createDataFrame(pa.table({"id": [1, 2], "v": [1.0, 2.0]})).collect()
 
-        return [("parallelism", lambda: default_parallelism(spark)), ("write", write), ("rewrite", rewrite),
-                ("read", read), ("arrow", arrow_in)]
+        return [("parallelism", lambda: default_parallelism(spark)), ("read", read), ("write", write),
+                ("rewrite", rewrite), ("arrow", arrow_in)]
 
     def cancel(self, timeout_s: float = 10.0) -> None:
         """Stop the warm-up: no further step; the running Spark operation interrupted. Waits for it."""
