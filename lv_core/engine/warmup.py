@@ -9,7 +9,7 @@ statement finds them loaded. It prints nothing; a failing step is logged (logger
 :meth:`Warmup.cancel` (called when the engine stops: disconnect, kernel exit) interrupts them.
 The user's statements run alongside; they never wait for the warm-up, and each of its Spark jobs is a
 single task, so it never holds every task slot of a small machine (Spark schedules jobs first come, first
-served).
+served). ``LV_SPARK_WARMUP=0`` in the environment turns it off.
 """
 
 from __future__ import annotations
