@@ -15,7 +15,7 @@ Nothing of Spark's own logging reaches stdout/stderr (a notebook cell): the embe
 to ``server.log`` in its work directory (:attr:`LocalServer.log_path`), and pyspark's client loggers
 (which print a JSON record with the whole JVM stack trace of every failed query to stderr) write to
 :func:`client_log_path` (``client.log`` beside it; for a remote server, a per-process temporary folder).
-A fresh embedded server is warmed in the background (:mod:`lv_core.engine.warmup`).
+A fresh embedded server is warmed in the background (:func:`warm_up`, :mod:`lv_core.engine.warmup`).
 
 Why not ``SparkSession.builder.remote("local[*]")``: pyspark then runs the server inside a py4j
 JVM on the fixed port 15002 bound to all interfaces, so a second kernel on the same machine fails
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-__all__ = ["LocalServer", "client_log_path", "find_java", "get_spark", "local_server", "stop_spark"]
+__all__ = ["LocalServer", "client_log_path", "find_java", "get_spark", "local_server", "stop_spark", "warm_up"]
 
 log = logging.getLogger(__name__)
 
@@ -459,13 +459,14 @@ _embedded: ConnectSession | None = None
 _remote: dict[str, ConnectSession] = {}
 _atexit_registered = False
 _warmup: Warmup | None = None
+_unwarmed = False  # the embedded server was started and warm_up() has not run for it yet
 
 
 def _reset_after_fork() -> None:
     """A forked child owns neither the parent's server nor its gRPC clients."""
-    global _owner_pid, _server, _embedded, _remote, _warmup
+    global _owner_pid, _server, _embedded, _remote, _warmup, _unwarmed
     if os.getpid() != _owner_pid:
-        _owner_pid, _server, _embedded, _remote, _warmup = os.getpid(), None, None, {}, None
+        _owner_pid, _server, _embedded, _remote, _warmup, _unwarmed = os.getpid(), None, None, {}, None, False
 
 
 def get_spark(
@@ -514,7 +515,7 @@ def get_spark(
 
 
 def _get_embedded(conf: Mapping[str, str] | None) -> ConnectSession:
-    global _server, _embedded, _atexit_registered, _warmup
+    global _server, _embedded, _atexit_registered, _unwarmed
     if _server is not None and not _server.alive():
         dead = _server
         warnings.warn(
@@ -545,9 +546,23 @@ def _get_embedded(conf: Mapping[str, str] | None) -> ConnectSession:
             _server.info, startup_seconds=time.monotonic() - _server.t0  # launch to first answer
         )
         log.info("Spark Connect pid %d, port %d, up in %.1fs", t.pid, t.port, t.startup_seconds)
-        if os.environ.get("LV_SPARK_WARMUP", "1") != "0":
-            _warmup = warmup.start(_embedded, t.work_dir)
+        _unwarmed = True
     return _embedded
+
+
+def warm_up() -> None:
+    """Warm a freshly started embedded server in the background (:mod:`lv_core.engine.warmup`), once.
+
+    Called by the data plane once its engine is set up (so the warm-up's first queries do not delay
+    "engine ready"); does nothing for a server already warmed, without one, or with LV_SPARK_WARMUP=0.
+    """
+    global _warmup, _unwarmed
+    with _lock:
+        _reset_after_fork()
+        if not _unwarmed or _server is None or _embedded is None or os.environ.get("LV_SPARK_WARMUP", "1") == "0":
+            return
+        _unwarmed = False
+        _warmup = warmup.start(_embedded, _server.info.work_dir)
 
 
 def _short_retries(session: ConnectSession) -> None:
@@ -560,9 +575,9 @@ def _short_retries(session: ConnectSession) -> None:
 
 
 def _drop_embedded(*, release: bool, keep_work_dir: bool = False) -> None:
-    global _server, _embedded, _warmup
+    global _server, _embedded, _warmup, _unwarmed
     session, server, warm = _embedded, _server, _warmup
-    _embedded, _server, _warmup = None, None, None
+    _embedded, _server, _warmup, _unwarmed = None, None, None, False
     if warm is not None:
         warm.cancel()
     if session is not None:

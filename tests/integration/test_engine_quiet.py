@@ -109,6 +109,10 @@ def test_divide_by_zero_cell_shows_one_line_in_a_real_kernel(tmp_path: Path) -> 
         text = only.get("text", "") + only.get("evalue", "")
         assert "DIVIDE_BY_ZERO" in text and text.strip().count("\n") == 0, outs
         assert not any(n in text for n in NOISE if n != "Exception"), outs
+        # The connect warmed the new engine in the background, every step, quietly (the cells above show it).
+        warm = _run(kc, "from lv_core.engine import session as s; w = s._warmup; w.done.wait(300); "
+                        "print(sorted(w.steps), w.failed)")
+        assert warm[0]["text"].strip() == "['arrow', 'parallelism', 'read', 'rewrite', 'write'] {}", warm
         # The record is kept where the engine's logs are.
         where = _run(kc, "from lv_core.engine.session import client_log_path; print(open(client_log_path()).read())")
         assert "DIVIDE_BY_ZERO" in where[0]["text"] and "at org.apache.spark" in where[0]["text"]
