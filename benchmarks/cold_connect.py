@@ -182,7 +182,9 @@ def plot(data: dict[str, Any], path: Path) -> None:
     ax.set_xticks(range(len(METRICS)), ["connect ->\nengine ready", "engine ready ->\nfirst result", "total",
                                         "cell sent ->\nfirst result"])
     ax.set_ylabel("seconds")
-    ax.set_title(f"cold %lv connect to first result, {data['runs']} fresh kernels per tree")
+    think = data.get("think_s", 0.0)
+    ax.set_title(f"cold %lv connect to first result, {data['runs']} fresh kernels per tree, "
+                 f"{'Run All' if not think else f'first cell {think:g} s after connect'}")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
