@@ -406,6 +406,7 @@ def write_report(out: Path, report: Path) -> None:
     if targets:
         L = L[:4] + ["## Targets", "", _table(["target", "goal", "measured", "status"], targets), ""] + L[3:]
     L += _listappend_section(out, rel)
+    L += _cold_connect_section(out, rel)
     if plots:
         L += ["## Plots", ""] + [f"![{p}]({rel}/{p})" for p in plots] + [""]
     L += ["## Sizes and reductions", "",
@@ -513,3 +514,47 @@ def _listappend_section(out: Path, rel: str) -> list[str]:
             _table(["preset", "tables", "before: abort rate", "before: txn/s", "before: found", "before: forbidden",
                     "after: abort rate", "after: txn/s", "after: found", "after: forbidden"], table),
             "", f"![listappend]({rel}/listappend.png)", ""]
+
+
+def _cold_connect_section(out: Path, rel: str) -> list[str]:
+    """Cold ``%lv connect`` to the first result, two trees side by side (benchmarks/cold_connect.py): one
+    table per results file (``cold_connect.json``: Run All; ``cold_connect_think*.json``: a pause)."""
+    names = sorted(p.stem for p in out.glob("cold_connect*.json"))
+    if not names:
+        return []
+    L = ["## Cold `%lv connect` to the first result (issue 37)", "",
+         "`python -m benchmarks.cold_connect --base OLD_TREE [--think S]`: per sample a fresh IPython kernel "
+         "(jupyter_client) with the tree first on PYTHONPATH gets `%lv connect` and a `%%lvsql` cell "
+         "(CREATE TABLE, INSERT, SELECT): at once, as Run All sends them, or `S` seconds after the connect cell "
+         "ended (a user reading and typing). Seconds from the connect cell sent to its \"Spark engine ready\" "
+         "line, from there to the SELECT's result, in total, and from when the cell could start to its result "
+         "(median, range). The trees alternate in one run. `stderr`: output chunks the kernel wrote to stderr "
+         "(logs, stack traces) over all samples.", ""]
+    metrics = ("connect_to_ready_s", "ready_to_result_s", "total_s", "cell_to_result_s")
+    for name in names:
+        cc = _load(out, name)
+        if cc is None:
+            continue
+        if "skipped" in cc:
+            L += [f"`{name}`: skipped: {cc['skipped']}", ""]
+            continue
+        s = cc["summary"]
+        rows = []
+        for tree in ("before", "after"):
+            got = s.get(tree, {})
+            n = sum(1 for r in cc["rows"] if r["tree"] == tree and "error" not in r)
+            rows.append([f"{tree} ({cc['base'] if tree == 'before' else 'this tree'})", n,
+                         *[f"{_f(got.get(m), 2)} ({_f(got.get(m.replace('_s', '_min_s')), 1)}-"
+                           f"{_f(got.get(m.replace('_s', '_max_s')), 1)})" for m in metrics],
+                         sum(r.get("stderr_chunks", 0) for r in cc["rows"] if r["tree"] == tree)])
+        think = cc.get("think_s", 0.0)
+        load = cc.get("environment", {}).get("load_avg_at_start") or []
+        L += [f"`{name}` ({'Run All' if not think else f'the first cell sent {think:g} s after connect'}, "
+              f"finished {cc.get('finished_utc', '?')}, load average at start "
+              f"{' / '.join(f'{x:.1f}' for x in load) or '?'} on {cc.get('environment', {}).get('cpus', '?')} CPUs):",
+              "",
+              _table(["tree", "kernels", "connect -> engine ready s", "engine ready -> first result s", "total s",
+                      "cell -> first result s", "stderr"], rows)]
+        L += [f"Failed sample ({r['tree']}, run {r['run']}): {r['error'][:200]}" for r in cc["rows"] if "error" in r]
+        L += ["", f"![{name}]({rel}/{name}.png)", ""]
+    return L

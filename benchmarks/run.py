@@ -6,7 +6,9 @@
     python benchmarks/run.py --only requests,multitable --stores local-0ms,local-20ms
 
 Benchmarks: ``ycsb`` (YCSB-LH workloads), ``multitable`` (commit latency vs tables), ``requests``
-(exact requests per feature), ``spark`` (bank transfers through Spark; skipped when unavailable).
+(exact requests per feature), ``spark`` (bank transfers through Spark; skipped when unavailable),
+``cold_connect`` (cold ``%lv connect`` to the first result in fresh kernels, the tree before issue 37 vs
+this one; see :mod:`benchmarks.cold_connect`).
 Every parameter of a run is recorded in its JSON; seeds are fixed.
 """
 
@@ -25,7 +27,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.common import RESULTS, ClientPool, S3Server, environment, log, store_spec, write_json  # noqa: E402
 
-BENCHMARKS = ("requests", "ycsb", "multitable", "spark")
+BENCHMARKS = ("requests", "ycsb", "multitable", "spark", "cold_connect")
 
 PROFILES: dict[str, dict[str, Any]] = {
     # Reduced for a 2-core machine shared with other work (see RESULTS.md).
@@ -45,6 +47,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                        "runs": [["R+CT", "local-20ms"], ["R+CT", "local-0ms"], ["R", "local-20ms"]]},
         "requests": {"ks": [1, 2, 4, 8]},
         "spark": {"rounds": 10, "warmup": 2},
+        "cold_connect": {"runs": 3},
     },
     # The paper's sizes: 1,000 operations per run, every combination.
     "full": {
@@ -62,6 +65,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                                 ["R+CT+I", "local-20ms"], ["delta", "local-20ms"], ["R+CT", "s3"]]},
         "requests": {"ks": [1, 2, 4, 8, 16, 32]},
         "spark": {"rounds": 30, "warmup": 3},
+        "cold_connect": {"runs": 5},
     },
     # Tiny sizes: every code path once (tests/integration/test_bench_smoke.py).
     "smoke": {
@@ -78,6 +82,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                        "runs": [["R+CT", "local-0ms"], ["R+CT", "s3"]]},
         "requests": {"ks": [1, 2]},
         "spark": {"rounds": 1, "warmup": 0},
+        "cold_connect": {"runs": 1},
     },
 }
 
@@ -221,6 +226,19 @@ def run_spark(cfg: dict[str, Any], out: Path) -> dict[str, Any]:
     return data
 
 
+def run_cold_connect(cfg: dict[str, Any], out: Path) -> dict[str, Any]:
+    from benchmarks import cold_connect
+
+    t0 = time.monotonic()
+    try:
+        data = cold_connect.main(["--runs", str(cfg["runs"]), "--out", str(out / "cold_connect.json")])
+    except Exception as e:  # no git history or no kernel: say so in the report, go on
+        data = {"skipped": f"failed: {type(e).__name__}: {str(e)[:500]}"}
+        write_json(out / "cold_connect.json", data)
+    log(f"cold_connect: {data.get('skipped') or data.get('summary')} in {time.monotonic() - t0:.0f} s")
+    return data
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", choices=sorted(PROFILES), default="default")
@@ -272,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
             run_ycsb(prof["ycsb"], stores, s3, args.seed, workdir, out)
         if "spark" in only:
             run_spark(prof["spark"], out)
+        if "cold_connect" in only:
+            run_cold_connect(prof["cold_connect"], out)
     finally:
         if s3 is not None:
             s3.stop()

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from lv_core.engine import progress
 from lv_core.engine import spark_ops as ops
-from lv_core.engine.session import get_spark, local_server
+from lv_core.engine.session import get_spark, local_server, warm_up
 from lv_core.engine.spark_conf import apply_runtime, normalize
 from lv_core.engine.spark_io import DATA_PATHS, SparkEngine
 from lv_core.engine.sql import SqlSession, autocommit_sql, txn_sql
@@ -82,7 +82,9 @@ class SparkDataPlane:
             eng = SparkEngine(spark, self.lh.store, data_path=data_path, s3_scheme=s3_scheme,
                               embedded=self._spark_arg is None)
             self._engine = eng
-            return eng
+        if self._spark_arg is None:
+            warm_up()  # a fresh embedded server: warm its first-query path in the background (once)
+        return eng
 
     @property
     def spark_conf(self) -> dict[str, str]:

@@ -11,6 +11,12 @@
 * ``"sc://host:port"``: a client of an existing server (one client per URL, reused).
 * a ``SparkSession``: returned as is.
 
+Nothing of Spark's own logging reaches stdout/stderr (a notebook cell): the embedded server writes
+to ``server.log`` in its work directory (:attr:`LocalServer.log_path`), and pyspark's client loggers
+(which print a JSON record with the whole JVM stack trace of every failed query to stderr) write to
+:func:`client_log_path` (``client.log`` beside it; for a remote server, a per-process temporary folder).
+A fresh embedded server is warmed in the background (:func:`warm_up`, :mod:`lv_core.engine.warmup`).
+
 Why not ``SparkSession.builder.remote("local[*]")``: pyspark then runs the server inside a py4j
 JVM on the fixed port 15002 bound to all interfaces, so a second kernel on the same machine fails
 to start, and it sets process-wide environment variables.
@@ -38,13 +44,15 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from lv_core.engine import warmup
+from lv_core.engine.warmup import Warmup
 from lv_core.errors import ConfigError, EngineError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-__all__ = ["LocalServer", "find_java", "get_spark", "local_server", "stop_spark"]
+__all__ = ["LocalServer", "client_log_path", "find_java", "get_spark", "local_server", "stop_spark", "warm_up"]
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +229,23 @@ def _pdeathsig() -> Callable[[], None] | None:
     return preexec
 
 
+#: Client modules a session and the first statements need (seconds to import on a busy machine): loaded
+#: while the server JVM boots, not before it is launched or after it answers.
+_PRELOAD = ("pyspark.sql.connect.session", "pyspark.sql.connect.functions", "pyspark.sql.types", "pandas",
+            "lv_core.engine.sql_run", "lv_core.engine.spark_io")
+
+
+def _preload() -> None:
+    """Import :data:`_PRELOAD` now; one that fails is left for its real import to report."""
+    import importlib
+
+    for name in _PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: S112 - reported where it is really imported
+            continue
+
+
 class _Server:
     """One embedded Spark Connect server process (no global state)."""
 
@@ -287,6 +312,7 @@ class _Server:
         given = {str(k): str(v) for k, v in (conf or {}).items()}
         server = cls(proc, LocalServer("", 0, proc.pid, log_path, work_dir, 0.0, given), t0)
         try:
+            _preload()  # while the JVM boots
             port = server._wait_for_port(t0 + timeout_s, timeout_s, requested_port)
             url = f"sc://localhost:{port}/;token={token}"
             server.info = dataclasses.replace(
@@ -375,19 +401,72 @@ def _check_reachable(url: str) -> None:
         ) from e
 
 
+#: pyspark's client-side loggers that print to stderr: a JSON record with the JVM stack trace of every
+#: failed query (``pyspark.errors`` logs it when the exception is made), and Spark Connect's debug log.
+_CLIENT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger", "pyspark.sql.connect.logging")
+
+
+class _ClientLogFile(logging.FileHandler):
+    """The client log; a write that fails (its folder removed) is dropped, never reported on stderr."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        pass
+
+
+_client_log: _ClientLogFile | None = None
+_client_dir: str | None = None  # the per-process folder of the client log when no embedded server runs
+
+
+def _route_client_logs(path: str | None = None) -> str:
+    """Send pyspark's client log records to a file (``path``, else the current one), not to stderr."""
+    global _client_log, _client_dir
+    from pyspark.logger import PySparkLogger
+
+    if path is None:
+        if _client_log is not None:
+            path = _client_log.baseFilename
+        else:
+            if _client_dir is None:
+                _client_dir = tempfile.mkdtemp(prefix="lakevilla-client-")
+            path = os.path.join(_client_dir, "client.log")
+    old = _client_log
+    new = old if old is not None and old.baseFilename == os.path.abspath(path) else \
+        _ClientLogFile(path, delay=True, encoding="utf-8")
+    _client_log = new
+    for name in _CLIENT_LOGGERS:
+        logger = PySparkLogger.getLogger(name)  # creates it as pyspark does (with its stderr handler)
+        logger.propagate = False
+        for h in list(logger.handlers):
+            if h is old or (isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)):
+                logger.removeHandler(h)
+        if new not in logger.handlers:
+            logger.addHandler(new)  # PySparkLogger gives it its JSON format
+    if old is not None and old is not new:
+        old.close()
+    return new.baseFilename
+
+
+def client_log_path() -> str | None:
+    """The file pyspark's client log records (failed queries with their JVM stack traces) go to, or None
+    before the first session."""
+    return _client_log.baseFilename if _client_log is not None else None
+
+
 _lock = threading.RLock()
 _owner_pid = os.getpid()
 _server: _Server | None = None
 _embedded: ConnectSession | None = None
 _remote: dict[str, ConnectSession] = {}
 _atexit_registered = False
+_warmup: Warmup | None = None
+_unwarmed = False  # the embedded server was started and warm_up() has not run for it yet
 
 
 def _reset_after_fork() -> None:
     """A forked child owns neither the parent's server nor its gRPC clients."""
-    global _owner_pid, _server, _embedded, _remote
+    global _owner_pid, _server, _embedded, _remote, _warmup, _unwarmed
     if os.getpid() != _owner_pid:
-        _owner_pid, _server, _embedded, _remote = os.getpid(), None, None, {}
+        _owner_pid, _server, _embedded, _remote, _warmup, _unwarmed = os.getpid(), None, None, {}, None, False
 
 
 def get_spark(
@@ -406,19 +485,25 @@ def get_spark(
         EngineError: the engine could not be started or reached (the message says what to fix).
         ConfigError: ``spark`` is of an unsupported kind.
     """
+    if spark is None:  # first: the server starts while pyspark's client modules load (see _preload)
+        with _lock:
+            _reset_after_fork()
+            return _get_embedded(conf)
+
     from pyspark.sql import SparkSession as ClassicSession
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     if isinstance(spark, (ClassicSession, ConnectSession)):
+        with _lock:
+            _route_client_logs()
         return spark
-    if spark is not None and not (isinstance(spark, str) and spark.startswith("sc://")):
+    if not (isinstance(spark, str) and spark.startswith("sc://")):
         raise ConfigError(
             f"spark must be None, an 'sc://host:port' URL or a SparkSession; got {spark!r}"
         )
     with _lock:
         _reset_after_fork()
-        if spark is None:
-            return _get_embedded(conf)
+        _route_client_logs()
         cached = _remote.get(spark)
         if cached is not None and not cached.is_stopped:
             return cached
@@ -430,7 +515,7 @@ def get_spark(
 
 
 def _get_embedded(conf: Mapping[str, str] | None) -> ConnectSession:
-    global _server, _embedded, _atexit_registered
+    global _server, _embedded, _atexit_registered, _unwarmed
     if _server is not None and not _server.alive():
         dead = _server
         warnings.warn(
@@ -448,6 +533,7 @@ def _get_embedded(conf: Mapping[str, str] | None) -> ConnectSession:
             atexit.register(stop_spark)  # runs after pyspark's client hooks (atexit is LIFO)
             _atexit_registered = True
         _server = _Server.start(conf)
+        _route_client_logs(os.path.join(_server.info.work_dir, "client.log"))
     try:
         what = f"the embedded server (log: {_server.info.log_path})"
         _embedded = _connect(_server.info.url, what)
@@ -460,7 +546,23 @@ def _get_embedded(conf: Mapping[str, str] | None) -> ConnectSession:
             _server.info, startup_seconds=time.monotonic() - _server.t0  # launch to first answer
         )
         log.info("Spark Connect pid %d, port %d, up in %.1fs", t.pid, t.port, t.startup_seconds)
+        _unwarmed = True
     return _embedded
+
+
+def warm_up() -> None:
+    """Warm a freshly started embedded server in the background (:mod:`lv_core.engine.warmup`), once.
+
+    Called by the data plane once its engine is set up (so the warm-up's first queries do not delay
+    "engine ready"); does nothing for a server already warmed, without one, or with LV_SPARK_WARMUP=0.
+    """
+    global _warmup, _unwarmed
+    with _lock:
+        _reset_after_fork()
+        if not _unwarmed or _server is None or _embedded is None or os.environ.get("LV_SPARK_WARMUP", "1") == "0":
+            return
+        _unwarmed = False
+        _warmup = warmup.start(_embedded, _server.info.work_dir)
 
 
 def _short_retries(session: ConnectSession) -> None:
@@ -473,9 +575,11 @@ def _short_retries(session: ConnectSession) -> None:
 
 
 def _drop_embedded(*, release: bool, keep_work_dir: bool = False) -> None:
-    global _server, _embedded
-    session, server = _embedded, _server
-    _embedded, _server = None, None
+    global _server, _embedded, _warmup, _unwarmed
+    session, server, warm = _embedded, _server, _warmup
+    _embedded, _server, _warmup, _unwarmed = None, None, None, False
+    if warm is not None:
+        warm.cancel()
     if session is not None:
         if not release:
             session.release_session_on_close = False  # no RPC to a server that is gone

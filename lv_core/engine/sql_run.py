@@ -29,9 +29,7 @@ scanned (``scans``): the conflict checks and R1 see exactly what the statement u
 from __future__ import annotations
 
 import contextlib
-import logging
 import re
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional
 
@@ -75,43 +73,12 @@ def _clean(msg: str) -> str:
     return msg.strip().rstrip(";").strip()
 
 
-_quiet = threading.local()
-
-
-class _WhileTranslating(logging.Filter):
-    """Drops pyspark's query-context error dumps (a JSON record with the JVM stack trace on stderr)
-    for errors raised while this thread runs a SQL statement: they reach the caller as one clear
-    LvError instead. Nothing else is filtered."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not getattr(_quiet, "depth", 0)
-
-
-_installed = False
-
-
-def _install_filter() -> None:
-    global _installed
-    if _installed:
-        return
-    with contextlib.suppress(Exception):  # an older pyspark without these loggers: nothing to quiet
-        from pyspark.logger import PySparkLogger
-
-        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-            logger = PySparkLogger.getLogger(name)
-            if not any(isinstance(f, _WhileTranslating) for f in logger.filters):
-                logger.addFilter(_WhileTranslating())
-    _installed = True
-
-
 @contextlib.contextmanager
 def sql_errors(what: str) -> Iterator[None]:
     """Spark errors of a SQL statement as LvErrors with one clean line: unknown columns and type
     errors -> SchemaError; other analysis, parse and data errors (division by zero, overflow) ->
     SqlError; our run-time data checks -> SchemaError; anything else as :func:`spark_errors` does."""
-    _install_filter()
-    _quiet.depth = getattr(_quiet, "depth", 0) + 1
-    try:
+    try:  # pyspark's own record of the error (with the JVM stack trace) goes to the client log (session.py)
         yield
     except EngineError as e:  # a Spark failure inside the engine: the user's data or SQL may be the cause
         if e.__cause__ is not None and _user_error(e.__cause__):
@@ -127,8 +94,6 @@ def sql_errors(what: str) -> Iterator[None]:
                 raise
         except LvError as le:
             raise type(le)(_clean(str(le))) from None
-    finally:
-        _quiet.depth -= 1
 
 
 def _user_error(e: BaseException) -> bool:

@@ -11,6 +11,7 @@ Chosen by ``auto`` when the Spark server cannot reach the store but can run Pyth
 from __future__ import annotations
 
 import json
+import re
 import uuid
 import weakref
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
@@ -23,7 +24,7 @@ from lv_core.storage.base import ObjectStore
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["StreamFiles", "supported"]
+__all__ = ["StreamFiles", "default_parallelism", "supported"]
 
 _registered: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _parallelism: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
@@ -32,6 +33,35 @@ _parallelism: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary(
 def supported(spark: Any) -> bool:
     """Whether ``spark`` can run Python data sources (Spark 4 sessions have ``dataSource``)."""
     return hasattr(spark, "dataSource")
+
+
+_SPLITS = re.compile(r"\bRange \(0, 65536, step=1, splits=(\d+)\)")
+#: A probe that Spark 4 accepts (a non-deterministic expression may not be an aggregate's argument,
+#: so ``count(DISTINCT spark_partition_id())`` is refused; through a subquery it is a column).
+_PROBE = "SELECT count(DISTINCT p) FROM (SELECT spark_partition_id() AS p FROM range(0, 65536))"
+
+
+def default_parallelism(spark: Any) -> int:
+    """The Spark server's default parallelism (what Spark divides a file scan's bytes by), asked once per
+    session: ``spark.default.parallelism`` when set, else the splits of a ``range`` scan as its physical
+    plan shows them (an explain, no Spark job), else the partitions such a scan really has (one small
+    job); 8 when nothing answers. Never raises and logs nothing: the answer only sizes read partitions."""
+    got = _parallelism.get(spark)
+    if got is not None:
+        return got
+    got = 8
+    try:
+        conf = spark.conf.get("spark.default.parallelism", None)
+        if conf:
+            got = int(conf)
+        else:
+            explain = getattr(spark.range(0, 65536), "_explain_string", None)  # pyspark's own, not public
+            m = _SPLITS.search(explain(mode="simple")) if explain is not None else None
+            got = int(m.group(1)) if m else int(spark.sql(_PROBE).collect()[0][0])
+    except Exception:  # an answer only sizes read partitions: the default is safe
+        pass
+    got = _parallelism[spark] = max(1, got)
+    return got
 
 
 class StreamFiles:
@@ -72,20 +102,8 @@ class StreamFiles:
         self.spark.read.format(NAME).schema("x INT").option("files", "[]").options(**self._options).load().collect()
 
     def parallelism(self) -> int:
-        """The Spark server's default parallelism (what Spark divides a file scan's bytes by), asked once
-        per session: ``spark.default.parallelism`` when set, else the partitions of a ``range`` scan
-        (which Spark sizes by it); 8 when neither answers."""
-        got = _parallelism.get(self.spark)
-        if got is None:
-            got = 8
-            try:
-                conf = self.spark.conf.get("spark.default.parallelism", None)
-                got = int(conf) if conf else int(self.spark.sql(
-                    "SELECT count(DISTINCT spark_partition_id()) FROM range(0, 65536)").collect()[0][0])
-            except Exception:  # an answer only sizes read partitions: the default is safe
-                pass
-            got = _parallelism[self.spark] = max(1, got)
-        return got
+        """The Spark server's default parallelism (see :func:`default_parallelism`)."""
+        return default_parallelism(self.spark)
 
     def scan(self, keys: Sequence[str], raws: Sequence[str], values: Sequence[Mapping[str, Optional[str]]],
              sizes: Sequence[int], schema: Any, parts: Sequence[str], key_column: Optional[str] = None,
