@@ -187,7 +187,7 @@ class LiveTranscript:
                     line = f"<s>{line}</s> <i>{html.escape(self.ended)}</i>"
                 parts.append(f"<div class='lv-line{cls}'>{line}</div>")
             else:
-                texts.append(repr(item) + (f"\n({self.ended})" if self.ended else ""))
+                texts.append(repr(item) + (f"  ({self.ended})" if self.ended else ""))
                 inner = item._repr_html_() if hasattr(item, "_repr_html_") else \
                     f"<pre>{html.escape(repr(item))}</pre>"
                 note = f"<div class='lv-note'><i>{html.escape(self.ended)}</i></div>" if self.ended else ""
