@@ -101,9 +101,14 @@ def default_conf(work_dir: str) -> dict[str, str]:
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": "0",  # the OS picks a free port; read back from the log
+        # -XX:TieredStopAtLevel=1: the quick JIT compiler only. A notebook's statements are short and
+        # the optimising compiler's threads take the CPU the first queries need (2 cores: the first result
+        # after "engine ready" 5-7 s -> 3.6-4.3 s, benchmarks/cold_connect.py); long CPU-bound jobs run
+        # slower with it: `--conf spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=4` (appended to these,
+        # the last one counts) or a remote server (`sc://`) for those.
         "spark.driver.extraJavaOptions": (
             f"-Dlog4j2.configurationFile=file:{os.path.join(work_dir, 'log4j2.properties')} "
-            "-Duser.timezone=UTC"
+            "-Duser.timezone=UTC -XX:TieredStopAtLevel=1"
         ),
     }
 
