@@ -32,8 +32,9 @@ _running: dict[str, int] = {}  # transactions with a statement running (how many
 _REPEAT_S = 0.2
 
 
-#: While a statement runs, its progress is re-sent this often even when Spark reports nothing new
-#: (its clock moves on; a long last task does not look like a frozen statement).
+#: Once Spark reported on a statement, its progress is re-sent this often while it runs even when
+#: Spark reports nothing new (its clock moves on; a long last task does not look like a frozen
+#: statement). Not before the first report: a "running" event always follows Spark's own first one.
 TICK_S = 1.0
 
 
@@ -49,6 +50,7 @@ class _Run:
     running: int = 0  # tasks in flight in the current operation
     sent: float = 0.0  # monotonic time of the last event
     ended: bool = False
+    reported: bool = False  # Spark reported on this statement (ticks start then: the first event is Spark's)
     #: held while an event of this run is emitted: the final event is the last one, never a tick after it
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -98,6 +100,7 @@ def _handler(stages: Any = None, inflight_tasks: int = 0, operation_id: Optional
         return
     finished, total = stage_counts(stages)
     with run.lock:
+        run.reported = True
         key = operation_id or ""
         if done:  # the operation ended: all its tasks are done (or were not needed)
             total = max(total, run.ops.get(key, (0, 0))[1])
@@ -121,7 +124,7 @@ def _tick() -> None:
             runs = list(_runs.values())
         for run in runs:
             with run.lock:
-                if time.monotonic() - run.sent >= TICK_S:
+                if run.reported and time.monotonic() - run.sent >= TICK_S:
                     run.emit()
 
 
