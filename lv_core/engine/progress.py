@@ -50,7 +50,9 @@ class _Run:
     running: int = 0  # tasks in flight in the current operation
     sent: float = 0.0  # monotonic time of the last event
     ended: bool = False
-    reported: bool = False  # Spark reported on this statement (ticks start then: the first event is Spark's)
+    #: Spark reported a running operation with tasks: events start then (a Cancel at the first "running"
+    #: event meets a running Spark operation, never the gap between two)
+    reported: bool = False
     #: held while an event of this run is emitted: the final event is the last one, never a tick after it
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -100,15 +102,18 @@ def _handler(stages: Any = None, inflight_tasks: int = 0, operation_id: Optional
         return
     finished, total = stage_counts(stages)
     with run.lock:
-        run.reported = True
         key = operation_id or ""
-        if done:  # the operation ended: all its tasks are done (or were not needed)
-            total = max(total, run.ops.get(key, (0, 0))[1])
-            finished = total
-        if total or key in run.ops:
+        if done:  # the operation ended: all its tasks are done (or were not needed); said with the next event
+            if key in run.ops:
+                total = max(total, run.ops[key][1])
+                run.ops[key] = (total, total)
+            run.running = 0
+            return
+        if total:
             run.ops[key] = (finished, total)
-        run.running = 0 if done else int(inflight_tasks or 0)
-        if run.counts() != run.last:
+            run.reported = True  # events ("running") only from here on: while a Spark operation runs
+        run.running = int(inflight_tasks or 0)
+        if run.reported and run.counts() != run.last:
             run.emit()
 
 
