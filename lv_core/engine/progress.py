@@ -32,8 +32,9 @@ _running: dict[str, int] = {}  # transactions with a statement running (how many
 _REPEAT_S = 0.2
 
 
-#: While a statement runs, its progress is re-sent this often even when Spark reports nothing new
-#: (its clock moves on; a long last task does not look like a frozen statement).
+#: Once Spark reported on a statement, its progress is re-sent this often while it runs even when
+#: Spark reports nothing new (its clock moves on; a long last task does not look like a frozen
+#: statement). Not before the first report: a "running" event always follows Spark's own first one.
 TICK_S = 1.0
 
 
@@ -49,6 +50,9 @@ class _Run:
     running: int = 0  # tasks in flight in the current operation
     sent: float = 0.0  # monotonic time of the last event
     ended: bool = False
+    #: Spark reported a running operation with tasks: events start then (a Cancel at the first "running"
+    #: event meets a running Spark operation, never the gap between two)
+    reported: bool = False
     #: held while an event of this run is emitted: the final event is the last one, never a tick after it
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -99,13 +103,17 @@ def _handler(stages: Any = None, inflight_tasks: int = 0, operation_id: Optional
     finished, total = stage_counts(stages)
     with run.lock:
         key = operation_id or ""
-        if done:  # the operation ended: all its tasks are done (or were not needed)
-            total = max(total, run.ops.get(key, (0, 0))[1])
-            finished = total
-        if total or key in run.ops:
+        if done:  # the operation ended: all its tasks are done (or were not needed); said with the next event
+            if key in run.ops:
+                total = max(total, run.ops[key][1])
+                run.ops[key] = (total, total)
+            run.running = 0
+            return
+        if total:
             run.ops[key] = (finished, total)
-        run.running = 0 if done else int(inflight_tasks or 0)
-        if run.counts() != run.last:
+            run.reported = True  # events ("running") only from here on: while a Spark operation runs
+        run.running = int(inflight_tasks or 0)
+        if run.reported and run.counts() != run.last:
             run.emit()
 
 
@@ -121,7 +129,7 @@ def _tick() -> None:
             runs = list(_runs.values())
         for run in runs:
             with run.lock:
-                if time.monotonic() - run.sent >= TICK_S:
+                if run.reported and time.monotonic() - run.sent >= TICK_S:
                     run.emit()
 
 

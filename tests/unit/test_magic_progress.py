@@ -201,6 +201,8 @@ def test_the_statement_clock_runs_while_spark_reports_nothing_new(monkeypatch: A
 
     txn.events.subscribe(on)
     with progress.statement(spark, txn, 1):
+        time.sleep(0.2)  # no event marks "no tick comes": before Spark's first report, none does
+        assert ticks == []  # (a Cancel at the first "running" event still meets a Spark operation)
         spark.handlers[0](stages=[stage(2, 1)], inflight_tasks=1, operation_id="a", done=False)
         assert three.wait(10.0)  # the last task runs long: the same counts, sent again with the time
     stream = [e for e in txn.events.history if isinstance(e, ev.Progress)]
