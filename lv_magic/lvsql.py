@@ -17,7 +17,7 @@ from lv_magic.args import LvsqlArgs, parse_lvsql
 from lv_magic.cell import stop
 from lv_magic.context import MagicContext
 from lv_magic.display import txn_widget
-from lv_magic.outcome import background_commit
+from lv_magic.outcome import LiveTranscript, background_commit
 from lv_magic.results import keep_for, store
 from lv_magic.sqlcell import Transcript, describe_result, prepare, progress_printer, run_statements
 from lv_magic.state import OpenTxn, commit_in_background
@@ -35,17 +35,26 @@ def run_lvsql(ctx: MagicContext, line: str, cell: str) -> None:
     check_blocks(statements)
     out = Transcript(keep=keep_for(ctx, lh, args, statements))  # --out, --chart: checked before anything runs
     atomic_mark: Optional[int] = None  # where the open BEGIN ATOMIC block's output starts
+    open_from: Optional[int] = 0 if _open(ctx) is not None else None  # where the open transaction's lines start
     try:
         for number, st in enumerate(statements, 1):
             if st.kind == "txn":
                 atomic_mark = _control(ctx, lh, args, st, out)
+                open_from = (open_from if open_from is not None else len(out.items)) if _open(ctx) else None
             else:
                 _statement(ctx, lh, st, number, out, atomic_mark)
     except BaseException:
         out.show()
         raise
     store(ctx, out.keep, out.last, out.items)
-    out.show()
+    ot = _open(ctx)
+    if ot is None or open_from is None or open_from >= len(out.items):
+        out.show()
+        return
+    # the lines of a transaction still open (BEGIN ... in a later cell COMMIT or ROLLBACK): struck
+    # through in place if it rolls back or aborts
+    Transcript(items=out.items[:open_from]).show()
+    LiveTranscript(out.items[open_from:], ot.txn).show()
 
 
 def _open(ctx: MagicContext) -> Optional[OpenTxn]:

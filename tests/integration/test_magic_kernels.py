@@ -207,6 +207,23 @@ def test_sql_lines_of_an_open_transaction_are_struck_through_when_it_rolls_back(
     assert re.search(r"t2 committed: acct@\d+", done.text) and lines2["id"] not in done.updates  # stays as it was
 
 
+@pytest.mark.spark
+def test_lvsql_lines_of_an_open_begin_are_struck_through_when_it_rolls_back(tmp_path: Path,
+                                                                           kernels: list[Kernel]) -> None:
+    """The same for %%lvsql: the statements of a BEGIN left open at the cell's end, not those before it."""
+    k = Kernel()
+    kernels.append(k)
+    k.ok(SETUP.format(path=str(tmp_path / "wh")).replace(" --lazy", ""), timeout=300)  # starts Spark
+    k.ok("%%lvtxn --quiet\nCREATE TABLE acct (id BIGINT, balance DOUBLE)")
+    opened = k.ok("%%lvsql\nINSERT INTO acct VALUES (1, 100.0);\nBEGIN;\n"
+                  "UPDATE acct SET balance = balance - 10 WHERE id = 1")
+    (lines,) = [d for d in opened.displays if "lv-lines" in d["data"].get("text/html", "")]
+    assert lines["data"]["text/plain"] == "UPDATE acct: 1 row", lines  # the INSERT before BEGIN is not in it
+    assert "INSERT INTO acct: 1 row" in opened.shown()
+    rolled = k.ok("%%lvsql\nROLLBACK")
+    assert rolled.updates.get(lines["id"]) == "UPDATE acct: 1 row  (rolled back)", rolled.updates
+
+
 def test_a_sql_commit_that_waits_shows_its_outcome_in_its_own_cell(warehouse: tuple[str, Any],
                                                                    kernels: list[Kernel]) -> None:
     path, lh = warehouse
