@@ -20,6 +20,7 @@ from typing import Any
 
 from lv_core import events as ev
 from lv_core.errors import TransactionAborted
+from widgets.cellhooks import after_each_cell
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,6 @@ RULE_WORDS = {
 }
 
 _PENDING: "weakref.WeakSet[LiveOutput]" = weakref.WeakSet()  # outputs whose final state waits to be resent
-_HOOKED = False
 _COUNT = 0
 _COUNT_LOCK = threading.Lock()
 
@@ -66,7 +66,7 @@ class LiveOutput:
         with self._lock:
             self._dirty = True
         _PENDING.add(self)
-        _hook_cells()
+        after_each_cell(resend_pending)
         if threading.current_thread() is threading.main_thread():
             self.resend()
             return
@@ -94,19 +94,6 @@ def resend_pending(*_args: Any) -> None:
     for out in list(_PENDING):
         out.resend()
 
-
-def _hook_cells() -> None:
-    global _HOOKED
-    if _HOOKED:
-        return
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - the magics need IPython
-        return
-    ip = get_ipython()
-    if ip is not None:
-        ip.events.register("post_execute", resend_pending)
-        _HOOKED = True
 
 
 # ------------------------------------------------------------------------------ commit outcomes

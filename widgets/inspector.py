@@ -36,6 +36,7 @@ from typing import Any
 import ipywidgets
 
 from lv_core import events as ev
+from widgets.cellhooks import after_each_cell
 from widgets.lakehouse_scan import LakehouseScan, scan_lakehouse
 from widgets.nbstatic import SAVED_KEY
 from widgets.render import CSS
@@ -73,7 +74,6 @@ LIVE = LivePolicy()
 
 MAX_FAILURES = 3  # consecutive rescans that could not read the lakehouse before the poller stops
 _LIVE_INSPECTORS: "weakref.WeakSet[LakehouseInspector]" = weakref.WeakSet()
-_HOOKED = False
 
 
 #: Events of this kernel's transactions after which the lakehouse looks different to the inspector.
@@ -113,19 +113,6 @@ def nudge_live_inspectors(*_args: Any) -> None:
     for w in list(_LIVE_INSPECTORS):
         w.nudge()
 
-
-def _hook_cells() -> None:
-    global _HOOKED
-    if _HOOKED:
-        return
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - ipywidgets depends on IPython
-        return
-    ip = get_ipython()
-    if ip is not None:
-        ip.events.register("post_execute", nudge_live_inspectors)
-        _HOOKED = True
 
 
 def saved_style(model_id: str) -> str:
@@ -261,7 +248,7 @@ class LakehouseInspector(ipywidgets.VBox):
                                       name=f"lv-inspector-{str(self.model_id)[:8]}")
             self._lv_thread = thread
             _LIVE_INSPECTORS.add(self)
-            _hook_cells()
+            after_each_cell(nudge_live_inspectors)
             watch_transactions()
             thread.start()
             self._show_live()

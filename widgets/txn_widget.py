@@ -19,6 +19,7 @@ import ipywidgets
 
 from lv_core import events as ev
 from widgets.cancel import default_cancel, early_clicks
+from widgets.cellhooks import after_each_cell
 from widgets.live_dag import default_scanner, scan_around
 from widgets.model import TxnView
 from widgets.render import CSS, DETAILS, PARTS, render_html, render_parts, render_text
@@ -27,7 +28,6 @@ log = logging.getLogger(__name__)
 
 _KNOWN: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
 _LIVE: "weakref.WeakSet[TransactionWidget]" = weakref.WeakSet()  # widgets still listening
-_HOOKED = False
 
 
 def remember(txn: Any) -> None:
@@ -65,19 +65,6 @@ def flush_live_widgets(*_args: Any) -> None:
         except Exception:  # never break the user's cell
             log.exception("transaction widget update failed")
 
-
-def _hook_cells() -> None:
-    global _HOOKED
-    if _HOOKED:
-        return
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - ipywidgets depends on IPython
-        return
-    ip = get_ipython()
-    if ip is not None:
-        ip.events.register("post_execute", flush_live_widgets)
-        _HOOKED = True
 
 
 _UNSET: Any = object()
@@ -163,7 +150,7 @@ class TransactionWidget(ipywidgets.VBox):
         early_clicks(self._lv_button, self.cancel)
         remember(txn)
         _LIVE.add(self)
-        _hook_cells()
+        after_each_cell(flush_live_widgets)
         self._lv_unsubscribe = txn.events.subscribe(self._on_event, replay=True)
         self.flush()
 
