@@ -11,23 +11,19 @@ import threading
 from typing import Any
 
 import pytest
-from IPython import get_ipython
-from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
 
 import lv_core
 from lv_core import events as ev
 from lv_magic.state import STATE
+from tests.helpers.ipshell import magic_shell
 
 pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
 def ip() -> Any:
-    shell = start_ipython() or get_ipython()  # the process's one test shell (handed out once)
-    shell.run_line_magic("load_ext", "lv_magic")
-    shell.run_line_magic("config", "LvMagics.widgets = False")
-    return shell
+    return magic_shell(widgets=False)
 
 
 @pytest.fixture

@@ -5,22 +5,18 @@ from __future__ import annotations
 import re
 
 import pytest
-from IPython import get_ipython
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
 
 import lv_core
 from lv_magic.args import ArgError, parse_lvtxn
 from lv_magic.state import STATE
 from tests.helpers.bank import committed_kv, make_kv
+from tests.helpers.ipshell import magic_shell
 
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython() or get_ipython()  # the process's one test shell (handed out once)
-    shell.run_line_magic("load_ext", "lv_magic")
-    shell.run_line_magic("config", "LvMagics.widgets = False")
-    return shell
+    return magic_shell(widgets=False)
 
 
 @pytest.fixture

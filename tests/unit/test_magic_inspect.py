@@ -5,22 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from IPython import get_ipython
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
 
 import lv_core
 from lv_magic.state import STATE
 from tests.helpers.bank import make_kv
+from tests.helpers.ipshell import magic_shell
 
 pytest.importorskip("ipywidgets")
 
 
 @pytest.fixture(scope="module")
 def ip() -> Any:
-    shell = start_ipython() or get_ipython()  # the process's one test shell (handed out once)
-    shell.run_line_magic("load_ext", "lv_magic")
-    return shell
+    return magic_shell()
 
 
 @pytest.fixture
