@@ -18,7 +18,7 @@ from lv_core.delta.snapshot import Snapshot
 from lv_core.delta.table import create_table as _create_table
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import ConfigError, DeltaLogError, LvError, NotFound, TableExists, TableNotFound
-from lv_core.presets import resolve
+from lv_core.presets import Isolation, resolve
 from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.lease import LeaseObserver
 from lv_core.protocol.recovery import RecoveryReport, recover
@@ -256,10 +256,16 @@ class Lakehouse:
         return self.data_plane.autocommit_sql(statement)
 
     # ------------------------------------------------------------------ transactions
-    def begin(self, preset: str = "serializable", features: Any = None, slack: int | None = None,
+    def begin(self, preset: str | Isolation = "serializable", features: Any = None, slack: int | None = None,
               timeout_s: float = 60.0, name: str | None = None, *, retries: int = 5) -> Transaction:
-        """Start a transaction (see ARCHITECTURE.md for presets and features)."""
-        p, feats, s = resolve(preset, features, slack)
+        """Start a transaction (see ARCHITECTURE.md for presets and features). ``preset`` may be one
+        resolved before (:func:`lv_core.presets.resolve`), which carries its features and slack."""
+        if isinstance(preset, Isolation):
+            if features is not None or slack is not None:
+                raise ConfigError("a resolved preset carries its features and slack; give them to resolve()")
+            p, feats, s = preset
+        else:
+            p, feats, s = resolve(preset, features, slack)
         if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
             raise ConfigError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
         if not isinstance(retries, int) or retries < 0:

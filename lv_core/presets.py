@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from lv_core.errors import ConfigError
 
@@ -33,9 +33,22 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+class Isolation(NamedTuple):
+    """A preset resolved with its overrides: what a transaction runs under. A caller that resolved
+    it once (a ``%%lvtxn`` cell, before anything runs) hands it to ``Lakehouse.begin`` as it is."""
+
+    preset: Preset
+    features: frozenset[str]
+    slack: int
+
+
 def resolve(preset: str | None, features: str | Iterable[object] | None = None,
-            slack: int | None = None) -> tuple[Preset, frozenset[str], int]:
-    """Validate a preset name and optional overrides; return (preset, features, slack)."""
+            slack: int | None = None) -> Isolation:
+    """Validate a preset name and optional overrides; return (preset, features, slack).
+
+    Raises:
+        ConfigError: an unknown preset or feature, or a negative slack.
+    """
     if preset is not None and not isinstance(preset, str):
         raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
     name = (preset or "serializable").strip().lower()
@@ -60,4 +73,4 @@ def resolve(preset: str | None, features: str | Iterable[object] | None = None,
     s = p.slack if slack is None else slack
     if not isinstance(s, int) or isinstance(s, bool) or s < 0:
         raise ConfigError(f"slack must be a non-negative integer, not {slack!r}")
-    return p, feats, s
+    return Isolation(p, feats, s)

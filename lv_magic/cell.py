@@ -1,7 +1,8 @@
 """``%%lvtxn``: run a cell (SQL statements, or Python with ``txn`` bound) as one transaction.
 
-A SQL cell is prepared before the transaction begins (variables, parse, bind: :mod:`lv_magic.sqlcell`):
-a cell with an error runs nothing and shows no widget. A leading ``BEGIN [ISOLATION LEVEL p]`` sets
+A SQL cell is prepared before the transaction begins (variables, parse, bind: :mod:`lv_magic.sqlcell`),
+and its preset resolved (with ``--features``/``--slack``), once for the cell and all its re-runs: a
+cell with an error runs nothing and shows no widget. A leading ``BEGIN [ISOLATION LEVEL p]`` sets
 the preset, a trailing ``COMMIT``/``END``/``ROLLBACK`` ends the cell's transaction that way. The
 statements' output is shown once the outcome is known; a transaction that ends without committing
 says why (the failed statement, an interrupt, the abort rule), and its statements show no counts.
@@ -13,13 +14,14 @@ import contextlib
 import html
 import threading
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from IPython.display import HTML, display
 
 from lv_core.engine import progress
-from lv_core.engine.sql_ast import SqlError, Statement
+from lv_core.engine.sql_ast import BoundStatement, SqlError, Statement
 from lv_core.errors import Interrupted, LvError, TransactionAborted
+from lv_core.presets import Isolation, resolve
 from lv_magic.args import LvtxnArgs, parse_lvtxn
 from lv_magic.context import MagicContext
 from lv_magic.display import txn_widget
@@ -27,6 +29,7 @@ from lv_magic.outcome import LiveTranscript, background_commit
 from lv_magic.results import Keep, keep_for, store
 from lv_magic.sqlcell import Lingering, Transcript, prepare, progress_printer, run_statements
 from lv_magic.state import OpenTxn, commit_in_background
+from widgets.model import versions_text
 
 
 @dataclass
@@ -34,7 +37,7 @@ class CellPlan:
     """A prepared SQL cell: its statements, the preset of a leading BEGIN, how a trailing statement
     ends the transaction ("commit", "rollback", or None: the cell's default)."""
 
-    statements: list[Statement]
+    statements: list[BoundStatement]
     preset: Optional[str] = None
     end: Optional[str] = None
 
@@ -63,13 +66,15 @@ def run_lvtxn(ctx: MagicContext, line: str, cell: str) -> None:
     args = parse_lvtxn(line)
     lh = ctx.require()
     plan = None if args.python else plan_cell(ctx, lh, cell)
+    isolation = resolve((plan.preset if plan is not None else None) or args.preset or ctx.default_preset,
+                        args.features, args.slack)
     kept = keep_for(ctx, lh, args, plan.statements if plan is not None else None)  # --out, --chart: checked now
     retries = args.retries if args.retries is not None else ctx.default_retries
     attempt = 0
     while True:
         attempt += 1
         try:
-            return run_cell(ctx, lh, args, cell, plan, kept)
+            return run_cell(ctx, lh, args, cell, isolation, plan, kept)
         except TransactionAborted as e:
             if attempt > retries:
                 raise
@@ -82,18 +87,17 @@ def _first_line(e: BaseException) -> str:
     return text[0] if text else type(e).__name__
 
 
-def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optional[CellPlan] = None,
-             kept: Optional[Keep] = None) -> None:
-    """One attempt: begin (or continue the named open transaction), run the body, commit unless --open."""
+def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, isolation: Isolation,
+             plan: Optional[CellPlan] = None, kept: Optional[Keep] = None) -> None:
+    """One attempt: begin under ``isolation`` (or continue the named open transaction), run the body,
+    commit unless --open."""
     state = ctx.state
     current = state.txns.get(args.name) if args.name is not None else None  # the named transaction, if open
     continuing = current is not None and current.txn.state == "active"
     if current is not None and continuing:
         txn = current.txn
     else:
-        preset = (plan.preset if plan is not None else None) or args.preset or ctx.default_preset
-        txn = lh.begin(preset, features=args.features, slack=args.slack, timeout_s=args.timeout or 60.0,
-                       name=args.name)
+        txn = lh.begin(isolation, timeout_s=args.timeout or 60.0, name=args.name)
         current = state.add(args.name or txn.id, txn) if (args.open or args.name) else None
     widget = txn_widget(ctx, txn, args.quiet)  # the same display path for plain, named and continued cells
     if current is not None and widget is not None:
@@ -148,11 +152,11 @@ def run_cell(ctx: MagicContext, lh: Any, args: LvtxnArgs, cell: str, plan: Optio
         print(f"transaction {label} committed: {written(res.versions, plan.statements)}")
 
 
-def written(versions: dict[str, int], statements: list[Statement]) -> str:
+def written(versions: dict[str, int], statements: Sequence[Statement]) -> str:
     """What a commit wrote, in words: ``kv@4, kv_b@2``, or for a cell of CREATE TABLEs alone
     ``created x, y`` (creating a table writes its first version outside the transaction)."""
     if versions:
-        return ", ".join(f"{t}@{v}" for t, v in versions.items())
+        return versions_text(versions)
     created = [st.spec.name for st in statements if st.kind == "create"]
     if created:
         return "created " + ", ".join(created)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from lv_core.engine.sql import SqlError
-from lv_core.engine.sql_ast import Statement
+from lv_core.engine.sql_ast import BoundStatement, Statement
 from lv_core.engine.sql_txn import check_blocks
 from lv_core.errors import Interrupted, LvError, TransactionAborted
 from lv_magic.args import LvsqlArgs, parse_lvsql
@@ -21,6 +21,7 @@ from lv_magic.outcome import LiveTranscript, background_commit
 from lv_magic.results import keep_for, store
 from lv_magic.sqlcell import Transcript, describe_result, prepare, progress_printer, run_statements
 from lv_magic.state import OpenTxn, commit_in_background
+from widgets.model import versions_text
 
 _NO_TXN = ("create", "show", "describe", "vacuum")
 _AUTOCOMMIT_RETRIES = 3
@@ -93,23 +94,23 @@ def _control(ctx: MagicContext, lh: Any, args: LvsqlArgs, st: Statement, out: Tr
         out.items.append(background_commit(f"COMMIT: {label}", state.names_in(note), fut, state.names_in, show=False))
         return None
     res = fut.result()  # raises TransactionAborted
-    out.say(f"COMMIT: {label} committed ({', '.join(f'{t}@{v}' for t, v in res.versions.items()) or 'read-only'})")
+    out.say(f"COMMIT: {label} committed ({versions_text(res.versions, 'read-only')})")
     return None
 
 
-def _statement(ctx: MagicContext, lh: Any, st: Statement, number: int, out: Transcript,
+def _statement(ctx: MagicContext, lh: Any, st: BoundStatement, number: int, out: Transcript,
                atomic_mark: Optional[int]) -> None:
     ot = _open(ctx)
     if ot is not None:
         _in_open(ctx, lh, ot, st, number, out, atomic_mark)
     elif st.kind in _NO_TXN:
-        describe_result(ctx, st, lh.sql(st.text), out)
+        describe_result(ctx, st, lh.data_plane.run_bound(None, st, number), out)
         out.ran += 1
     else:
         _autocommit(ctx, lh, st, number, out)
 
 
-def _in_open(ctx: MagicContext, lh: Any, ot: OpenTxn, st: Statement, number: int, out: Transcript,
+def _in_open(ctx: MagicContext, lh: Any, ot: OpenTxn, st: BoundStatement, number: int, out: Transcript,
              atomic_mark: Optional[int]) -> None:
     label = ctx.state.label(ot.txn)
     unsubscribe = progress_printer(ot.txn) if ot.widget is None else (lambda: None)
@@ -133,7 +134,7 @@ def _in_open(ctx: MagicContext, lh: Any, ot: OpenTxn, st: Statement, number: int
         unsubscribe()
 
 
-def _autocommit(ctx: MagicContext, lh: Any, st: Statement, number: int, out: Transcript) -> None:
+def _autocommit(ctx: MagicContext, lh: Any, st: BoundStatement, number: int, out: Transcript) -> None:
     """One statement as its own transaction, re-run when its commit aborts (as ``lh.sql`` does)."""
     mark = len(out.items)
     for attempt in range(_AUTOCOMMIT_RETRIES + 1):

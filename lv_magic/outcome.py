@@ -21,6 +21,7 @@ from typing import Any
 from lv_core import events as ev
 from lv_core.errors import TransactionAborted
 from widgets.cellhooks import after_each_cell
+from widgets.model import versions_text
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +104,7 @@ def outcome_line(label: str, fut: Future, names_in: Callable[[str], str] = lambd
     err = fut.exception()
     if err is None:
         res = fut.result()
-        versions = ", ".join(f"{t}@{v}" for t, v in res.versions.items()) or "read-only, nothing written"
-        return "committed", f"{label} committed: {versions}"
+        return "committed", f"{label} committed: {versions_text(res.versions, 'read-only, nothing written')}"
     if isinstance(err, TransactionAborted):
         reason = names_in(err.reason.strip().splitlines()[0] if err.reason.strip() else "")
         if err.rule == "timeout":

@@ -14,7 +14,7 @@ import html
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -22,7 +22,7 @@ from IPython.display import display
 
 from lv_core import events as ev
 from lv_core.engine import progress
-from lv_core.engine.sql_ast import Statement
+from lv_core.engine.sql_ast import BoundStatement, Statement
 from lv_core.engine.sql_check import check_script
 from lv_core.engine.sql_params import bind_params
 from lv_core.engine.sql_parse import parse_script
@@ -40,8 +40,9 @@ def columns_of(lh: Any, table: str) -> dict[str, str]:
     return {f.name: f.type if isinstance(f.type, str) else "" for f in lh.snapshot(table).schema}
 
 
-def prepare(ctx: MagicContext, lh: Any, cell: str) -> list[Statement]:
-    """Variables, parse and bind: the cell's statements, or an LvError before anything ran.
+def prepare(ctx: MagicContext, lh: Any, cell: str) -> list[BoundStatement]:
+    """Variables, parse and bind: the cell's statements, or an LvError before anything ran. This is
+    the cell's one parse and bind: its statements run as they are (:func:`run_statements`).
 
     Raises:
         SqlError, TableNotFound, SchemaError: naming the line, the cause and close names.
@@ -49,9 +50,7 @@ def prepare(ctx: MagicContext, lh: Any, cell: str) -> list[Statement]:
     if not cell.strip():
         raise LvError("the cell has no SQL statement (use --python for Python)")
     text = bind_params(cell, ctx.user_ns if ctx.user_ns is not None else {})
-    statements = parse_script(text)
-    check_script(statements, lh.list_tables(), lambda t: columns_of(lh, t))
-    return statements
+    return check_script(parse_script(text), lh.list_tables(), lambda t: columns_of(lh, t))
 
 
 @dataclass
@@ -105,7 +104,7 @@ def describe_result(ctx: MagicContext, st: Statement, result: Any, out: Transcri
     show_query(ctx, st, title, result, out.items, out.keep)
 
 
-def run_statements(ctx: MagicContext, lh: Any, txn: Any, statements: list[Statement], out: Transcript,
+def run_statements(ctx: MagicContext, lh: Any, txn: Any, statements: Sequence[BoundStatement], out: Transcript,
                    numbers: Optional[list[int]] = None) -> None:
     """Run ``statements`` in ``txn`` in order, numbered 1.. (or ``numbers``) for Progress events,
     recording each one's output in ``out`` (``out.ran`` counts the completed ones). Reading a
@@ -123,12 +122,12 @@ def run_statements(ctx: MagicContext, lh: Any, txn: Any, statements: list[Statem
         out.ran += 1
 
 
-def _one(ctx: MagicContext, lh: Any, txn: Any, st: Statement, number: int, out: Transcript) -> Any:
+def _one(ctx: MagicContext, lh: Any, txn: Any, st: BoundStatement, number: int, out: Transcript) -> Any:
     if st.kind == "create":  # no Spark needed
-        result = txn.sql(st.text)
+        result = lh.data_plane.run_bound(txn, st, number)
     else:
         with progress.statement(lh.spark, txn, number):
-            result = txn.sql(st.text)
+            result = lh.data_plane.run_bound(txn, st, number)
             describe_result(ctx, st, result, out)
             return result
     describe_result(ctx, st, result, out)

@@ -59,6 +59,14 @@ DEFAULT_HELP: Mapping[str, str] = {
 }
 
 
+def versions_text(versions: Mapping[str, int] | Iterable[tuple[str, int]], empty: str = "") -> str:
+    """Tables at versions, the one way they are written (``kv@4, kv_b@2``), in the order given (pass
+    ``sorted(d.items())`` for name order); ``empty`` when there are none: each place says what no
+    version means there ("read-only", "nothing written", "-")."""
+    pairs = versions.items() if isinstance(versions, Mapping) else versions
+    return ", ".join(f"{t}@{v}" for t, v in pairs) or empty
+
+
 def split_help(reason: str) -> tuple[str, str]:
     """Split an abort reason into (what happened, what to do) at its "Help:" sentence."""
     head, sep, tail = reason.partition("Help:")
@@ -478,7 +486,7 @@ class TxnView:
             if row.state in ("placed", "shifted", "waiting", "read"):
                 row.state, row.since, row.waiting_on = ("freed" if row.version is not None else "read"), e.ts, None
         self._close_edges()
-        what = ", ".join(f"{t}@{v}" for t, v in sorted(e.versions.items())) or "nothing written"
+        what = versions_text(sorted(e.versions.items()), "nothing written")
         redo = f", {e.redo_count} redo{'s' if e.redo_count != 1 else ''}" if e.redo_count else ""
         self._note(e, f"committed: {what}{redo}, {e.elapsed_s:.2f} s", "ok")
 

@@ -11,7 +11,7 @@ import time
 from typing import Callable
 
 from widgets.dag_svg import txn_dag_html
-from widgets.model import STATE_COLOURS, MarkerRow, TableValidation, TxnView, short_id
+from widgets.model import STATE_COLOURS, MarkerRow, TableValidation, TxnView, short_id, versions_text
 from widgets.summary import named, progress_html, progress_text, summary_html, table_versions, why_html, why_text
 
 #: Parts of the widget: the status line and the progress line are always shown; the rest (``DETAILS``)
@@ -266,7 +266,7 @@ def result_html(view: TxnView) -> str:
                "committing": "committing", "validating": "validating"}.get(st, "open: not committed yet")
         return f'<div class="lv-result-inner lv-muted" data-outcome="running">Result: {esc(msg)}</div>'
     if res.outcome == "committed":
-        what = ", ".join(f"{t}@{v}" for t, v in sorted(res.versions.items())) or "nothing written (read-only)"
+        what = versions_text(sorted(res.versions.items()), "nothing written (read-only)")
         redo = f" · {res.redo_count} redo{'s' if res.redo_count != 1 else ''}" if res.redo_count else ""
         return (f'<div class="lv-result-inner lv-result-committed" data-outcome="committed">'
                 f"Committed: {esc(what)}{esc(redo)} · {esc(fmt_s(view.elapsed()))}</div>")
@@ -347,7 +347,7 @@ def render_text(view: TxnView, now: float | None = None) -> str:
     if res is None:
         out.append(f"  result: {view.state}")
     elif res.outcome == "committed":
-        what = ", ".join(f"{t}@{v}" for t, v in sorted(res.versions.items())) or "nothing written"
+        what = versions_text(sorted(res.versions.items()), "nothing written")
         out.append(f"  result: committed {what}" + (f", {res.redo_count} redo(s)" if res.redo_count else ""))
     else:
         outcome = "outcome unknown" if res.outcome == "unknown" else "aborted"

@@ -6,7 +6,7 @@ import time
 
 from widgets.dag_svg import GEdge, GNode, graph_html
 from widgets.lakehouse_scan import LakehouseScan
-from widgets.model import short_id
+from widgets.model import short_id, versions_text
 from widgets.render import CSS, esc, fmt_s
 
 INSPECTOR_PARTS: tuple[str, ...] = ("summary", "tables", "live-markers", "global-dag", "gvl", "stuck")
@@ -131,11 +131,11 @@ def gvl_html(scan: LakehouseScan | None, names: dict[str, str] | None = None) ->
                else f"unreadable: {g.error}")
         return head + f'<div class="lv-gvl-none lv-muted" data-status="{esc(g.status)}">{esc(msg)}</div>'
     names = _names(scan, names)
-    tables = ", ".join(f"{t}@{v}" for t, v in sorted(g.tables.items())) or "no tables"
+    tables = versions_text(sorted(g.tables.items()), "no tables")
     rows = "".join(
         f'<tr class="lv-gvl-row" data-version="{h["version"]}"><td>{h["version"]}</td>'
         f'<td>{txn_ref(h["txn"], names)}</td><td>{esc(_ago(h["ts"], scan.at))}</td>'
-        f'<td>{esc(", ".join(f"{t}@{v}" for t, v in sorted(h["tables"].items())))}</td></tr>'
+        f'<td>{esc(versions_text(sorted(h["tables"].items())))}</td></tr>'
         for h in g.history)
     hist = ('<table class="lv-gvl-table"><thead><tr><th>version</th><th>by</th><th>published</th><th>tables</th>'
             f"</tr></thead><tbody>{rows}</tbody></table>" if rows else "")
@@ -154,7 +154,7 @@ def stuck_html(scan: LakehouseScan | None, names: dict[str, str] | None = None) 
     rows = "".join(
         f'<tr class="lv-stuck-row" data-txn="{esc(s.txn)}" data-decided="{str(s.decided).lower()}">'
         f"<td>{txn_ref(s.txn, names)}</td>"
-        f"<td>{esc(', '.join(f'{t}@{v}' for t, v in s.markers) or '–')}</td>"
+        f"<td>{esc(versions_text(s.markers, '–'))}</td>"
         f"<td>{esc('–' if s.expired_for_s is None else fmt_s(s.expired_for_s))}</td><td>{esc(s.why)}</td></tr>"
         for s in scan.stuck)
     return (head + f'<table class="lv-stuck-table" data-stuck="{len(scan.stuck)}"><thead><tr><th>transaction</th>'

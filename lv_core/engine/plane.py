@@ -20,7 +20,8 @@ from lv_core.engine import spark_ops as ops
 from lv_core.engine.session import get_spark, local_server, warm_up
 from lv_core.engine.spark_conf import apply_runtime, normalize
 from lv_core.engine.spark_io import DATA_PATHS, SparkEngine
-from lv_core.engine.sql import SqlSession, autocommit_sql, txn_sql
+from lv_core.engine.sql import SqlSession, autocommit_sql, run_bound, txn_sql
+from lv_core.engine.sql_ast import BoundStatement
 from lv_core.errors import ConfigError, SchemaError
 from lv_core.txn.ports import LakehousePort, TransactionPort
 
@@ -140,6 +141,11 @@ class SparkDataPlane:
 
     def autocommit_sql(self, statement: str) -> Any:
         return autocommit_sql(self.lh, self.engine, statement, session=self._session)
+
+    def run_bound(self, txn: Optional[TransactionPort], st: BoundStatement, number: int = 1) -> Any:
+        """Run a statement parsed and bound before (a notebook cell's), in ``txn`` (see
+        :func:`lv_core.engine.sql.run_bound`)."""
+        return run_bound(self.lh, self.engine, txn, st, number)
 
     def interrupt(self, txn: TransactionPort) -> None:
         """Interrupt ``txn``'s running Spark operation (see :mod:`lv_core.engine.progress`)."""

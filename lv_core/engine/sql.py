@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 from lv_core.engine import progress
 from lv_core.engine.spark_io import SparkEngine
 from lv_core.engine.spark_schema import spark_schema
-from lv_core.engine.sql_ast import SUPPORTED, SqlError, Statement, UnsupportedStatement
+from lv_core.engine.sql_ast import SUPPORTED, BoundStatement, SqlError, Statement, UnsupportedStatement
 from lv_core.engine.sql_bind import Renderer
 from lv_core.engine.sql_maint import optimize_op, vacuum_sql
 from lv_core.engine.sql_merge import merge_op
@@ -63,7 +63,8 @@ from lv_core.txn.ports import LakehousePort, TransactionPort
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["SUPPORTED", "SqlError", "SqlSession", "UnsupportedStatement", "autocommit_sql", "resolve_tables", "txn_sql"]
+__all__ = ["SUPPORTED", "SqlError", "SqlSession", "UnsupportedStatement", "autocommit_sql", "resolve_tables",
+           "run_bound", "txn_sql"]
 
 #: Gives the engine (starting Spark on first use: DDL never needs it).
 EngineFn = Callable[[], SparkEngine]
@@ -84,6 +85,16 @@ def txn_sql(lh: LakehousePort, engine: EngineFn, txn: TransactionPort, statement
     for number, st in enumerate(statements, 1):
         result = _run(lh, engine, txn, st, number)
     return result
+
+
+def run_bound(lh: LakehousePort, engine: EngineFn, txn: Optional[TransactionPort], st: BoundStatement,
+              number: int = 1) -> Optional["DataFrame"]:
+    """Run one statement that was parsed and bound before anything ran (a notebook cell's), as
+    ``txn.sql`` runs it, without parsing it or looking its tables up again. ``txn`` None: a
+    statement that needs no transaction (CREATE TABLE, SHOW, DESCRIBE, VACUUM, a SELECT of no table)."""
+    if txn is not None:
+        txn.ensure_active()
+    return _run(lh, engine, txn, st, number)
 
 
 class SqlSession:
@@ -187,6 +198,13 @@ def resolve_tables(lh: LakehousePort, written: tuple[str, ...]) -> dict[str, str
     return out
 
 
+def _names(lh: LakehousePort, st: Statement, written: tuple[str, ...]) -> dict[str, str]:
+    """The lakehouse's names of the tables ``st`` writes as ``written``: bound already, or looked up now."""
+    if isinstance(st, BoundStatement):
+        return {w: st.names[w] for w in written}
+    return resolve_tables(lh, written)
+
+
 def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort], st: Statement,
          number: int = 1) -> Optional["DataFrame"]:
     if st.kind == "create":
@@ -198,9 +216,9 @@ def _run(lh: LakehousePort, engine_fn: EngineFn, txn: Optional[TransactionPort],
         shown = [t for t in lh.list_tables() if show_matches(st.spec.pattern, t)]
         return engine_fn().spark.createDataFrame([(n,) for n in shown], "tableName string")
     if st.kind == "describe":
-        return _describe(lh, engine_fn, resolve_tables(lh, (st.spec.name,))[st.spec.name])
+        return _describe(lh, engine_fn, _names(lh, st, (st.spec.name,))[st.spec.name])
     if st.kind == "vacuum":
-        name = resolve_tables(lh, (st.spec.name,))[st.spec.name]
+        name = _names(lh, st, (st.spec.name,))[st.spec.name]
         return vacuum_sql(lh, engine_fn().spark, name, st.spec.retain_hours, st.spec.dry_run)
     if txn is not None:
         txn.ensure_active()
@@ -220,7 +238,7 @@ def _no_tables(engine: SparkEngine, st: Statement) -> "DataFrame":
 def _run_in(lh: LakehousePort, engine: SparkEngine, txn: TransactionPort, st: Statement) -> Optional["DataFrame"]:
     if st.kind == "select" and not st.sources:
         return _no_tables(engine, st)
-    names = resolve_tables(lh, st.tables)
+    names = _names(lh, st, st.tables)
     if st.kind == "select":
         return txn.execute(select_op(engine, st, names)).df
     if st.kind == "insert":
@@ -231,7 +249,7 @@ def _run_in(lh: LakehousePort, engine: SparkEngine, txn: TransactionPort, st: St
     if st.kind == "merge":
         return _counts(engine.spark, txn.execute(merge_op(engine, st, names)))
     if st.kind == "optimize":
-        name = resolve_tables(lh, (st.spec.name,))[st.spec.name]
+        name = _names(lh, st, (st.spec.name,))[st.spec.name]
         removed, added = txn.execute(optimize_op(engine, name))
         return _counts(engine.spark, {"numFilesRemoved": removed, "numFilesAdded": added})
     raise UnsupportedStatement(f"{st.kind} is not supported; supported: {SUPPORTED}")  # pragma: no cover

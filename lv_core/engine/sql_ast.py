@@ -3,14 +3,14 @@ the rules for what counts as a lakehouse table reference (:func:`source_refs`)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping, Optional, Sequence
 
 from lv_core.errors import ConfigError
 
-__all__ = ["SUPPORTED", "CreateSpec", "DeleteSpec", "DescribeSpec", "InsertSpec", "MergeClause", "MergeSpec",
-           "OptimizeSpec", "ShowSpec", "SqlError", "Statement", "UnsupportedStatement", "UpdateSpec", "VacuumSpec",
-           "check_plain", "source_refs", "unsupported"]
+__all__ = ["SUPPORTED", "BoundStatement", "CreateSpec", "DeleteSpec", "DescribeSpec", "InsertSpec", "MergeClause",
+           "MergeSpec", "OptimizeSpec", "ShowSpec", "SqlError", "Statement", "UnsupportedStatement", "UpdateSpec",
+           "VacuumSpec", "check_plain", "source_refs", "unsupported"]
 
 SUPPORTED = ("SELECT (joins, subqueries, CTEs, aggregates), INSERT INTO ... VALUES | SELECT, "
              "UPDATE ... SET ... [WHERE], DELETE FROM ... [WHERE], MERGE INTO ... USING ... ON ... "
@@ -146,6 +146,20 @@ class Statement:
             if s not in out:
                 out.append(s)
         return tuple(out)
+
+
+@dataclass
+class BoundStatement(Statement):
+    """A statement bound to the lakehouse before anything ran (:func:`lv_core.engine.sql_check.check_script`):
+    ``names`` maps every table it names, as written, to the lakehouse's name. Running it neither
+    parses nor looks its tables up again.
+    """
+
+    names: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, st: Statement, names: Mapping[str, str]) -> "BoundStatement":
+        return cls(**{f.name: getattr(st, f.name) for f in fields(Statement)}, names=dict(names))
 
 # ---------------------------------------------------------------------------------------- table references
 

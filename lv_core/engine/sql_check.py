@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
-from lv_core.engine.sql_ast import Statement
+from lv_core.engine.sql_ast import BoundStatement, Statement
 from lv_core.engine.sql_hints import did_you_mean
 from lv_core.errors import SchemaError, TableNotFound
 
@@ -24,33 +24,56 @@ Columns = Callable[[str], Mapping[str, str]]
 _NUMERIC = ("byte", "short", "integer", "long", "float", "double", "decimal")
 
 
-def check_script(statements: Sequence[Statement], tables: Sequence[str], columns: Columns) -> None:
+def check_script(statements: Sequence[Statement], tables: Sequence[str], columns: Columns) -> list[BoundStatement]:
     """Check every statement of a script against the lakehouse's tables, in order (a table created
-    by an earlier CREATE TABLE of the script counts as existing; its columns are not checked).
+    by an earlier CREATE TABLE of the script counts as existing; its columns are not checked), and
+    bind its table names: as written -> the lakehouse's name (the exact name, else the one name that
+    differs only in case). Running the bound statements looks none of them up again.
 
     Raises:
-        TableNotFound: a table that does not exist (with the close names).
+        TableNotFound: a table that does not exist (with the close names), or a name that only
+            differs in case from several tables.
         SchemaError: an unknown column, or a string literal stored into a numeric column.
     """
-    known = {t.lower(): t for t in tables}
+    known: dict[str, list[str]] = {}  # lower-case name -> the tables of that name
+    for t in tables:
+        known.setdefault(t.lower(), []).append(t)
     created: set[str] = set()
+    out: list[BoundStatement] = []
     for st in statements:
         if st.kind == "create":
             created.add(st.spec.name.lower())
-            known.setdefault(st.spec.name.lower(), st.spec.name)
+            same = known.setdefault(st.spec.name.lower(), [])
+            if st.spec.name not in same:
+                same.append(st.spec.name)
+            out.append(BoundStatement.of(st, {}))
             continue
         names = list(st.tables)
         if st.kind in ("describe", "optimize", "vacuum"):
             names = [st.spec.name]
-        for n in names:
-            if n.lower() not in known:
-                have = f" (tables: {', '.join(sorted(known.values()))})" if known else " (the lakehouse has no tables)"
-                raise TableNotFound(f"line {st.line}: table {n!r} does not exist{did_you_mean(n, known.values())}"
-                                    f"{'' if did_you_mean(n, known.values()) else have}")
+        bound = {n: _bind(st, n, known) for n in names}
+        out.append(BoundStatement.of(st, bound))
         if st.tree is None or any(n.lower() in created for n in names):
             continue
-        cols = {n.lower(): {c.lower(): (c, t) for c, t in columns(known[n.lower()]).items()} for n in names}
+        cols = {n.lower(): {c.lower(): (c, t) for c, t in columns(bound[n]).items()} for n in names}
         _check_columns(st, cols)
+    return out
+
+
+def _bind(st: Statement, name: str, known: Mapping[str, list[str]]) -> str:
+    """The lakehouse's name of table ``name`` as ``st`` writes it."""
+    same = known.get(name.lower(), [])
+    if name in same:
+        return name
+    if len(same) == 1:
+        return same[0]
+    if same:
+        raise TableNotFound(f"line {st.line}: table {name!r} does not exist; tables {', '.join(sorted(same))} differ "
+                            "from it only in case: write the exact name")
+    every = [t for ts in known.values() for t in ts]
+    near = did_you_mean(name, every)
+    have = f" (tables: {', '.join(sorted(every))})" if every else " (the lakehouse has no tables)"
+    raise TableNotFound(f"line {st.line}: table {name!r} does not exist{near}{'' if near else have}")
 
 
 def _unknown(st: Statement, table: str, col: str, have: Mapping[str, tuple[str, str]]) -> SchemaError:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 from lv_core.engine.sql_ast import SqlError, Statement
 from lv_core.presets import PRESETS
@@ -71,7 +71,7 @@ def split_atomic(text: str) -> Optional[tuple[str, str]]:
     return text[:m.end()], text[m.end():]
 
 
-def check_blocks(statements: list[Statement]) -> None:
+def check_blocks(statements: Sequence[Statement]) -> None:
     """Every ``BEGIN ATOMIC`` has its ``END`` in the same script, blocks do not nest, and no
     ``END`` stands alone.
 

@@ -12,6 +12,7 @@ from lv_core.errors import LvError
 from lv_magic.context import MagicContext
 from lv_magic.display import html_table
 from lv_magic.state import KernelState, OpenTxn
+from widgets.model import versions_text
 
 ENDED_SHOWN = 10  # ended transactions `%lv status` lists (the most recent)
 LOG_KINDS = {"marker": "MARKER (pending)", "freed": "freed marker (empty)"}
@@ -110,7 +111,7 @@ def status(ctx: MagicContext, rest: list[str]) -> None:
         st = status_of(ot, ctx.state)
         if ot.txn.state in ("active", "committing") or (ot.future is not None and not ot.future.done()):
             open_rows.append([name, ot.txn.preset, st,
-                              ", ".join(f"{t}@{v}" for t, v in ot.txn.marker_versions().items()) or "-"])
+                              versions_text(ot.txn.marker_versions(), "-")])
         else:
             ended_rows.append([name, ot.txn.preset, ended_as(ot, ctx.state)])
     if not open_rows and not ended_rows:
@@ -131,7 +132,7 @@ def ended_as(ot: OpenTxn, state: KernelState) -> str:
     """How an ended transaction ended, in words (its final event)."""
     for e in reversed(ot.txn.events.history):
         if e.kind == "Committed":
-            return "committed: " + (", ".join(f"{t}@{v}" for t, v in e.versions.items()) or "read-only")
+            return "committed: " + versions_text(e.versions, "read-only")
         if e.kind == "Aborted":
             return "rolled back" if e.rule in ("rollback", "error", "interrupt") else \
                 f"aborted ({e.rule}): {state.names_in(e.reason.splitlines()[0] if e.reason else '')}"

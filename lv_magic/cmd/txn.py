@@ -14,6 +14,7 @@ from lv_magic.context import MagicContext
 from lv_magic.display import txn_widget
 from lv_magic.outcome import background_commit, outcome_line
 from lv_magic.state import commit_in_background
+from widgets.model import versions_text
 
 
 def begin(ctx: MagicContext, rest: list[str]) -> None:
@@ -41,7 +42,7 @@ def commit(ctx: MagicContext, rest: list[str]) -> None:
     except BaseException:
         settle(ctx, ot.txn.id)
         raise
-    print(f"{rest[0]} committed: " + (", ".join(f"{t}@{v}" for t, v in res.versions.items()) or "read-only"))
+    print(f"{rest[0]} committed: {versions_text(res.versions, 'read-only')}")
     settle(ctx, ot.txn.id)
 
 

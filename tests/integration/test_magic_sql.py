@@ -124,6 +124,26 @@ def test_statements_say_one_line_each_and_results_show_counts(ip: Any, lh: Any, 
     assert rows(lh, "acct")[0][1] == 90.0
 
 
+def test_a_cell_is_parsed_bound_and_resolved_once(ip: Any, lh: Any, capsys: Any, monkeypatch: Any) -> None:
+    from lv_core import presets
+    from lv_core.engine import sql, sql_check, sql_parse
+    from tests.helpers.spy import count_calls
+
+    parse, bind = count_calls(monkeypatch, sql_parse.parse_statement), count_calls(monkeypatch, sql_check.check_script)
+    lookup, resolve = count_calls(monkeypatch, sql.resolve_tables), count_calls(monkeypatch, presets.resolve)
+    err, out = run(ip, "lvtxn snapshot", "UPDATE ACCT SET balance = balance - 10 WHERE id = 1;\n"
+                   "INSERT INTO Acct_B VALUES (2, 10.0);\nSELECT id, balance FROM acct ORDER BY id;\nDESCRIBE acct_B",
+                   capsys)
+    assert err is None, out
+    lines = out.splitlines()
+    assert "UPDATE ACCT: 1 row" in lines and "INSERT INTO Acct_B: 1 row" in lines  # as written, bound to acct
+    assert rows(lh, "acct")[0][1] == 90.0 and rows(lh, "acct_b")[-1] == (2, 10.0)
+    assert (len(parse), len(bind), lookup, resolve) == (4, 1, [], [("snapshot", None, None)])
+    err, out = run(ip, "lvsql", "DESCRIBE Acct;\nUPDATE acct SET balance = 1 WHERE id = 2", capsys)
+    assert err is None and "UPDATE acct: 1 row" in out, out
+    assert (len(parse), len(bind), lookup) == (6, 2, [])
+
+
 def test_runtime_failure_rolls_back_and_says_why(ip: Any, lh: Any, capsys: Any) -> None:
     before = versions(lh)
     began = recording(lh)

@@ -115,3 +115,16 @@ def test_lh_sql_transaction_control_without_spark(tmp_path: object) -> None:
         lh.sql("BEGIN")
     lh.sql("ROLLBACK")
     assert lh.list_tables() == []
+
+
+def test_binding_names_every_table_as_the_lakehouse_spells_it() -> None:
+    tables = {**TABLES, "Ledger": {"id": "long"}, "kv": {"id": "long"}, "KV": {"id": "long"}}
+    sts = check_script(parse_script("SELECT a.id FROM ACCT a JOIN acct_b USING (id);\nDESCRIBE ledger;\n"
+                                    "UPDATE kv SET id = 1;\nCREATE TABLE Fresh (x INT);\nINSERT INTO fresh VALUES (1)"),
+                       list(tables), lambda t: tables[t])
+    assert [st.names for st in sts] == [{"ACCT": "acct", "acct_b": "acct_b"}, {"ledger": "Ledger"}, {"kv": "kv"}, {},
+                                        {"fresh": "Fresh"}]
+    assert [st.kind for st in sts] == ["select", "describe", "update", "create", "insert"]  # still the statements
+    with pytest.raises(TableNotFound, match=r"line 1: table 'Kv' does not exist; tables KV, kv differ from it only "
+                                            "in case"):
+        check_script(parse_script("SELECT * FROM Kv"), list(tables), lambda t: tables[t])

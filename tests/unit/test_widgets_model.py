@@ -9,7 +9,7 @@ import pytest
 import lv_core
 from lv_core import events as ev
 from tests.helpers.bank import add_kv, make_kv
-from widgets.model import DEFAULT_HELP, TIMELINE_KEEP, fold, short_id, split_help
+from widgets.model import DEFAULT_HELP, TIMELINE_KEEP, fold, short_id, split_help, versions_text
 
 A = "20250101T000000-aaaaaaaaaaaaaaaa"
 B = "20250101T000000-bbbbbbbbbbbbbbbb"
@@ -298,3 +298,9 @@ def test_recorded_background_wait_then_commit(lh):
     view = fold(t2.events.history, names={t1.id: "T1"}, engine_state=t2.state)
     assert view.state == "committed" and view.result.versions == res.versions == {"bank_x": v1 + 1}
     assert view.result.redo_count == 1 and view.dag.edges[0].outcome == "committed"
+
+
+def test_versions_text_keeps_the_given_order_and_says_what_none_means() -> None:
+    assert versions_text({"kv_b": 2, "kv": 4}) == "kv_b@2, kv@4"
+    assert versions_text(sorted({"kv_b": 2, "kv": 4}.items()), "nothing written") == "kv@4, kv_b@2"
+    assert versions_text([], "–") == "–" and versions_text({}) == ""
