@@ -159,7 +159,9 @@ class BoundStatement(Statement):
 
     @classmethod
     def of(cls, st: Statement, names: Mapping[str, str]) -> "BoundStatement":
+        """``st`` with its tables bound to ``names``."""
         return cls(**{f.name: getattr(st, f.name) for f in fields(Statement)}, names=dict(names))
+
 
 # ---------------------------------------------------------------------------------------- table references
 
