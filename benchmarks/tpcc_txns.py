@@ -50,7 +50,8 @@ PER_ROW = {"warehouse", "district", "customer", "stock"}
 INITIAL_PAYMENT = 1000  # cents: every customer starts with one 10.00 payment in HISTORY
 
 
-def _cols(rows: list[dict[str, Any]], table: str) -> pa.Table:
+def rows_table(rows: list[dict[str, Any]], table: str) -> pa.Table:
+    """Rows (column -> value dicts) of ``table`` as an Arrow table of its schema's columns."""
     names = [c.split()[0] for c in DDL[table].split(", ")]
     return pa.table({n: pa.array([r[n] for r in rows], pa.int64() if "credit" not in n else pa.string())
                      for n in names})
@@ -65,10 +66,11 @@ def population(customers: int, items: int, seed: int) -> dict[str, list[pa.Table
     rng = random.Random(f"{seed}/tpcc/load")
     t0 = now_ms()
     out: dict[str, list[pa.Table]] = {t: [] for t in DDL}
-    out["warehouse"].append(_cols([{"w_id": W, "w_tax": rng.randint(0, 2000),
+    out["warehouse"].append(rows_table([{"w_id": W, "w_tax": rng.randint(0, 2000),
                                     "w_ytd": DISTRICTS * customers * INITIAL_PAYMENT}], "warehouse"))
-    out["item"].append(_cols([{"i_id": i, "i_price": rng.randint(100, 10000)} for i in range(1, items + 1)], "item"))
-    out["stock"].append(_cols([{"s_i_id": i, "s_w_id": W, "s_quantity": rng.randint(10, 100), "s_ytd": 0,
+    out["item"].append(rows_table([{"i_id": i, "i_price": rng.randint(100, 10000)} for i in range(1, items + 1)],
+                                  "item"))
+    out["stock"].append(rows_table([{"s_i_id": i, "s_w_id": W, "s_quantity": rng.randint(10, 100), "s_ytd": 0,
                                 "s_order_cnt": 0, "s_remote_cnt": 0} for i in range(1, items + 1)], "stock"))
     districts, custs = [], []
     undelivered_from = customers - (customers * 3) // 10 + 1
@@ -79,7 +81,7 @@ def population(customers: int, items: int, seed: int) -> dict[str, list[pa.Table
                    "c_credit": "BC" if rng.random() < 0.1 else "GC", "c_balance": -INITIAL_PAYMENT,
                    "c_ytd_payment": INITIAL_PAYMENT, "c_payment_cnt": 1, "c_delivery_cnt": 0}
                   for c in range(1, customers + 1)]
-        out["history"].append(_cols([{"h_c_id": c, "h_c_d_id": d, "h_c_w_id": W, "h_d_id": d, "h_w_id": W,
+        out["history"].append(rows_table([{"h_c_id": c, "h_c_d_id": d, "h_c_w_id": W, "h_d_id": d, "h_w_id": W,
                                       "h_date": t0, "h_amount": INITIAL_PAYMENT} for c in range(1, customers + 1)],
                                     "history"))
         order_c = list(range(1, customers + 1))
@@ -94,12 +96,12 @@ def population(customers: int, items: int, seed: int) -> dict[str, list[pa.Table
             lines += [{"ol_o_id": o, "ol_d_id": d, "ol_w_id": W, "ol_number": k, "ol_i_id": rng.randint(1, items),
                        "ol_supply_w_id": W, "ol_delivery_d": t0 if delivered else None, "ol_quantity": 5,
                        "ol_amount": 0 if delivered else rng.randint(1, 999999)} for k in range(1, n + 1)]
-        out["orders"].append(_cols(orders, "orders"))
-        out["order_line"].append(_cols(lines, "order_line"))
-        out["new_order"].append(_cols([{"no_o_id": o, "no_d_id": d, "no_w_id": W}
+        out["orders"].append(rows_table(orders, "orders"))
+        out["order_line"].append(rows_table(lines, "order_line"))
+        out["new_order"].append(rows_table([{"no_o_id": o, "no_d_id": d, "no_w_id": W}
                                        for o in range(undelivered_from, customers + 1)], "new_order"))
-    out["district"].append(_cols(districts, "district"))
-    out["customer"].append(_cols(custs, "customer"))
+    out["district"].append(rows_table(districts, "district"))
+    out["customer"].append(rows_table(custs, "customer"))
     return out
 
 
@@ -133,9 +135,9 @@ def new_order(txn: Any, rng: random.Random, customers: int, items: int) -> None:
     txn.execute(update("district", {"d_id": d}, set_columns({"d_next_o_id": o_id + 1}), f"d_next_o_id = {o_id + 1}"))
     _one(txn.execute(select("customer", {"c_d_id": d, "c_id": c})), "customer")
     t = now_ms()
-    txn.execute(insert("orders", _cols([{"o_id": o_id, "o_d_id": d, "o_w_id": W, "o_c_id": c, "o_entry_d": t,
+    txn.execute(insert("orders", rows_table([{"o_id": o_id, "o_d_id": d, "o_w_id": W, "o_c_id": c, "o_entry_d": t,
                                          "o_carrier_id": None, "o_ol_cnt": len(ids), "o_all_local": 1}], "orders")))
-    txn.execute(insert("new_order", _cols([{"no_o_id": o_id, "no_d_id": d, "no_w_id": W}], "new_order")))
+    txn.execute(insert("new_order", rows_table([{"no_o_id": o_id, "no_d_id": d, "no_w_id": W}], "new_order")))
     key = frozenset(ids)
     price = dict(zip(*txn.execute(select("item", {"i_id": key})).select(["i_id", "i_price"]).to_pydict().values(),
                      strict=True))
@@ -147,7 +149,7 @@ def new_order(txn: Any, rng: random.Random, customers: int, items: int) -> None:
         new["s_ytd"][i] = s["s_ytd"] + q
         new["s_order_cnt"][i] = s["s_order_cnt"] + 1
     txn.execute(update("stock", {"s_i_id": key}, set_by_key("s_i_id", new), "s_quantity = :s_quantity, ..."))
-    txn.execute(insert("order_line", _cols([
+    txn.execute(insert("order_line", rows_table([
         {"ol_o_id": o_id, "ol_d_id": d, "ol_w_id": W, "ol_number": n, "ol_i_id": i, "ol_supply_w_id": W,
          "ol_delivery_d": None, "ol_quantity": qty[i], "ol_amount": qty[i] * price[i]}
         for n, i in enumerate(ids, start=1)], "order_line")))
@@ -168,7 +170,7 @@ def payment(txn: Any, rng: random.Random, customers: int, items: int) -> None:
             "c_payment_cnt": cust["c_payment_cnt"] + 1}
     txn.execute(update("customer", {"c_d_id": d, "c_id": c}, set_columns(vals),
                        ", ".join(f"{k} = {v}" for k, v in vals.items())))
-    txn.execute(insert("history", _cols([{"h_c_id": c, "h_c_d_id": d, "h_c_w_id": W, "h_d_id": d, "h_w_id": W,
+    txn.execute(insert("history", rows_table([{"h_c_id": c, "h_c_d_id": d, "h_c_w_id": W, "h_d_id": d, "h_w_id": W,
                                           "h_date": now_ms(), "h_amount": amount}], "history")))
 
 
