@@ -80,6 +80,7 @@ def client_run(args: dict[str, Any], ready: Callable[[], float]) -> dict[str, An
     per: dict[str, Counter[str]] = {t: Counter() for t in TYPES}
     rules: Counter[str] = Counter()
     lat: dict[str, list[float]] = {t: [] for t in TYPES}
+    samples: dict[str, list[str]] = {}
     while time.monotonic() < deadline:
         kind = choose(rng)
         t0 = time.monotonic()
@@ -92,6 +93,8 @@ def client_run(args: dict[str, Any], ready: Callable[[], float]) -> dict[str, An
         except TransactionAborted as e:
             per[kind]["aborted"] += 1
             rules[e.rule] += 1
+            if len(samples.setdefault(e.rule, [])) < 2:  # why, for the report (first two per rule)
+                samples[e.rule].append(f"{kind}: {e.reason[:300]}")
             if txn.book.autocommitted or txn.book.published:  # some of its tables committed regardless
                 per[kind]["partial"] += 1
         except (LvError, LookupError) as e:  # a timeout, or a row a broken database lost or doubled
@@ -107,7 +110,7 @@ def client_run(args: dict[str, Any], ready: Callable[[], float]) -> dict[str, An
     counts = store.counts()
     lh.close()
     return {"client": args["client"], "per_type": {k: dict(v) for k, v in per.items()}, "rules": dict(rules),
-            "lat": lat, "t_start": t_start, "t_end": t_end, "requests": counts}
+            "abort_samples": samples, "lat": lat, "t_start": t_start, "t_end": t_end, "requests": counts}
 
 
 # --------------------------------------------------------------------------------- orchestration
@@ -125,8 +128,11 @@ def summarize(cfg: dict[str, Any], clients: list[dict[str, Any]], conditions: di
         per[t] = {k: c.get(k, 0) for k in ("committed", "aborted", "partial", "error")}
     rules: Counter[str] = Counter()
     requests: dict[str, int] = {}
+    samples: dict[str, list[str]] = {}
     for cl in clients:
         rules.update(cl["rules"])
+        for rule, why in cl.get("abort_samples", {}).items():
+            samples[rule] = (samples.get(rule, []) + why)[:3]
         requests = add_counts(requests, cl["requests"])
     elapsed = max(c["t_end"] for c in clients) - min(c["t_start"] for c in clients)
     committed = sum(p["committed"] for p in per.values())
@@ -138,7 +144,7 @@ def summarize(cfg: dict[str, Any], clients: list[dict[str, Any]], conditions: di
             "abort_rate": round(1 - committed / attempted, 4) if attempted else 0.0,
             "throughput_txn_s": round(committed / elapsed, 3) if elapsed > 0 else None,
             "tpmC": round(per["new_order"]["committed"] * 60 / elapsed, 1) if elapsed > 0 else None,
-            "per_type": per, "rules": dict(rules),
+            "per_type": per, "rules": dict(rules), "abort_samples": samples,
             "latency_ms": {t: {"p50": ms(percentile(v, 50)), "mean": ms(mean(v)), "n": len(v)}
                            for t, v in lat.items()},
             "requests": requests,

@@ -114,7 +114,14 @@ def section(data: dict[str, Any] | None, rel: str) -> list[str]:
          "so an abort after one table was published leaves it (conditions 1, 4, 6 and 8: a Payment's warehouse "
          "update without its history row, a New-Order's order without its lines). Throughput is CPU-bound here "
          "(16 client processes on 2 cores shared with other work; runs of one system are minutes apart, so "
-         "sequential throughputs differ by the machine's load as much as by the system).", "",
+         "sequential throughputs differ by the machine's load as much as by the system). Under LV[CT] and "
+         "serializable most aborts are deadlocks (\"gave up after 8 marker shifts (cycle)\"): markers order "
+         "transactions per table, from the first access, "
+         "and New-Order, Payment and Delivery all touch several of the same small tables (WAREHOUSE, DISTRICT, "
+         "CUSTOMER, NEW-ORDER, ORDERS) in different interleavings, so two of them are easily ordered one way in "
+         "one table and the other way in the next. Under LV[I] alone New-Order fails R1 whenever a Payment "
+         "rewrote the warehouse row it read (W_TAX and W_YTD share a row, hence a file) or a stock row it "
+         "updates.", "",
          f"![tpcc]({rel}/tpcc.png)", ""]
     return L
 
