@@ -405,6 +405,9 @@ def write_report(out: Path, report: Path) -> None:
     # ------------------------------------------------------------------------------- targets
     if targets:
         L = L[:4] + ["## Targets", "", _table(["target", "goal", "measured", "status"], targets), ""] + L[3:]
+    from benchmarks.tpcc_report import section as tpcc_section
+
+    L += tpcc_section(_load(out, "tpcc"), str(rel))
     L += _listappend_section(out, rel)
     L += _cold_connect_section(out, rel)
     if plots:

@@ -8,7 +8,8 @@
 Benchmarks: ``ycsb`` (YCSB-LH workloads), ``multitable`` (commit latency vs tables), ``requests``
 (exact requests per feature), ``spark`` (bank transfers through Spark; skipped when unavailable),
 ``cold_connect`` (cold ``%lv connect`` to the first result in fresh kernels, the tree before issue 37 vs
-this one; see :mod:`benchmarks.cold_connect`).
+this one; see :mod:`benchmarks.cold_connect`), ``tpcc`` (TPC-C, sequential and 16 clients per preset, with
+TPC-C's consistency conditions checked after each run; see :mod:`benchmarks.tpcc`).
 Every parameter of a run is recorded in its JSON; seeds are fixed.
 """
 
@@ -27,7 +28,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.common import RESULTS, ClientPool, S3Server, environment, log, store_spec, write_json  # noqa: E402
 
-BENCHMARKS = ("requests", "ycsb", "multitable", "spark", "cold_connect")
+BENCHMARKS = ("requests", "ycsb", "multitable", "spark", "cold_connect", "tpcc")
 
 PROFILES: dict[str, dict[str, Any]] = {
     # Reduced for a 2-core machine shared with other work (see RESULTS.md).
@@ -48,6 +49,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "requests": {"ks": [1, 2, 4, 8]},
         "spark": {"rounds": 10, "warmup": 2},
         "cold_connect": {"runs": 3},
+        "tpcc": {"clients": [1, 16], "seconds": 45, "customers": 30, "items": 100, "latency_ms": 0.0},
     },
     # The paper's sizes: 1,000 operations per run, every combination.
     "full": {
@@ -66,6 +68,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "requests": {"ks": [1, 2, 4, 8, 16, 32]},
         "spark": {"rounds": 30, "warmup": 3},
         "cold_connect": {"runs": 5},
+        "tpcc": {"clients": [1, 16], "seconds": 300, "customers": 30, "items": 100, "latency_ms": 20.0},
     },
     # Tiny sizes: every code path once (tests/integration/test_bench_smoke.py).
     "smoke": {
@@ -83,6 +86,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "requests": {"ks": [1, 2]},
         "spark": {"rounds": 1, "warmup": 0},
         "cold_connect": {"runs": 1},
+        "tpcc": {"clients": [1, 2], "seconds": 5, "customers": 10, "items": 30, "latency_ms": 0.0,
+                 "systems": ["delta", "serializable"]},
     },
 }
 
@@ -239,6 +244,18 @@ def run_cold_connect(cfg: dict[str, Any], out: Path) -> dict[str, Any]:
     return data
 
 
+def run_tpcc(cfg: dict[str, Any], seed: int, out: Path) -> dict[str, Any]:
+    from benchmarks import tpcc
+    from benchmarks.tpcc_report import plot
+
+    data = tpcc.run(systems=cfg.get("systems", list(tpcc.SYSTEMS)), clients=cfg["clients"], seconds=cfg["seconds"],
+                    customers=cfg["customers"], items=cfg["items"], latency_ms=cfg["latency_ms"], seed=seed)
+    write_json(out / "tpcc.json", data)
+    plot(data, out / "tpcc.png")
+    log(f"tpcc: {len(data['runs'])} runs in {data['duration_s']} s")
+    return data
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", choices=sorted(PROFILES), default="default")
@@ -292,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
             run_spark(prof["spark"], out)
         if "cold_connect" in only:
             run_cold_connect(prof["cold_connect"], out)
+        if "tpcc" in only:
+            run_tpcc(prof["tpcc"], args.seed, out)
     finally:
         if s3 is not None:
             s3.stop()

@@ -100,3 +100,18 @@ def test_scale_benchmark_runs_on_both_paths(tmp_path: Path) -> None:
     res = json.loads((tmp_path / "scale.json").read_text())
     assert res["stores"]["local"]["data_path"] == "direct" and res["stores"]["s3"]["data_path"] == "stream"
     assert set(res["ratios"]["s3 stream / local direct"]) == set(scale.OPS)
+
+
+@pytest.mark.slow
+def test_tpcc_benchmark_runs_and_reports(tmp_path: Path) -> None:
+    """benchmarks/tpcc.py through run.py (smoke profile: 2 clients, 5 s per run): every run checked and reported."""
+    out = tmp_path / "results"
+    _run(out, "--only", "tpcc")
+    data = json.loads((out / "tpcc.json").read_text())
+    assert [(r["system"], r["clients"]) for r in data["runs"]] == [("delta", 1), ("delta", 2), ("serializable", 1),
+                                                                  ("serializable", 2)]
+    assert not [r for r in data["runs"] if "error" in r]
+    assert all(r["committed"] > 0 and set(r["conditions"]) >= {"1", "2", "3", "4"} for r in data["runs"])
+    assert [r["conditions_failed"] for r in data["runs"] if r["system"] == "serializable"] == [[], []]
+    assert (out / "tpcc.png").stat().st_size > 0
+    assert "## TPC-C (paper section 6.5, Table 4)" in (out / "RESULTS.md").read_text()
