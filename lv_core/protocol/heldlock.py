@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from lv_core import concurrency
+from lv_core.concurrency import Backoff
 from lv_core.errors import NotFound, PreconditionFailed, StorageError, TransactionAborted, TransactionError
 from lv_core.protocol.commitplan import PlannedCommit, PlanResult, execute_plan
 from lv_core.protocol.gvl import GlobalLog, GlobalLogConflict, GlobalVersionNotFound, GvlState
@@ -23,7 +25,6 @@ log = logging.getLogger(__name__)
 
 #: How many times the holder retries a plan whose requests failed before leaving it to a roll forward.
 PLAN_ATTEMPTS = 3
-_LOOK = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lv-vq-look")
 
 
 class LockHost(Protocol):
@@ -54,8 +55,23 @@ class CommitPending(TransactionError):
     """
 
 
+@dataclass(frozen=True)
+class Serving:
+    """What a holder does for the queue (group commit, :mod:`lv_core.txn.group`), given when the lock is taken.
+
+    Attributes:
+        then: run after each published plan of the holder's own, before the release, while the lock is
+            still held: ``(held, published head)`` (group commit serves the queue there).
+        look: what is queued, read in the background while a plan is written: ``(store, the transactions
+            the holder's plans commit)`` -> the requests (truthy: something is queued). None: 1 LIST.
+    """
+
+    then: Callable[["HeldLock", GvlState], None]
+    look: Callable[[ObjectStore, frozenset[str]], Sequence[object]] | None = None
+
+
 def take_over(lock: "LockHost", txn: str, old: LockRecord, etag: str, gvl_base: int | None,
-              takeovers: list[Takeover]) -> "HeldLock | None":
+              takeovers: list[Takeover], serving: Serving | None = None) -> "HeldLock | None":
     """Take over the expired record ``old`` (read with ``etag``): roll back a validating holder, roll a
     committing one forward (see :mod:`lv_core.protocol.vlock`). None: someone changed it first."""
     now = time.time()
@@ -70,7 +86,7 @@ def take_over(lock: "LockHost", txn: str, old: LockRecord, etag: str, gvl_base: 
         new_etag = lock.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(etag))
     except PreconditionFailed:
         return None
-    held = HeldLock(lock, rec, new_etag, takeovers)
+    held = HeldLock(lock, rec, new_etag, takeovers, waited=True, serving=serving)
     if old.invalid:
         log.warning("validation lock of %s (committing) expired and holds an invalid plan (%s): taken over "
                     "by %s, the plan is not executed", old.plan_txn or old.txn, old.invalid_reason, txn)
@@ -114,10 +130,11 @@ class HeldLock:
         txn: the holder.
         takeovers: locks taken over from crashed holders while acquiring this one.
         waited: it was acquired after waiting (so other transactions may have queued requests).
+        serving: what it does for the queue (:class:`Serving`; None: nothing but a look whether any is queued).
     """
 
     def __init__(self, lock: "LockHost", record: LockRecord, etag: str, takeovers: list[Takeover],
-                 waited: bool = False) -> None:
+                 waited: bool = False, serving: Serving | None = None) -> None:
         self.lock = lock
         self.waited = waited  # acquired after waiting for another holder (others may have queued)
         self.txn = record.txn
@@ -135,12 +152,9 @@ class HeldLock:
         # what :attr:`look` found while the last plan was written (None: not looked): the free record says
         # whether requests are queued, so that this process does not take the key again without serving them
         self._queued: Future[Sequence[object]] | None = None
-        #: what is queued, read in the background while a plan is written (truthy: something is;
-        #: default: 1 LIST); group commit reads the requests there (:func:`lv_core.txn.group.keep_serving`)
-        self.look: Callable[[], Sequence[object]] = self._any_queued
-        #: run after a published plan, before the release, while the lock is still held (group commit
-        #: serves the queue there: :func:`lv_core.txn.group.keep_serving`); ``(held, published head)``
-        self.then: Callable[["HeldLock", GvlState], None] | None = None
+        self._serving = serving
+        #: the transactions its plans committed (its own and the groups'): not looked for in the queue
+        self.served: frozenset[str] = frozenset({self.txn})
         self._thread = threading.Thread(target=self._renew_loop, name=f"lv-vlock-{self.txn[-8:]}", daemon=True)
         self._thread.start()
 
@@ -179,7 +193,10 @@ class HeldLock:
         done.set_result([True] if queued else [])
         self._queued = done
 
-    def _any_queued(self) -> Sequence[object]:
+    def _look(self) -> Sequence[object]:
+        """What is queued beside the transactions already served (truthy: something is)."""
+        if self._serving is not None and self._serving.look is not None:
+            return self._serving.look(self.lock.store, self.served)
         return [True] if any_queued(self.lock.store) else []
 
     @property
@@ -231,17 +248,18 @@ class HeldLock:
                 background: Callable[[str, Callable[[], object]], None] | None = None,
                 release: bool = True) -> PlanResult:
         """Write the plan recorded in the lock (state "committing", built on ``base``), publish
-        ``base.version + 1``, run :attr:`then` and release: the second half of :meth:`commit`, which
+        ``base.version + 1``, run :attr:`Serving.then` and release: the second half of :meth:`commit`, which
         raises the same."""
         rec = self._record
         assert rec.state == COMMITTING and rec.gvl_base == base.version
         self.head = None  # unknown until the plan's outcome is (a conflict means another published)
         crashpoint("plan-recorded" if release else "serving-plan-recorded")
-        try:
-            self._queued = _LOOK.submit(self.look)
+        self.served = self.served | {rec.plan_txn or self.txn, *rec.group}
+        try:  # (a LIST, then GETs fanned out: the TASKS pool)
+            self._queued = concurrency.submit(concurrency.Pool.TASKS, self._look)
         except RuntimeError:  # the interpreter is shutting down: not looked (the free record says queued)
             self._queued = None
-        delay = self.lock.poll_min_s
+        backoff = Backoff(self.lock.poll_min_s, self.lock.poll_max_s, factor=4)
         for attempt in range(PLAN_ATTEMPTS):
             try:
                 result = execute_plan(self.lock.store, self.lock.glog, rec.plan, txn=self.txn, gvl_base=base.version,
@@ -253,8 +271,7 @@ class HeldLock:
                     raise CommitPending(
                         f"transaction {self.txn} is committed but writing it failed ({e}); the next validator "
                         f"completes it after the lock lease ({self.lock.lease_s:g}s).") from e
-                time.sleep(delay)
-                delay = min(self.lock.poll_max_s, delay * 4)
+                backoff.sleep()
         self.head = result.gvl.version if result.gvl is not None else base.version
         if release:
             self._handed_off = background is not None
@@ -267,10 +284,9 @@ class HeldLock:
         return result
 
     def _release_after_plan(self, published: GvlState | None) -> None:
-        then, self.then = self.then, None
-        if then is not None and published is not None:
+        if self._serving is not None and published is not None:
             try:
-                then(self, published)
+                self._serving.then(self, published)
             except Exception:  # whatever it committed is published; what it did not, its owners do
                 log.exception("validation lock of %s: serving the queue failed", self.txn)
         try:
@@ -344,4 +360,4 @@ class HeldLock:
                     log.warning("renewing the validation lock of %s failed: %s", self.txn, e)
 
 
-__all__ = ["PLAN_ATTEMPTS", "CommitPending", "HeldLock", "LockHost", "ValidationLockLost", "take_over"]
+__all__ = ["PLAN_ATTEMPTS", "CommitPending", "HeldLock", "LockHost", "Serving", "ValidationLockLost", "take_over"]
