@@ -8,6 +8,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from lv_core import concurrency
@@ -53,6 +54,22 @@ class CommitPending(TransactionError):
     The lock stays in state "committing" and the next validator rolls it forward once the lease
     expires: the transaction *will* commit; its outcome is not known to this client yet.
     """
+
+
+class Hold(Enum):
+    """A held lock's life (:attr:`HeldLock.hold`): HOLDING -> RELEASING (the release after a published plan
+    runs in the background) -> FREED (released, or its one try failed); HOLDING or RELEASING -> LOST (a
+    renewal, transition or release found it taken over: its lease ran out) or ABANDONED (a plan that kept
+    failing: left to a takeover after the lease)."""
+
+    HOLDING = "holding"
+    RELEASING = "releasing"
+    FREED = "freed"
+    LOST = "lost"
+    ABANDONED = "abandoned"
+
+
+_HELD = (Hold.HOLDING, Hold.RELEASING)  # ours: renewed, may transition and release
 
 
 @dataclass(frozen=True)
@@ -142,9 +159,7 @@ class HeldLock:
         self._record = record
         self._etag = etag
         self._mu = threading.Lock()
-        self._lost = False
-        self._active = True
-        self._handed_off = False  # the release after a published plan runs in the background
+        self._hold = Hold.HOLDING
         #: the newest global version this holder knows (read under the lock, or published): the free
         #: record names it at release (None: unknown)
         self.head: int | None = None
@@ -159,13 +174,13 @@ class HeldLock:
         self._thread.start()
 
     def __repr__(self) -> str:
-        return f"HeldLock({self.txn}, {self._record.state}{', lost' if self._lost else ''})"
+        return f"HeldLock({self.txn}, {self._record.state}, {self._hold.value})"
 
     def __enter__(self) -> "HeldLock":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._active and not self._handed_off:
+        if self._hold in (Hold.HOLDING, Hold.LOST):  # (RELEASING: the background releases)
             self.release()
 
     @property
@@ -200,9 +215,13 @@ class HeldLock:
         return [True] if any_queued(self.lock.store) else []
 
     @property
+    def hold(self) -> Hold:
+        return self._hold
+
+    @property
     def lost(self) -> bool:
         """True once a renewal or transition found the lock taken over."""
-        return self._lost
+        return self._hold is Hold.LOST
 
     # ------------------------------------------------------------------ holder steps
     def commit(self, plan: Sequence[PlannedCommit], base: GvlState, *,
@@ -274,7 +293,10 @@ class HeldLock:
                 backoff.sleep()
         self.head = result.gvl.version if result.gvl is not None else base.version
         if release:
-            self._handed_off = background is not None
+            if background is not None:
+                with self._mu:
+                    if self._hold is Hold.HOLDING:
+                        self._hold = Hold.RELEASING
             published = result.gvl if result.gvl is not None and result.gvl.version > base.version else None
             (background or (lambda _what, fn: fn()))("validation lock release",
                                                       lambda: self._release_after_plan(published))
@@ -303,17 +325,15 @@ class HeldLock:
         """
         self._stop.set()
         with self._mu:
-            if not self._active:
-                return
-            self._active = False
-            if self._lost:
-                return
+            if self._hold not in _HELD:
+                return  # (lost: nothing of ours to release)
+            self._hold = Hold.FREED  # (once: a release whose PUT failed is not sent again; the lease runs out)
             queued = self.queued()  # unknown (True): the next commit of this process serves the queue
             try:
                 freed = free_record(self.txn, self.head, queued).encode()
                 etag = self.lock.store.put(LOCK_KEY, freed, mode=IfMatch(self._etag))
             except (PreconditionFailed, NotFound):
-                self._lost = True
+                self._hold = Hold.LOST
                 return
             self.lock.remember_free(FreeSlot(etag, self.head, queued))
 
@@ -321,7 +341,7 @@ class HeldLock:
     def _transition(self, rec: LockRecord) -> None:
         """Overwrite the record (if-match on our etag) with ``rec`` and a fresh lease."""
         with self._mu:
-            if self._lost or not self._active:
+            if self._hold not in _HELD:
                 raise ValidationLockLost(
                     f"transaction {self.txn} no longer holds the validation lock (its lease ran out and it was "
                     "taken over). Nothing was written: validate again.")
@@ -330,7 +350,7 @@ class HeldLock:
             try:
                 self._etag = self.lock.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
             except PreconditionFailed:
-                self._lost = True
+                self._hold = Hold.LOST
                 raise ValidationLockLost(
                     f"transaction {self.txn} lost the validation lock (its lease ran out and it was taken over). "
                     "Nothing was written: validate again.") from None
@@ -340,24 +360,26 @@ class HeldLock:
         """Stop renewing without deleting: a waiter takes over once the lease expires."""
         self._stop.set()
         with self._mu:
-            self._active = False
+            if self._hold in _HELD:
+                self._hold = Hold.ABANDONED
 
     def _renew_loop(self) -> None:
         period = self.lock.lease_s / 3
         while not self._stop.wait(period):
             with self._mu:
-                if not self._active or self._lost:
+                if self._hold not in _HELD:
                     return
                 rec = replace(self._record, lease_expires=time.time() + self.lock.lease_s)
                 try:
                     self._etag = self.lock.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
                     self._record = rec
                 except PreconditionFailed:
-                    self._lost = True
+                    self._hold = Hold.LOST
                     log.warning("validation lock of %s was taken over (lease ran out)", self.txn)
                     return
                 except StorageError as e:  # transient: try again next period
                     log.warning("renewing the validation lock of %s failed: %s", self.txn, e)
 
 
-__all__ = ["PLAN_ATTEMPTS", "CommitPending", "HeldLock", "LockHost", "Serving", "ValidationLockLost", "take_over"]
+__all__ = ["PLAN_ATTEMPTS", "CommitPending", "HeldLock", "Hold", "LockHost", "Serving", "ValidationLockLost",
+           "take_over"]

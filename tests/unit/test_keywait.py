@@ -159,3 +159,12 @@ def test_every_route_of_the_serializable_commit_is_in_its_diagram() -> None:
     assert {"_commit_fast", "_commit_held", "_on_free"} <= words  # the functions named there exist
     import lv_core.txn.isolation as iso
     assert all(callable(getattr(iso, f)) for f in ("_commit_fast", "_commit_held", "_on_free"))
+
+
+def test_every_state_of_a_held_key_is_in_its_diagram() -> None:
+    from lv_core.protocol.heldlock import Hold
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md").read_text()
+    diagram = re.search(r"```mermaid\n(stateDiagram-v2\n%% heldlock.*?)```", doc, re.S)
+    assert diagram is not None, "the held key's state diagram is missing"
+    assert {h.name for h in Hold} <= set(re.findall(r"\b([A-Z]+)\b", diagram.group(1)))
