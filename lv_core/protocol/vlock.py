@@ -43,7 +43,6 @@ log, and takes the lock with its plan in one request (:meth:`ValidationLock.acqu
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from concurrent.futures import Future
@@ -300,7 +299,7 @@ class _Run:
             return kw.TookOver(self.held is not None)
         if isinstance(r, kw.Sleep):
             if self.first_sleep is not None:
-                time.sleep(max(0.0, min(self.deadline - time.monotonic(), self.first_sleep * random.uniform(0.5, 1.0))))
+                Backoff(self.first_sleep, self.first_sleep, jitter=0.5).sleep(self.deadline)
                 self.first_sleep = None
             else:
                 self.backoff.sleep(self.deadline)

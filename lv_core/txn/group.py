@@ -23,11 +23,12 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Callable, Mapping, TypeVar, Union
 
 from lv_core import concurrency
 from lv_core import events as ev
-from lv_core.concurrency import Pool
+from lv_core.concurrency import Backoff, Pool
 from lv_core.delta.actions import decode_commit, encode_commit
 from lv_core.errors import LvError, NotFound, TransactionAborted
 from lv_core.protocol.commitplan import PlannedCommit, build_plan
@@ -76,6 +77,14 @@ def make_request(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
                                 core.ict(t)) for t, actions in writes.items()}
     return Request(core.id, known, tuple(accesses), core.policy, commits,
                    {t: (int(v), str(e)) for t, (v, e) in markers.items()})
+
+
+class _Named(Enum):
+    """Whether a global version names a queued transaction's outcome."""
+
+    YES = "yes"
+    NO = "no"  # published without it (a plan rolled back)
+    UNPUBLISHED = "unpublished"  # that version is not published yet
 
 
 @dataclass(frozen=True)
@@ -127,14 +136,15 @@ class Waiter:
             # meanwhile is taken over by whoever polls it; the roll forward publishes that version).
             tries = MEMBER_POLLS if rnd != self._round else 1  # a slow holder: 1 per poll
             self._round = rnd
+            backoff = Backoff(MEMBER_POLL_S, MEMBER_POLL_S)
             for i in range(tries):
-                found = self._found_in(record.gvl_base + 1)
-                if found is not None:
-                    if found:
-                        return True
+                named = self._named_in(record.gvl_base + 1)
+                if named is _Named.YES:
+                    return True
+                if named is _Named.NO:
                     break  # published without us (a plan rolled back): look as usual
                 if i + 1 < tries:
-                    time.sleep(MEMBER_POLL_S)
+                    backoff.sleep()
         elif self.queued and rnd != self._round:
             # A new holder, or a new round of one that serves the queue (keep_serving): it may have
             # committed us before, unless we just queued (a holder that commits the request records it
@@ -169,17 +179,17 @@ class Waiter:
             self.decided = decided
         return answer
 
-    def _found_in(self, version: int) -> bool | None:
-        """Whether global version ``version`` names the outcome (then in :attr:`decided`); None: that
-        version is not published yet."""
+    def _named_in(self, version: int) -> "_Named":
+        """Whether global version ``version`` names the outcome (then in :attr:`decided`)."""
         try:
             state = self.core.services.glog.at(version)
         except LvError:  # GlobalVersionNotFound included
-            return None
+            return _Named.UNPUBLISHED
         got = state.group.get(self.core.id)
-        if got is not None:
-            self.decided = (state, got)
-        return got is not None
+        if got is None:
+            return _Named.NO
+        self.decided = (state, got)
+        return _Named.YES
 
     def _found(self) -> bool:
         self.decided = outcome_of(self.core.services.glog, self.core.id, self.known)

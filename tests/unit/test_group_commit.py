@@ -346,7 +346,8 @@ def test_sigkill_of_a_group_holder(tmp_path: Any, point: str, monkeypatch: Any) 
     blocker = lh.validation_lock.acquire("blocker", timeout_s=5)
     # the member polls every 5-10 s (queued too): the holder process (polling every few ms) gets the lock first
     monkeypatch.setattr(vlock, "QUEUED_POLL_S", 10.0)
-    member_lh = Lakehouse(lh.store, lease_s=1.5, poll_min_s=10.0, poll_max_s=10.0)
+    # (its markers stay live while the worker process starts: a holder commits only a live request)
+    member_lh = Lakehouse(lh.store, lease_s=30.0, poll_min_s=10.0, poll_max_s=10.0)
 
     def member() -> Any:
         txn = member_lh.begin("serializable", timeout_s=120)

@@ -25,7 +25,8 @@ def free(head: int = 3) -> LockRecord:
     return LockRecord("r", FREE, 0.0, 0.0, head=head)
 
 
-def waiting(queued: bool = False, deadline: float = 60.0, **kw_: object) -> kw.Wait:
+def waiting(queued: bool = False, deadline: float = 60.0) -> kw.Wait:
+    """A wait that looks first (no free record of its own), in phase LOOK."""
     w, _ = kw.start(queued=queued, deadline=deadline, skew_s=30.0, free_etag=None, seen=None, contended=False)
     return w
 
