@@ -15,8 +15,8 @@ import sys
 
 
 def armed(point: str) -> bool:
-    """``LV_TEST_PAUSE_AT`` names ``point`` (work that usually runs in parallel then runs in order, so
-    that the pause lands between two steps)."""
+    """``LV_TEST_PAUSE_AT`` names ``point``. Only :func:`crashpoint` asks: a crash point observes, it never
+    changes the route a commit takes (what a test kills is what runs without it)."""
     return point in os.environ.get("LV_TEST_PAUSE_AT", "").split(",")
 
 

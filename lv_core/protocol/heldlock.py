@@ -6,10 +6,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from lv_core import concurrency
+from lv_core.concurrency import Backoff
 from lv_core.errors import NotFound, PreconditionFailed, StorageError, TransactionAborted, TransactionError
 from lv_core.protocol.commitplan import PlannedCommit, PlanResult, execute_plan
 from lv_core.protocol.gvl import GlobalLog, GlobalLogConflict, GlobalVersionNotFound, GvlState
@@ -23,7 +26,6 @@ log = logging.getLogger(__name__)
 
 #: How many times the holder retries a plan whose requests failed before leaving it to a roll forward.
 PLAN_ATTEMPTS = 3
-_LOOK = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lv-vq-look")
 
 
 class LockHost(Protocol):
@@ -54,8 +56,39 @@ class CommitPending(TransactionError):
     """
 
 
+class Hold(Enum):
+    """A held lock's life (:attr:`HeldLock.hold`): HOLDING -> RELEASING (the release after a published plan
+    runs in the background) -> FREED (released, or its one try failed); HOLDING or RELEASING -> LOST (a
+    renewal, transition or release found it taken over: its lease ran out) or ABANDONED (a plan that kept
+    failing: left to a takeover after the lease)."""
+
+    HOLDING = "holding"
+    RELEASING = "releasing"
+    FREED = "freed"
+    LOST = "lost"
+    ABANDONED = "abandoned"
+
+
+_HELD = (Hold.HOLDING, Hold.RELEASING)  # ours: renewed, may transition and release
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What a holder does for the queue (group commit, :mod:`lv_core.txn.group`), given when the lock is taken.
+
+    Attributes:
+        then: run after each published plan of the holder's own, before the release, while the lock is
+            still held: ``(held, published head)`` (group commit serves the queue there).
+        look: what is queued, read in the background while a plan is written: ``(store, the transactions
+            the holder's plans commit)`` -> the requests (truthy: something is queued). None: 1 LIST.
+    """
+
+    then: Callable[["HeldLock", GvlState], None]
+    look: Callable[[ObjectStore, frozenset[str]], Sequence[object]] | None = None
+
+
 def take_over(lock: "LockHost", txn: str, old: LockRecord, etag: str, gvl_base: int | None,
-              takeovers: list[Takeover]) -> "HeldLock | None":
+              takeovers: list[Takeover], serving: Serving | None = None) -> "HeldLock | None":
     """Take over the expired record ``old`` (read with ``etag``): roll back a validating holder, roll a
     committing one forward (see :mod:`lv_core.protocol.vlock`). None: someone changed it first."""
     now = time.time()
@@ -70,7 +103,7 @@ def take_over(lock: "LockHost", txn: str, old: LockRecord, etag: str, gvl_base: 
         new_etag = lock.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(etag))
     except PreconditionFailed:
         return None
-    held = HeldLock(lock, rec, new_etag, takeovers)
+    held = HeldLock(lock, rec, new_etag, takeovers, waited=True, serving=serving)
     if old.invalid:
         log.warning("validation lock of %s (committing) expired and holds an invalid plan (%s): taken over "
                     "by %s, the plan is not executed", old.plan_txn or old.txn, old.invalid_reason, txn)
@@ -114,10 +147,11 @@ class HeldLock:
         txn: the holder.
         takeovers: locks taken over from crashed holders while acquiring this one.
         waited: it was acquired after waiting (so other transactions may have queued requests).
+        serving: what it does for the queue (:class:`Serving`; None: nothing but a look whether any is queued).
     """
 
     def __init__(self, lock: "LockHost", record: LockRecord, etag: str, takeovers: list[Takeover],
-                 waited: bool = False) -> None:
+                 waited: bool = False, serving: Serving | None = None) -> None:
         self.lock = lock
         self.waited = waited  # acquired after waiting for another holder (others may have queued)
         self.txn = record.txn
@@ -125,9 +159,7 @@ class HeldLock:
         self._record = record
         self._etag = etag
         self._mu = threading.Lock()
-        self._lost = False
-        self._active = True
-        self._handed_off = False  # the release after a published plan runs in the background
+        self._hold = Hold.HOLDING
         #: the newest global version this holder knows (read under the lock, or published): the free
         #: record names it at release (None: unknown)
         self.head: int | None = None
@@ -135,23 +167,20 @@ class HeldLock:
         # what :attr:`look` found while the last plan was written (None: not looked): the free record says
         # whether requests are queued, so that this process does not take the key again without serving them
         self._queued: Future[Sequence[object]] | None = None
-        #: what is queued, read in the background while a plan is written (truthy: something is;
-        #: default: 1 LIST); group commit reads the requests there (:func:`lv_core.txn.group.keep_serving`)
-        self.look: Callable[[], Sequence[object]] = self._any_queued
-        #: run after a published plan, before the release, while the lock is still held (group commit
-        #: serves the queue there: :func:`lv_core.txn.group.keep_serving`); ``(held, published head)``
-        self.then: Callable[["HeldLock", GvlState], None] | None = None
+        self._serving = serving
+        #: the transactions its plans committed (its own and the groups'): not looked for in the queue
+        self.served: frozenset[str] = frozenset({self.txn})
         self._thread = threading.Thread(target=self._renew_loop, name=f"lv-vlock-{self.txn[-8:]}", daemon=True)
         self._thread.start()
 
     def __repr__(self) -> str:
-        return f"HeldLock({self.txn}, {self._record.state}{', lost' if self._lost else ''})"
+        return f"HeldLock({self.txn}, {self._record.state}, {self._hold.value})"
 
     def __enter__(self) -> "HeldLock":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._active and not self._handed_off:
+        if self._hold in (Hold.HOLDING, Hold.LOST):  # (RELEASING: the background releases)
             self.release()
 
     @property
@@ -179,13 +208,20 @@ class HeldLock:
         done.set_result([True] if queued else [])
         self._queued = done
 
-    def _any_queued(self) -> Sequence[object]:
+    def _look(self) -> Sequence[object]:
+        """What is queued beside the transactions already served (truthy: something is)."""
+        if self._serving is not None and self._serving.look is not None:
+            return self._serving.look(self.lock.store, self.served)
         return [True] if any_queued(self.lock.store) else []
+
+    @property
+    def hold(self) -> Hold:
+        return self._hold
 
     @property
     def lost(self) -> bool:
         """True once a renewal or transition found the lock taken over."""
-        return self._lost
+        return self._hold is Hold.LOST
 
     # ------------------------------------------------------------------ holder steps
     def commit(self, plan: Sequence[PlannedCommit], base: GvlState, *,
@@ -231,17 +267,18 @@ class HeldLock:
                 background: Callable[[str, Callable[[], object]], None] | None = None,
                 release: bool = True) -> PlanResult:
         """Write the plan recorded in the lock (state "committing", built on ``base``), publish
-        ``base.version + 1``, run :attr:`then` and release: the second half of :meth:`commit`, which
+        ``base.version + 1``, run :attr:`Serving.then` and release: the second half of :meth:`commit`, which
         raises the same."""
         rec = self._record
         assert rec.state == COMMITTING and rec.gvl_base == base.version
         self.head = None  # unknown until the plan's outcome is (a conflict means another published)
         crashpoint("plan-recorded" if release else "serving-plan-recorded")
-        try:
-            self._queued = _LOOK.submit(self.look)
+        self.served = self.served | {rec.plan_txn or self.txn, *rec.group}
+        try:  # (a LIST, then GETs fanned out: the TASKS pool)
+            self._queued = concurrency.submit(concurrency.Pool.TASKS, self._look)
         except RuntimeError:  # the interpreter is shutting down: not looked (the free record says queued)
             self._queued = None
-        delay = self.lock.poll_min_s
+        backoff = Backoff(self.lock.poll_min_s, self.lock.poll_max_s, factor=4)
         for attempt in range(PLAN_ATTEMPTS):
             try:
                 result = execute_plan(self.lock.store, self.lock.glog, rec.plan, txn=self.txn, gvl_base=base.version,
@@ -253,11 +290,13 @@ class HeldLock:
                     raise CommitPending(
                         f"transaction {self.txn} is committed but writing it failed ({e}); the next validator "
                         f"completes it after the lock lease ({self.lock.lease_s:g}s).") from e
-                time.sleep(delay)
-                delay = min(self.lock.poll_max_s, delay * 4)
+                backoff.sleep()
         self.head = result.gvl.version if result.gvl is not None else base.version
         if release:
-            self._handed_off = background is not None
+            if background is not None:
+                with self._mu:
+                    if self._hold is Hold.HOLDING:
+                        self._hold = Hold.RELEASING
             published = result.gvl if result.gvl is not None and result.gvl.version > base.version else None
             (background or (lambda _what, fn: fn()))("validation lock release",
                                                       lambda: self._release_after_plan(published))
@@ -267,10 +306,9 @@ class HeldLock:
         return result
 
     def _release_after_plan(self, published: GvlState | None) -> None:
-        then, self.then = self.then, None
-        if then is not None and published is not None:
+        if self._serving is not None and published is not None:
             try:
-                then(self, published)
+                self._serving.then(self, published)
             except Exception:  # whatever it committed is published; what it did not, its owners do
                 log.exception("validation lock of %s: serving the queue failed", self.txn)
         try:
@@ -287,17 +325,15 @@ class HeldLock:
         """
         self._stop.set()
         with self._mu:
-            if not self._active:
-                return
-            self._active = False
-            if self._lost:
-                return
+            if self._hold not in _HELD:
+                return  # (lost: nothing of ours to release)
+            self._hold = Hold.FREED  # (once: a release whose PUT failed is not sent again; the lease runs out)
             queued = self.queued()  # unknown (True): the next commit of this process serves the queue
             try:
                 freed = free_record(self.txn, self.head, queued).encode()
                 etag = self.lock.store.put(LOCK_KEY, freed, mode=IfMatch(self._etag))
             except (PreconditionFailed, NotFound):
-                self._lost = True
+                self._hold = Hold.LOST
                 return
             self.lock.remember_free(FreeSlot(etag, self.head, queued))
 
@@ -305,7 +341,7 @@ class HeldLock:
     def _transition(self, rec: LockRecord) -> None:
         """Overwrite the record (if-match on our etag) with ``rec`` and a fresh lease."""
         with self._mu:
-            if self._lost or not self._active:
+            if self._hold not in _HELD:
                 raise ValidationLockLost(
                     f"transaction {self.txn} no longer holds the validation lock (its lease ran out and it was "
                     "taken over). Nothing was written: validate again.")
@@ -314,7 +350,7 @@ class HeldLock:
             try:
                 self._etag = self.lock.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
             except PreconditionFailed:
-                self._lost = True
+                self._hold = Hold.LOST
                 raise ValidationLockLost(
                     f"transaction {self.txn} lost the validation lock (its lease ran out and it was taken over). "
                     "Nothing was written: validate again.") from None
@@ -324,24 +360,26 @@ class HeldLock:
         """Stop renewing without deleting: a waiter takes over once the lease expires."""
         self._stop.set()
         with self._mu:
-            self._active = False
+            if self._hold in _HELD:
+                self._hold = Hold.ABANDONED
 
     def _renew_loop(self) -> None:
         period = self.lock.lease_s / 3
         while not self._stop.wait(period):
             with self._mu:
-                if not self._active or self._lost:
+                if self._hold not in _HELD:
                     return
                 rec = replace(self._record, lease_expires=time.time() + self.lock.lease_s)
                 try:
                     self._etag = self.lock.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
                     self._record = rec
                 except PreconditionFailed:
-                    self._lost = True
+                    self._hold = Hold.LOST
                     log.warning("validation lock of %s was taken over (lease ran out)", self.txn)
                     return
                 except StorageError as e:  # transient: try again next period
                     log.warning("renewing the validation lock of %s failed: %s", self.txn, e)
 
 
-__all__ = ["PLAN_ATTEMPTS", "CommitPending", "HeldLock", "LockHost", "ValidationLockLost", "take_over"]
+__all__ = ["PLAN_ATTEMPTS", "CommitPending", "HeldLock", "Hold", "LockHost", "Serving", "ValidationLockLost",
+           "take_over"]

@@ -169,14 +169,6 @@ class FreeSlot:
     queued: bool = True  # requests were (or may have been) queued while it was held
 
 
-class Unread:
-    """The type of :data:`UNREAD`."""
-
-
-#: ``seen`` not given: the lock is read first
-UNREAD = Unread()
-
-
 def slot_of(found: tuple[LockRecord, str] | None) -> FreeSlot | None:
     """The free record :meth:`ValidationLock.look` found, if it can be claimed with a plan (it names its
     head); None for a held lock, no key, or a free record of an older release without head."""
@@ -210,5 +202,5 @@ def free_record(txn: str, head: int | None, queued: bool = True) -> LockRecord:
                       queued=queued)
 
 
-__all__ = ["COMMITTING", "FREE", "LOCK_KEY", "UNREAD", "VALIDATING", "FreeSlot", "LockRecord", "Takeover", "Unread",
+__all__ = ["COMMITTING", "FREE", "LOCK_KEY", "VALIDATING", "FreeSlot", "LockRecord", "Takeover",
            "free_record", "slot_of"]

@@ -43,27 +43,28 @@ log, and takes the lock with its plan in one request (:meth:`ValidationLock.acqu
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from lv_core import concurrency
+from lv_core.concurrency import Backoff
 from lv_core.errors import AlreadyExists, NotFound, PreconditionFailed, TransactionAborted
+from lv_core.protocol import keywait as kw
 from lv_core.protocol.commitplan import PlannedCommit
 from lv_core.protocol.gvl import GlobalLog, GvlState
-from lv_core.protocol.heldlock import CommitPending, HeldLock, ValidationLockLost, take_over
+from lv_core.protocol.heldlock import CommitPending, HeldLock, Serving, ValidationLockLost, take_over
+from lv_core.protocol.keywait import FreeAnswer, KeyLook
 from lv_core.protocol.layout import client_label
 from lv_core.protocol.lockrecord import (
     COMMITTING,
     FREE,
     LOCK_KEY,
-    UNREAD,
     VALIDATING,
     FreeSlot,
     LockRecord,
     Takeover,
-    Unread,
     slot_of,
 )
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
@@ -93,14 +94,8 @@ class Queued(Protocol):
     def done(self, record: "LockRecord | None") -> bool:
         """Whether the wait is over (the request was decided by a holder); ``record``: the lock now."""
 
-    def free(self, found: "tuple[LockRecord, str]") -> "bool | None":
-        """The lock is free (``found``: its free record and etag): True when the wait is over (the
-        transaction was decided here, e.g. committed by taking the lock with its plan); False when the
-        lock was taken meanwhile (look again); None to take it as usual."""
-
-
-
-_QUEUE = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lv-vq-put")
+    def free(self, found: "tuple[LockRecord, str]") -> FreeAnswer:
+        """The lock is free (``found``: its free record and etag): what the waiter did with it."""
 
 
 class ValidationLock:
@@ -131,14 +126,10 @@ class ValidationLock:
 
     def read(self) -> tuple[LockRecord, str] | None:
         """The current record and its etag, or None when nobody holds the lock. Cost: 1 GET."""
-        found = self._read_any()
+        found = self.look()
         return None if found is None or found[0].state == FREE else found
 
     def look(self) -> tuple[LockRecord, str] | None:
-        """The record (a free one too) and its etag; None: no key. Cost: 1 GET."""
-        return self._read_any()
-
-    def _read_any(self) -> tuple[LockRecord, str] | None:
         """The record (a free one too) and its etag; None: no key. Cost: 1 GET."""
         try:
             res = self.store.get(LOCK_KEY)
@@ -180,7 +171,8 @@ class ValidationLock:
 
     def acquire_planned(self, txn: str, plan: Sequence[PlannedCommit], base: GvlState, slot: "FreeSlot", *,
                         additions: Mapping[str, int] | None = None,
-                        group: Mapping[str, Mapping[str, Any]] | None = None) -> "HeldLock | None":
+                        group: Mapping[str, Mapping[str, Any]] | None = None,
+                        serving: Serving | None = None) -> "HeldLock | None":
         """Take the lock straight into state "committing" with ``plan`` (validated against ``base``), by
         one PUT-if-match on the free record ``slot`` (:meth:`free_slot`, or :func:`slot_of` :meth:`look`), whose head
         is ``base``.
@@ -188,7 +180,8 @@ class ValidationLock:
         Success proves that nobody held the lock since that record was written, so ``base`` is still
         the newest global version: the caller then runs :meth:`HeldLock.execute`. Returns None
         (nothing written) when the record is not that one any more: validate the usual way.
-        ``group``: queued transactions whose commits ``plan`` also holds (as for :meth:`HeldLock.commit`).
+        ``group``: queued transactions whose commits ``plan`` also holds (as for :meth:`HeldLock.commit`);
+        ``serving``: what the holder does for the queue (:class:`~lv_core.protocol.heldlock.Serving`).
         """
         if slot.head != base.version:
             return None
@@ -199,11 +192,12 @@ class ValidationLock:
         if etag is None:
             self.note_contention()
             return None
-        return HeldLock(self, rec, etag, [])
+        return HeldLock(self, rec, etag, [], serving=serving)
 
     def acquire(self, txn: str, *, timeout_s: float, gvl_base: int | None = None,
-                on_wait: Callable[[LockRecord], None] | None = None) -> "HeldLock":
-        """Take the lock for ``txn``, waiting (polling) for the holder and taking over an expired one.
+                on_wait: Callable[[LockRecord], None] | None = None, serving: Serving | None = None) -> "HeldLock":
+        """Take the lock for ``txn``, waiting (polling) for the holder and taking over an expired one
+        (the wait is the machine of :mod:`lv_core.protocol.keywait`; this method sends its requests).
 
         ``on_wait`` is called with the holder's record whenever the waited-for holder or its state
         changes (for ``Waiting`` events). Cost: 1 PUT-if-match when this instance released the lock last
@@ -217,102 +211,121 @@ class ValidationLock:
             StorageError: the store failed; if it failed during a roll forward, the crashed holder's plan
                 stays recorded and the next waiter completes it after this one's lease.
         """
-        held = self._acquire(txn, timeout_s, gvl_base, on_wait, None)
+        held = self._acquire(txn, timeout_s, gvl_base, on_wait, None, None, serving)
         assert held is not None
         return held
 
     def acquire_or_join(self, txn: str, queue: "Queued", *, timeout_s: float, gvl_base: int | None = None,
-                        on_wait: Callable[[LockRecord], None] | None = None,
-                        seen: "tuple[LockRecord, str] | None | Unread" = UNREAD) -> "HeldLock | None":
+                        on_wait: Callable[[LockRecord], None] | None = None, seen: KeyLook | None = None,
+                        serving: Serving | None = None) -> "HeldLock | None":
         """:meth:`acquire`, for a transaction that queues a commit request when the lock is busy
         (group commit): ``queue.busy()`` is called once, when the lock is first found held, and
         ``queue.done(record)`` with every record polled (None: the lock is free) before anything is
         done with it; once it returns True the wait ends without the lock (None is returned: another
         holder decided the transaction). ``seen``: what :meth:`look` returned just before (saves a GET).
         Raises what :meth:`acquire` raises, and what ``queue`` raises."""
-        return self._acquire(txn, timeout_s, gvl_base, on_wait, queue, seen)
+        return self._acquire(txn, timeout_s, gvl_base, on_wait, queue, seen, serving)
 
-    def _acquire(self, txn: str, timeout_s: float, gvl_base: int | None,
-                 on_wait: Callable[[LockRecord], None] | None, queue: "Queued | None",
-                 seen: "tuple[LockRecord, str] | None | Unread" = UNREAD) -> "HeldLock | None":
+    def _acquire(self, txn: str, timeout_s: float, gvl_base: int | None, on_wait: Callable[[LockRecord], None] | None,
+                 queue: "Queued | None", seen: KeyLook | None, serving: Serving | None) -> "HeldLock | None":
+        """The driver of :mod:`lv_core.protocol.keywait`: sends each request of a step, feeds back the answer
+        of the last one."""
         deadline = time.monotonic() + timeout_s
-        first_seen: dict[str, float] = {}  # etag -> when this waiter first saw it (monotonic)
-        delay = self.poll_min_s
-        last_seen: tuple[str, str] | None = None
-        takeovers: list[Takeover] = []
-        tried = False
         # a queued waiter's outcome can be published by any holder: it looks at most QUEUED_POLL_S later
+        # (after its first step: a waiter told to poll slowly, poll_min_s above that, waits poll_min_s once)
         cap = self.poll_max_s if queue is None else min(self.poll_max_s, QUEUED_POLL_S)
+        backoff = Backoff(min(self.poll_min_s, cap), cap, jitter=0.5)
         slot = self.free_slot()
-        free_etag = slot.etag if slot is not None else None
-        # Without a free record of its own to claim, look first: the key exists (free or held) unless
-        # the warehouse never validated, so a blind PUT-create would only fail.
-        look = free_etag is None or not isinstance(seen, Unread)
-        queuing: Future[None] | None = None
-        if queue is not None and look and self.contended():
-            # Found held (or a claim lost) moments ago: queue the request while reading the key.
-            queuing, tried = _QUEUE.submit(queue.busy), True
+        wait, requests = kw.start(queued=queue is not None, deadline=deadline, skew_s=self.skew_s,
+                                  free_etag=slot.etag if slot is not None else None, seen=seen,
+                                  contended=self.contended())
+        run = _Run(self, txn, gvl_base, queue, serving, on_wait, backoff, deadline,
+                   self.poll_min_s if self.poll_min_s > cap else None)
         while True:
-            if not look:
-                now = time.time()
-                mine = LockRecord(txn, VALIDATING, self.lease_s, now + self.lease_s, client_label(), now, gvl_base)
-                etag = self._claim(mine, free_etag)
-                if etag is not None:
-                    return HeldLock(self, mine, etag, takeovers, waited=tried or self.contended())
-            look = False
-            while True:
-                try:
-                    found, seen = (self._read_any(), seen) if isinstance(seen, Unread) else (seen, UNREAD)
-                finally:
-                    if queuing is not None:  # (raises what queueing raised; no PUT lands after we return)
-                        put, queuing = queuing, None
-                        put.result()
-                if found is None or found[0].state == FREE:
-                    if queue is not None and queue.done(None):
-                        return None
-                    if queue is not None and found is not None:
-                        decided = queue.free(found)
-                        if decided:
-                            return None
-                        if decided is False:
-                            continue  # taken meanwhile: look again
-                    free_etag = found[1] if found is not None else None
-                    break  # released: claim it at once
-                rec, etag = found
-                if not tried:
-                    self.note_contention()
-                    if queue is not None:
-                        queue.busy()
-                tried = True
-                if queue is not None and queue.done(rec):
-                    return None
-                seen_at = first_seen.setdefault(etag, time.monotonic())
-                if self._expired(rec, seen_at):
-                    held = take_over(self, txn, rec, etag, gvl_base, takeovers)
-                    if held is not None:
-                        held.waited = True
-                        return held
-                    continue  # someone else changed it first: look again
-                if on_wait is not None and last_seen != (rec.txn, rec.state):
-                    last_seen = (rec.txn, rec.state)
-                    try:
-                        on_wait(rec)
-                    except Exception:  # a broken callback must not break validation
-                        log.exception("on_wait callback failed")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ValidationTimeout(
-                        f"timed out after {timeout_s:g}s waiting for the validation lock, held by transaction "
-                        f"{rec.txn} ({rec.state}). Help: retry, or raise `timeout`; a crashed holder is taken "
-                        f"over after its lease ({rec.lease_s:g}s).",
-                        details={"holder": rec.txn, "state": rec.state})
-                time.sleep(min(left, delay * random.uniform(0.5, 1.0)))
-                delay = min(cap, delay * 2)
+            answer: kw.Answer = None
+            for request in requests:
+                answer = run.send(request, wait)
+            wait, requests = kw.step(wait, answer)
+            if wait.phase is kw.Phase.HELD:
+                assert run.held is not None
+                return run.held
+            if wait.phase is kw.Phase.DECIDED:
+                return None
+            if wait.phase is kw.Phase.TIMED_OUT:
+                for request in requests:  # (the last notice)
+                    run.send(request, wait)
+                assert wait.found is not None
+                rec = wait.found[0]
+                raise ValidationTimeout(
+                    f"timed out after {timeout_s:g}s waiting for the validation lock, held by transaction "
+                    f"{rec.txn} ({rec.state}). Help: retry, or raise `timeout`; a crashed holder is taken "
+                    f"over after its lease ({rec.lease_s:g}s).", details={"holder": rec.txn, "state": rec.state})
 
-    def _expired(self, rec: LockRecord, seen_at: float) -> bool:
-        if time.time() > rec.lease_expires + self.skew_s:
-            return True
-        return time.monotonic() - seen_at > rec.lease_s
+
+class _Run:
+    """What one wait for the key sends (the side effects of :mod:`lv_core.protocol.keywait`'s requests)."""
+
+    def __init__(self, lock: ValidationLock, txn: str, gvl_base: int | None, queue: "Queued | None",
+                 serving: Serving | None, on_wait: Callable[[LockRecord], None] | None, backoff: Backoff,
+                 deadline: float, first_sleep: float | None) -> None:
+        self.lock, self.txn, self.gvl_base, self.queue, self.serving = lock, txn, gvl_base, queue, serving
+        self.on_wait, self.backoff, self.deadline, self.first_sleep = on_wait, backoff, deadline, first_sleep
+        self.takeovers: list[Takeover] = []
+        self.held: HeldLock | None = None
+        self.queuing: Future[None] | None = None  # the request's PUT, sent beside a GET
+
+    def send(self, r: kw.Request, wait: kw.Wait) -> kw.Answer:
+        lock = self.lock
+        if isinstance(r, kw.Get):
+            try:
+                found = lock.look() if r.cached is None else r.cached.found
+            finally:
+                if self.queuing is not None:  # (raises what queueing raised; no PUT lands after we return)
+                    put, self.queuing = self.queuing, None
+                    put.result()
+            return kw.Looked(found, _clock())
+        if isinstance(r, kw.Claim):
+            now = time.time()
+            mine = LockRecord(self.txn, VALIDATING, lock.lease_s, now + lock.lease_s, client_label(), now,
+                              self.gvl_base)
+            etag = lock._claim(mine, r.free_etag)
+            if etag is not None:
+                self.held = HeldLock(lock, mine, etag, self.takeovers, waited=wait.tried or lock.contended(),
+                                     serving=self.serving)
+            return kw.Claimed(etag)
+        if isinstance(r, kw.TakeOver):
+            self.held = take_over(lock, self.txn, r.record, r.etag, self.gvl_base, self.takeovers,
+                                  serving=self.serving)
+            return kw.TookOver(self.held is not None)
+        if isinstance(r, kw.Sleep):
+            if self.first_sleep is not None:
+                Backoff(self.first_sleep, self.first_sleep, jitter=0.5).sleep(self.deadline)
+                self.first_sleep = None
+            else:
+                self.backoff.sleep(self.deadline)
+            return kw.Slept()
+        assert self.queue is not None or not isinstance(r, (kw.Enqueue, kw.AskDone, kw.AskFree))
+        if isinstance(r, kw.Enqueue) and self.queue is not None:
+            if r.background:  # (a leaf PUT: the REQUESTS pool)
+                self.queuing = concurrency.submit(concurrency.Pool.REQUESTS, self.queue.busy)
+            else:
+                self.queue.busy()
+        elif isinstance(r, kw.AskDone) and self.queue is not None:
+            return kw.Done(self.queue.done(r.record), _clock())
+        elif isinstance(r, kw.AskFree) and self.queue is not None:
+            return self.queue.free(r.found)
+        elif isinstance(r, kw.NoteContention):
+            lock.note_contention()
+        elif isinstance(r, kw.Notify) and self.on_wait is not None:
+            try:
+                self.on_wait(r.record)
+            except Exception:  # a broken callback must not break validation
+                log.exception("on_wait callback failed")
+        return None
+
+
+def _clock() -> kw.Clock:
+    return kw.Clock(time.time(), time.monotonic())
 
 
 __all__ = [
@@ -324,7 +337,10 @@ __all__ = [
     "FreeSlot",
     "HeldLock",
     "LockRecord",
+    "FreeAnswer",
+    "KeyLook",
     "Queued",
+    "Serving",
     "Takeover",
     "ValidationLock",
     "ValidationLockLost",

@@ -23,10 +23,11 @@ import dataclasses
 import json
 import logging
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from lv_core import concurrency
+from lv_core.concurrency import Pool
 from lv_core.errors import LvError, NotFound
 from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.layout import LV_ROOT
@@ -38,7 +39,6 @@ log = logging.getLogger(__name__)
 VQ_PREFIX = f"{LV_ROOT}/vq/"
 #: the most requests one holder validates with its own
 MAX_GROUP = 32
-_READ = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-vq")
 _CHUNK = 16  # global versions read in parallel when looking for an outcome
 
 
@@ -180,7 +180,7 @@ def pending(store: ObjectStore, *, skip: str | Iterable[str] = (), avoid: Iterab
             return None
         return req if req.txn == txn and req.key == key else None
 
-    return [r for r in _READ.map(one, keys) if r is not None]
+    return [r for r in concurrency.gather(Pool.REQUESTS, one, keys) if r is not None]
 
 
 def outcome_of(glog: GlobalLog, txn: str, after: int,
@@ -198,7 +198,7 @@ def outcome_of(glog: GlobalLog, txn: str, after: int,
             return None
 
     for start in range(after + 1, head.version + 1, _CHUNK):
-        for state in _READ.map(at, range(start, min(start + _CHUNK, head.version + 1))):
+        for state in concurrency.gather(Pool.REQUESTS, at, range(start, min(start + _CHUNK, head.version + 1))):
             if state is not None and (got := state.group.get(txn)) is not None:
                 return state, got
     return None

@@ -18,15 +18,17 @@ multi-table commits outside the log): the owner validates those itself once it h
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from enum import Enum
+from typing import Any, Callable, Mapping, TypeVar, Union
 
+from lv_core import concurrency
 from lv_core import events as ev
+from lv_core.concurrency import Backoff, Pool
 from lv_core.delta.actions import decode_commit, encode_commit
 from lv_core.errors import LvError, NotFound, TransactionAborted
 from lv_core.protocol.commitplan import PlannedCommit, build_plan
@@ -37,7 +39,7 @@ from lv_core.protocol.layout import marker_key
 from lv_core.protocol.markers import KEY, classify, lakevilla_commit_info
 from lv_core.protocol.parts import close_parts
 from lv_core.protocol.validation import TableAccess, validate
-from lv_core.protocol.vlock import COMMITTING, HeldLock, LockRecord, ValidationTimeout
+from lv_core.protocol.vlock import COMMITTING, FreeAnswer, HeldLock, LockRecord, Serving, ValidationTimeout
 from lv_core.protocol.vqueue import Request, RequestCommit, outcome_of, pending, put_request, withdraw
 from lv_core.storage.base import ObjectStore
 from lv_core.testing import crashpoint
@@ -46,14 +48,15 @@ from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
 from lv_core.txn.state import Decision
 
-__all__ = ["SERVE_ROUNDS", "Group", "Waiter", "forget", "gather", "in_background", "joined", "keep_serving",
-           "look_ahead", "make_request", "serve"]
+__all__ = ["SERVE_ROUNDS", "SERVING", "Decided", "Group", "Waiter", "forget", "gather", "in_background", "joined",
+           "keep_serving", "make_request", "serve"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_CHECK = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-group")
-_MARKERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-group-markers")
-_UNSET: Any = object()
+#: how a queued transaction was decided without taking the key the usual way: by another holder (the
+#: global version naming it, and its entry there) or by taking the free key with its plan (published)
+Decided = Union[tuple[GvlState, Mapping[str, Any]], Published]
+Session = tuple[str, float, "str | None"] | None  # which holder session a lock record belongs to (None: free)
 #: the most further global versions a holder publishes for queued requests before it releases
 SERVE_ROUNDS = 8
 #: a waiter whose commit is being written looks for the global version naming it this often, this many times
@@ -76,28 +79,45 @@ def make_request(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
                    {t: (int(v), str(e)) for t, (v, e) in markers.items()})
 
 
+class _Named(Enum):
+    """Whether a global version names a queued transaction's outcome."""
+
+    YES = "yes"
+    NO = "no"  # published without it (a plan rolled back)
+    UNPUBLISHED = "unpublished"  # that version is not published yet
+
+
+@dataclass(frozen=True)
+class _Withdrawn:
+    """The request was withdrawn at the deadline while ``session`` held the key (None: it was free)."""
+
+    session: Session
+
+
 class Waiter:
     """The waiting side of group commit (:class:`~lv_core.protocol.vlock.Queued`): queues the request
     when the lock is busy, and ends the wait once a global version names the transaction's outcome.
 
     At ``deadline`` the request is withdrawn (deleted); a holder that read it before may still commit
     it, so the wait goes on until the session holding the lock then has ended, and the outcome is
-    looked up: committed, or :class:`ValidationTimeout`."""
+    looked up: committed, or :class:`ValidationTimeout`.
 
-    def __init__(self, core: TxnCore, request: Any, deadline: float) -> None:
+    ``on_free(waiter, found)``: what the queued transaction does with a free key (``found``: its free
+    record and etag): :class:`FreeAnswer` and, when decided there, how (:data:`Decided`)."""
+
+    def __init__(self, core: TxnCore, request: Callable[[], Request | None], deadline: float,
+                 on_free: Callable[["Waiter", tuple[LockRecord, str]], tuple[FreeAnswer, Decided | None]]) -> None:
         self.core = core
         self._request = request
+        self._on_free = on_free
         self.deadline = deadline
         self.known = core.services.glog.known()
         self.queued = False
         self.key = ""  # of the queued request
-        self.result: tuple[GvlState, Mapping[str, Any]] | None = None
-        #: what the transaction published itself by taking a free lock with its plan (see :meth:`free`)
-        self.published: Any = None
-        #: (found) -> decided here (True), lock taken meanwhile (False), take it as usual (None)
-        self.on_free: Callable[[tuple[LockRecord, str]], bool | None] = lambda _found: None
-        self._round: Any = _UNSET  # the holder session and global version base last looked at
-        self._withdrawn_in: Any = _UNSET
+        #: how the wait ended without the key (None: it did not, or not yet)
+        self.decided: Decided | None = None
+        self._round: tuple[Session, int | None] | None = None  # the holder session and gvl base last looked at
+        self._withdrawn: _Withdrawn | None = None
 
     def busy(self) -> None:
         req = self._request()
@@ -116,59 +136,64 @@ class Waiter:
             # meanwhile is taken over by whoever polls it; the roll forward publishes that version).
             tries = MEMBER_POLLS if rnd != self._round else 1  # a slow holder: 1 per poll
             self._round = rnd
+            backoff = Backoff(MEMBER_POLL_S, MEMBER_POLL_S)
             for i in range(tries):
-                found = self._found_in(record.gvl_base + 1)
-                if found is not None:
-                    if found:
-                        return True
+                named = self._named_in(record.gvl_base + 1)
+                if named is _Named.YES:
+                    return True
+                if named is _Named.NO:
                     break  # published without us (a plan rolled back): look as usual
                 if i + 1 < tries:
-                    time.sleep(MEMBER_POLL_S)
+                    backoff.sleep()
         elif self.queued and rnd != self._round:
             # A new holder, or a new round of one that serves the queue (keep_serving): it may have
             # committed us before, unless we just queued (a holder that commits the request records it
             # in its plan first). A free lock is tried at once (PUT-create): the holder path looks the
             # outcome up under the lock with the head it reads anyway; looking first would leave the
             # lock idle meanwhile.
-            just_queued, self._round = self._round is _UNSET, rnd
-            if not just_queued and (record is not None or self._withdrawn_in not in (_UNSET, None)):
+            just_queued, self._round = self._round is None, rnd
+            withdrawn = self._withdrawn
+            if not just_queued and (record is not None or (withdrawn is not None and withdrawn.session is not None)):
                 if self._found():
                     return True
                 # a holder that read the request before it was withdrawn commits it within its session
-                if self._withdrawn_in is not _UNSET and ident != self._withdrawn_in:
+                if withdrawn is not None and ident != withdrawn.session:
                     self._timeout(record)
-        if time.monotonic() > self.deadline and self._withdrawn_in is _UNSET:
+        if time.monotonic() > self.deadline and self._withdrawn is None:
             if not self.queued:
                 self._timeout(record)
             withdraw(self.core.store, self.key)
             now = self.core.services.vlock.read()
-            self._withdrawn_in = _session(now[0] if now is not None else None)
-            if self._withdrawn_in is None:
+            self._withdrawn = _Withdrawn(_session(now[0] if now is not None else None))
+            if self._withdrawn.session is None:
                 if self._found():
                     return True
                 self._timeout(record)
         return False
 
-    def free(self, found: tuple[LockRecord, str]) -> bool | None:
-        if not self.queued or self._withdrawn_in is not _UNSET:
-            return None
-        return self.on_free(found)
+    def free(self, found: tuple[LockRecord, str]) -> FreeAnswer:
+        if not self.queued or self._withdrawn is not None:
+            return FreeAnswer.USUAL
+        answer, decided = self._on_free(self, found)
+        if decided is not None:
+            self.decided = decided
+        return answer
 
-    def _found_in(self, version: int) -> bool | None:
-        """Whether global version ``version`` names the outcome (then in :attr:`result`); None: that
-        version is not published yet."""
+    def _named_in(self, version: int) -> "_Named":
+        """Whether global version ``version`` names the outcome (then in :attr:`decided`)."""
         try:
             state = self.core.services.glog.at(version)
         except LvError:  # GlobalVersionNotFound included
-            return None
+            return _Named.UNPUBLISHED
         got = state.group.get(self.core.id)
-        if got is not None:
-            self.result = (state, got)
-        return got is not None
+        if got is None:
+            return _Named.NO
+        self.decided = (state, got)
+        return _Named.YES
 
     def _found(self) -> bool:
-        self.result = outcome_of(self.core.services.glog, self.core.id, self.known)
-        return self.result is not None
+        self.decided = outcome_of(self.core.services.glog, self.core.id, self.known)
+        return self.decided is not None
 
     def _timeout(self, record: LockRecord | None) -> None:
         holder = record.txn if record is not None else "?"
@@ -177,7 +202,7 @@ class Waiter:
             "`timeout`.", details={"holder": holder, "state": record.state if record is not None else "?"})
 
 
-def _session(record: LockRecord | None) -> tuple[str, float, str | None] | None:
+def _session(record: LockRecord | None) -> Session:
     """Which holder session a lock record belongs to (None: the lock is free)."""
     return (record.txn, record.acquired, record.recovering) if record is not None else None
 
@@ -236,7 +261,7 @@ def _markers_live(store: ObjectStore, req: Request) -> bool:
 def _check(store: ObjectStore, state: GvlState, req: Request) -> tuple[list[PlannedCommit], dict, dict] | None:
     """Validate one request as its owner would (R1 by versions); its plan entries, validation outcome and
     additions, or None to leave it to its owner."""
-    live = _MARKERS.submit(_markers_live, store, req)
+    live = concurrency.submit(Pool.REQUESTS, _markers_live, store, req)  # (GETs one after another: a leaf)
     try:
         outcome = validate(collect(store, state, req.accesses, req.policy, own_txn=req.txn, parallel=1), req.policy)
         if not live.result():
@@ -282,7 +307,8 @@ def serve(store: ObjectStore, state: GvlState, chosen: list[Request]) -> Group:
     """The requests of ``chosen`` that pass validation at ``state`` (the head read under the lock), as
     one :class:`Group`. Cost: each request's validation reads (requests in parallel)."""
     group = Group()
-    for req, got in zip(chosen, _CHECK.map(lambda r: _check(store, state, r), chosen), strict=True):
+    checked = concurrency.gather(Pool.TASKS, lambda r: _check(store, state, r), chosen)
+    for req, got in zip(chosen, checked, strict=True):
         if got is None:
             continue
         plan, validation, additions = got
@@ -299,7 +325,7 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
     waiters noticing it, racing for the key) separates one group from the next. Stops when nothing new
     is queued, when a request is left to its owner (which then takes the lock itself), or after
     :data:`SERVE_ROUNDS`. Runs where the release runs (in the background: the holder's ``commit()``
-    has returned). Each round's requests are read while the plan before is written (:func:`look_ahead`).
+    has returned). Each round's requests are read while the plan before is written (:data:`SERVING`'s look).
     Cost per round: as :func:`gather` + :func:`serve` + :meth:`HeldLock.commit`; none when the look
     found nothing queued."""
     store = held.lock.store
@@ -317,7 +343,6 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
             return
         crashpoint("serving-round")
         served.update(group.members)
-        look_ahead(held, served)
         try:
             result = held.commit(group.plan, head, additions=group.additions, group=group.members, release=False)
         except LvError as e:  # the requests stay: whoever holds the key next commits them (or finds them done)
@@ -330,17 +355,19 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
     held.note_queued(True)
 
 
-def look_ahead(held: HeldLock, skip: Iterable[str]) -> None:
-    """Let ``held`` read the queued requests other than ``skip``'s (the transactions its plan commits)
-    while it writes its next plan, for :func:`keep_serving`. Cost: as :func:`gather` (1 LIST when
-    nothing is queued)."""
-    held.look = functools.partial(gather, held.lock.store, frozenset(skip), frozenset())
+def _look(store: ObjectStore, served: frozenset[str]) -> list[Request]:
+    return gather(store, served, frozenset())
+
+
+#: what a holder does for the queue: reads the requests other than those its plans commit while it writes
+#: a plan (:func:`gather`; 1 LIST when nothing is queued), and serves them after its own (:func:`keep_serving`)
+SERVING = Serving(then=keep_serving, look=_look)
 
 
 def in_background(fn: Callable[..., T], *args: Any) -> "Future[T]":
-    """``fn(*args)`` on the group's pool (requests that need no global version, run beside the head read:
-    :func:`gather`, withdrawing the holder's own request)."""
-    return _CHECK.submit(fn, *args)
+    """``fn(*args)`` beside the head read (requests that need no global version: :func:`gather`, withdrawing
+    the holder's own request), on the TASKS pool (:func:`gather` fans its GETs out)."""
+    return concurrency.submit(Pool.TASKS, fn, *args)
 
 
 def forget(core: TxnCore, group: Group) -> None:

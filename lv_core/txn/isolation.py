@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import time
 from concurrent.futures import Future
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Mapping, NamedTuple
 
 from lv_core import events as ev
 from lv_core.delta.actions import decode_commit
 from lv_core.errors import LvError, TransactionAborted
 from lv_core.protocol.aborts import aborted
-from lv_core.protocol.commitplan import build_plan
+from lv_core.protocol.commitplan import PlannedCommit, PlanResult, build_plan
 from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect, probe_early
@@ -30,20 +33,20 @@ from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, read_version, write_version
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import LogTail, TableAccess, ValidationOutcome, validate
-from lv_core.protocol.vlock import FREE, UNREAD, FreeSlot, LockRecord, Unread, slot_of
+from lv_core.protocol.vlock import FREE, FreeAnswer, FreeSlot, HeldLock, KeyLook, LockRecord, slot_of
 from lv_core.protocol.vqueue import outcome_of, withdraw
-from lv_core.testing import armed, crashpoint
+from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
 from lv_core.txn.core import TxnCore
 from lv_core.txn.group import (
+    SERVING,
+    Decided,
     Group,
     Waiter,
     forget,
     gather,
     in_background,
     joined,
-    keep_serving,
-    look_ahead,
     make_request,
     serve,
 )
@@ -187,8 +190,20 @@ def _fill_unused_markers(core: TxnCore, names: dict[str, int]) -> dict[str, int]
     return freed
 
 
-def _plan(core: TxnCore, writes: Mapping[str, list], outcome: ValidationOutcome, state: GvlState) -> list:
-    """The table commits of a validated transaction, to be published as ``state.version + 1``."""
+@dataclass(frozen=True)
+class Planned:
+    """A compatible transaction's commit, to be published as ``state.version + 1``: the plan's table
+    commits, the tables to add (read-only ones the log did not know, parts of multi-table commits outside
+    the log) and each written table's version."""
+
+    plan: list[PlannedCommit]
+    additions: dict[str, int]
+    names: dict[str, int]
+
+
+def _planned(core: TxnCore, writes: Mapping[str, list], outcome: ValidationOutcome, state: GvlState) -> Planned:
+    """The plan of a validated transaction. Raises PartMissing: a part of a multi-table commit outside the
+    log cannot be included."""
     book = core.book
     commits = {}
     for t, actions in writes.items():
@@ -197,7 +212,10 @@ def _plan(core: TxnCore, writes: Mapping[str, list], outcome: ValidationOutcome,
         commits[t] = commit_info_first(actions, ci, core.ict(t))
     markers = {t: (ts.marker_version, ts.marker_etag) for t, ts in book.tables.items()
                if ts.marker_version is not None and ts.marker_etag is not None}
-    return build_plan(outcome, commits, markers)
+    names = outcome.write_versions()
+    additions = outcome.additions()
+    additions.update(close_parts(core.store, state, {**names, **additions}, own_txn=core.id, fixed=frozenset(names)))
+    return Planned(build_plan(outcome, commits, markers), additions, names)
 
 
 def _settled_tail(marker: int) -> Future[LogTail]:
@@ -208,10 +226,77 @@ def _settled_tail(marker: int) -> Future[LogTail]:
     return done
 
 
+def _published(core: TxnCore, writes: Mapping[str, list], result: PlanResult, freed: dict[str, int],
+               state: GvlState) -> Published:
+    for t, v in freed.items():
+        core.events.emit(ev.MarkerFreed(core.id, table=t, version=v, reason="read-only"))
+    for t, v in result.versions.items():
+        core.book.mark_published(t, v, writes.get(t, []))
+    return Published(dict(result.versions), freed, result.gvl or state)
+
+
+class Route(Enum):
+    """How an attempt to commit by taking the free validation key with the plan ended (:func:`_commit_fast`)."""
+
+    PUBLISHED = "published"  # committed and published
+    USUAL = "usual"  # nothing written: validate under the key the usual way
+    LOST = "lost"  # nothing written: the key was taken by another between the look and the claim
+
+
 class _Fast(NamedTuple):
-    published: Published | None  # None: nothing written, commit the usual way
-    seen: tuple[LockRecord, str] | None | Unread = UNREAD  # the key as read here
-    lost: bool = False  # the key was taken by another between the look and the claim
+    route: Route
+    published: Published | None = None  # (PUBLISHED)
+    seen: KeyLook | None = None  # the key as read here (None: not read)
+
+
+_USUAL = _Fast(Route.USUAL)
+
+
+@dataclass(frozen=True)
+class _Basis:
+    """What the fast path validates against: the free record it claims, the head that record names, the
+    tails of the written tables (probed, or known when warm) and the queued requests (cold: read beside)."""
+
+    slot: FreeSlot
+    state: GvlState
+    early: dict[str, tuple[int, Future[LogTail]]]
+    queued: Future[list] | None
+
+
+def _fast_basis(core: TxnCore, accesses: list[TableAccess],
+                given: tuple[FreeSlot, GvlState] | None) -> _Basis | _Fast:
+    """The fast path's basis (see :func:`_commit_fast`), or why there is none (:data:`Route.USUAL`)."""
+    glog, vlock = core.services.glog, core.services.vlock
+    if not accesses or any(a.marker is None and a.written for a in accesses):
+        return _USUAL  # a write without marker is placed by the usual path (next free version, moves)
+    if given is None and vlock.contended():
+        return _USUAL  # others validate all the time: queue at once (group commit)
+    slot, state = given if given is not None else (vlock.free_slot(), glog.known_state())
+    warm = (given is None and slot is not None and not slot.queued and state is not None
+            and slot.head == state.version)  # (requests queued: serve them, cold)
+    if warm:
+        assert slot is not None and state is not None
+        early = {}
+        if all(a.written and a.marker is not None and not (a.blind and len(accesses) > 1)
+               and ((known := state.table_version(a.table)) is None or known < a.marker) for a in accesses):
+            early = {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
+        return _Basis(slot, state, early, None)
+    # the tails and the queue are read in the round trip of the key's GET (or right after it)
+    early = probe_early(core.store, accesses, own_txn=core.id)
+    queued = in_background(gather, core.store, core.id, frozenset(a.table for a in accesses))
+    if given is None:
+        seen = KeyLook(vlock.look())
+        slot = slot_of(seen.found)
+        if slot is None or slot.head is None:
+            if seen.found is not None and seen.found[0].state != FREE:
+                vlock.note_contention()
+            return _Fast(Route.USUAL, seen=seen)
+        try:
+            state = glog.at(slot.head)  # the head this process knows: no request
+        except LvError:  # a free record naming a version that is not there: the usual path reads the head
+            return _Fast(Route.USUAL, seen=seen)
+    assert slot is not None and state is not None
+    return _Basis(slot, state, early, queued)
 
 
 def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], *,
@@ -233,64 +318,42 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
     ``given``: a queued transaction that found the key free (its free record, and the head it names);
     ``own_request``: its request, withdrawn once the key is taken (a committed request left behind
     fails R3 for any later holder: the head names its tables at its markers)."""
-    glog, vlock, book = core.services.glog, core.services.vlock, core.book
-    if not accesses or any(a.marker is None and a.written for a in accesses):
-        return _Fast(None)  # a write without marker is placed by the usual path (next free version, moves)
-    if armed("validation-key-held"):
-        return _Fast(None)  # a crash test pauses in state "validating", which only the usual path has
-    if given is None and vlock.contended():
-        return _Fast(None)  # others validate all the time: queue at once (group commit)
-    slot, state = given if given is not None else (vlock.free_slot(), glog.known_state())
-    warm = (given is None and slot is not None and not slot.queued and state is not None
-            and slot.head == state.version)  # (requests queued: serve them, cold)
-    early: dict[str, tuple[int, Future[LogTail]]] = {}
-    queued: Future[list] | None = None
-    if warm:
-        assert state is not None
-        if all(a.written and a.marker is not None and not (a.blind and len(accesses) > 1)
-               and ((known := state.table_version(a.table)) is None or known < a.marker) for a in accesses):
-            early = {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
-    else:  # the tails and the queue are read in the round trip of the key's GET (or right after it)
-        early = probe_early(core.store, accesses, own_txn=core.id)
-        queued = in_background(gather, core.store, core.id, frozenset(a.table for a in accesses))
-    if given is None and not warm:
-        seen = vlock.look()
-        slot = slot_of(seen)
-        if slot is None or slot.head is None:
-            if seen is not None and seen[0].state != FREE:
-                vlock.note_contention()
-            return _Fast(None, seen)
-        try:
-            state = glog.at(slot.head)  # the head this process knows: no request
-        except LvError:  # a free record naming a version that is not there: the usual path reads the head
-            return _Fast(None, seen)
-    assert slot is not None and state is not None
-    group = serve(core.store, state, queued.result()) if queued is not None else Group()  # as a holder would
+    basis = _fast_basis(core, accesses, given)
+    if isinstance(basis, _Fast):
+        return basis
+    state = basis.state
+    # cold: serve the queue as a holder would
+    group = serve(core.store, state, basis.queued.result()) if basis.queued is not None else Group()
     outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id,
-                               footprints=book.footprints(), early=early), core.policy)
+                               footprints=core.book.footprints(), early=basis.early), core.policy)
     if not outcome.compatible:
-        return _Fast(None)  # decided under the key with the head read there (catch-ups, the abort's numbers)
+        return _USUAL  # decided under the key with the head read there (catch-ups, the abort's numbers)
     _check_foreign(core, outcome)
     names = outcome.write_versions()
     if any(a.marker is not None and names.get(a.table) != a.marker for a in accesses):
-        return _Fast(None)  # a marker the plan would not commit at: filled under the key as usual
-    plan = _plan(core, writes, outcome, state)
-    additions = outcome.additions()
+        return _USUAL  # a marker the plan would not commit at: filled under the key as usual
     try:
-        additions.update(close_parts(core.store, state, {**names, **additions}, own_txn=core.id,
-                                     fixed=frozenset(names)))
+        planned = _planned(core, writes, outcome, state)
     except PartMissing:
-        return _Fast(None)
-    held = vlock.acquire_planned(core.id, plan + group.plan, state, slot, additions={**group.additions, **additions},
-                                 group=group.members)
+        return _USUAL
+    # Validated, nothing recorded: what the usual path's crash point sees with the key "validating".
+    crashpoint("validation-key-held")
+    held = core.services.vlock.acquire_planned(
+        core.id, planned.plan + group.plan, state, basis.slot, additions={**group.additions, **planned.additions},
+        group=group.members, serving=SERVING)  # (then serves the queue: read while the plan is written)
     if held is None:
-        return _Fast(None, lost=True)
-    look_ahead(held, {core.id, *group.members})  # then serve the queue (read while the plan is written)
-    held.then = keep_serving
+        return _Fast(Route.LOST)
     if own_request:
         cleaner.background(f"validation request of {core.id}", lambda: withdraw(core.store, own_request))
     _emit(core, outcome, state.version + 1)
-    before, book.decision = book.decision, Decision("plan", names)
+    return _execute_fast(core, held, writes, planned, state, group)
+
+
+def _execute_fast(core: TxnCore, held: HeldLock, writes: Mapping[str, list], planned: Planned, state: GvlState,
+                  group: Group) -> _Fast:
+    """Write and publish the plan the key was taken with."""
+    book = core.book
+    before, book.decision = book.decision, Decision("plan", planned.names)
     try:
         with held:
             result = held.execute(state, background=cleaner.background)
@@ -301,136 +364,160 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
         # A writer that ignores markers took a marker's version before anything was written: the plan is
         # void (nothing written or published, the key released); the usual path probes and decides.
         book.decision = before
-        return _Fast(None)
+        return _USUAL
     forget(core, group)
-    for t, v in result.versions.items():
-        book.mark_published(t, v, writes.get(t, []))
-    return _Fast(Published(dict(result.versions), {}, result.gvl or state))
+    return _Fast(Route.PUBLISHED, _published(core, writes, result, {}, state))
+
+
+def _commit_read_only(core: TxnCore, accesses: list[TableAccess], deadline: float) -> Published:
+    """Validate a transaction that writes nothing without the lock; write nothing."""
+    book = core.book
+    policy = core.policy
+    if book.has_markers():
+        # It wrote, but a redo left nothing to write: its reads may no longer be one snapshot,
+        # so it is not a read-only transaction that write_serializable may let pass without R1.
+        policy = dataclasses.replace(policy, r1_read_only=True)
+    state = core.services.glog.head()
+    if not book.has_markers() and policy.snapshot_read_only and one_global_version(core):
+        # Every table read at the one global version it started at: a prefix of the serial order
+        # of validated writers (docs/PROTOCOL.md, "Why the relaxed rules stay serializable"), so
+        # versions the log published since then are ordered after it. Only commits the log does
+        # not know yet (writers outside it) are checked: one that changed what it read aborts it
+        # once and is caught up, so the retry reads it (freshness, not serializability).
+        accesses = [_from_log_version(a, state) for a in accesses]
+    outcome = validate(collect(core.store, state, accesses, policy, own_txn=core.id, parallel=1,
+                               footprints=book.footprints()), policy)
+    _emit(core, outcome, None)
+    if not outcome.compatible:
+        _catch_up(core, outcome, deadline)
+        raise outcome.to_abort()
+    return Published({}, {}, state)
 
 
 def commit_isolated(core: TxnCore, deadline: float) -> Published:
     """Validate and commit under LV[I]: settle marker tables (LV[R]), then validate R1-R3 under the
-    validation lock and execute the recorded plan; read-only transactions validate without the lock."""
+    validation lock and execute the recorded plan; read-only transactions validate without the lock.
+
+    Routes: read-only; the fast path (:func:`_commit_fast`); else wait for the key queued for group
+    commit (:class:`~lv_core.txn.group.Waiter`), which ends decided by another holder, decided by taking the
+    free key with the plan (:func:`_on_free`), or with the key held (:func:`_commit_held`)."""
     book = core.book
     if core.markers and book.has_markers():
         settle_markers(core, deadline)  # LV[R]: predecessors resolved and redone, nothing published yet
     writes = book.writes()
     accesses = table_accesses(core, writes)
-    glog, vlock = core.services.glog, core.services.vlock
-    if not writes:  # read-only: validate without the lock, write nothing
-        policy = core.policy
-        if book.has_markers():
-            # It wrote, but a redo left nothing to write: its reads may no longer be one snapshot,
-            # so it is not a read-only transaction that write_serializable may let pass without R1.
-            policy = dataclasses.replace(policy, r1_read_only=True)
-        state = glog.head()
-        if not book.has_markers() and policy.snapshot_read_only and one_global_version(core):
-            # Every table read at the one global version it started at: a prefix of the serial order
-            # of validated writers (docs/PROTOCOL.md, "Why the relaxed rules stay serializable"), so
-            # versions the log published since then are ordered after it. Only commits the log does
-            # not know yet (writers outside it) are checked: one that changed what it read aborts it
-            # once and is caught up, so the retry reads it (freshness, not serializability).
-            accesses = [_from_log_version(a, state) for a in accesses]
-        outcome = validate(collect(core.store, state, accesses, policy, own_txn=core.id, parallel=1,
-                                   footprints=book.footprints()), policy)
-        _emit(core, outcome, None)
-        if not outcome.compatible:
-            _catch_up(core, outcome, deadline)
-            raise outcome.to_abort()
-        return Published({}, {}, state)
-
+    if not writes:
+        return _commit_read_only(core, accesses, deadline)
     fast = _commit_fast(core, writes, accesses)
-    if fast.published is not None:
+    if fast.route is Route.PUBLISHED:
+        assert fast.published is not None
         return fast.published
-
-    def on_wait(rec: Any) -> None:
-        core.events.emit(ev.Waiting(core.id, table="validation lock", version=-1, on_txn=getattr(rec, "txn", "?")))
-
-    waiter = Waiter(core, lambda: make_request(core, writes, accesses, glog.known()), deadline)
-
-    def on_free(found: tuple[LockRecord, str]) -> bool | None:
-        """Queued, and the key is free: committed by a holder before (its outcome is published up to the
-        head the free record names), else take the key with the plan, serving the queue."""
-        slot = slot_of(found)
-        if slot is None or slot.head is None:
-            return None
-        try:
-            state = glog.at(slot.head)
-        except LvError:  # a free record naming a version that is not there: take the key as usual
-            return None
-        waiter.result = outcome_of(glog, core.id, waiter.known, head=state)
-        if waiter.result is not None:
-            return True
-        try:
-            fast = _commit_fast(core, writes, accesses, given=(slot, state), own_request=waiter.key)
-        except BaseException:  # aborted: no holder may commit the request of a transaction that gives up
-            with contextlib.suppress(LvError):
-                withdraw(core.store, waiter.key)
-            raise
-        waiter.published = fast.published
-        return True if fast.published is not None else (False if fast.lost else None)
-
-    waiter.on_free = on_free
+    vlock = core.services.vlock
+    waiter = Waiter(core, lambda: make_request(core, writes, accesses, core.services.glog.known()), deadline,
+                    on_free=functools.partial(_on_free, core, writes, accesses))
     left = max(0.001, deadline - time.monotonic())
-    held = vlock.acquire_or_join(core.id, waiter, timeout_s=left + 3 * vlock.lease_s, on_wait=on_wait,
-                                 seen=fast.seen)
+    held = vlock.acquire_or_join(core.id, waiter, timeout_s=left + 3 * vlock.lease_s,
+                                 on_wait=functools.partial(_on_wait, core), seen=fast.seen, serving=SERVING)
     if held is None:  # committed (or broken) in another holder's group, or by taking the key with its plan
-        if waiter.published is not None:
-            return waiter.published
-        assert waiter.result is not None
-        return joined(core, waiter.result, writes, waiter.key)
+        if isinstance(waiter.decided, Published):
+            return waiter.decided
+        assert waiter.decided is not None
+        return joined(core, waiter.decided, writes, waiter.key)
     with held:
-        held.then = keep_serving
-        crashpoint("validation-key-held")
-        taken = frozenset(a.table for a in accesses)
-        chosen = in_background(gather, core.store, core.id, taken) if held.waited else None
-        gone = in_background(withdraw, core.store, waiter.key) if waiter.queued else None
-        early = probe_early(core.store, accesses, own_txn=core.id)  # with the head read: one round trip
-        state = glog.head()
-        held.head = state.version
-        if gone is not None:
-            gone.result()  # no later holder may pick our request up
-        group = serve(core.store, state, chosen.result()) if chosen is not None else Group()
-        found = outcome_of(glog, core.id, waiter.known, head=state) if waiter.queued else None
-        if found is not None:  # decided by the holder before us (its global versions were just read)
-            if group.members:
-                held.commit(group.plan, state, additions=group.additions, group=group.members,
-                            background=cleaner.background)
-                forget(core, group)
-            return joined(core, found, writes, waiter.key)
-        outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id,
-                                   footprints=book.footprints(), early=early), core.policy)
-        if outcome.compatible:
-            _check_foreign(core, outcome)
-        _emit(core, outcome, None if not outcome.compatible else state.version + 1)
-        if not outcome.compatible:
-            updates = _whole(core, state, _catch_up_versions(outcome))
-            if updates or group.members:
-                held.commit(group.plan, state, additions={**group.additions, **updates}, group=group.members,
-                            background=cleaner.background)
-                forget(core, group)
-            raise outcome.to_abort()
-        plan = _plan(core, writes, outcome, state)
-        additions = outcome.additions()
-        names = outcome.write_versions()
-        try:
-            additions.update(close_parts(core.store, state, {**names, **additions}, own_txn=core.id,
-                                         fixed=frozenset(names)))
-        except PartMissing as e:
-            raise aborted("part_missing", {"table": e.table, "version": e.version,
-                                           "part": f"{e.sibling}@{e.sibling_version}"}, what=str(e)) from None
-        freed = _fill_unused_markers(core, names)
-        book.decision = Decision("plan", names)
-        look_ahead(held, {core.id, *group.members})
-        try:
-            result = held.commit(plan + group.plan, state, additions={**group.additions, **additions},
-                                 group=group.members, background=cleaner.background)
-        except TransactionAborted:  # our entries broke: the group's are published all the same
+        return _commit_held(core, held, waiter, writes, accesses)
+
+
+def _on_wait(core: TxnCore, rec: LockRecord) -> None:
+    core.events.emit(ev.Waiting(core.id, table="validation lock", version=-1, on_txn=rec.txn))
+
+
+def _on_free(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], waiter: Waiter,
+             found: tuple[LockRecord, str]) -> tuple[FreeAnswer, Decided | None]:
+    """Queued, and the key is free: committed by a holder before (its outcome is published up to the
+    head the free record names), else take the key with the plan, serving the queue."""
+    glog = core.services.glog
+    slot = slot_of(found)
+    if slot is None or slot.head is None:
+        return FreeAnswer.USUAL, None
+    try:
+        state = glog.at(slot.head)
+    except LvError:  # a free record naming a version that is not there: take the key as usual
+        return FreeAnswer.USUAL, None
+    result = outcome_of(glog, core.id, waiter.known, head=state)
+    if result is not None:
+        return FreeAnswer.DECIDED, result
+    try:
+        fast = _commit_fast(core, writes, accesses, given=(slot, state), own_request=waiter.key)
+    except BaseException:  # aborted: no holder may commit the request of a transaction that gives up
+        with contextlib.suppress(LvError):
+            withdraw(core.store, waiter.key)
+        raise
+    if fast.route is Route.PUBLISHED:
+        return FreeAnswer.DECIDED, fast.published
+    return (FreeAnswer.TAKEN if fast.route is Route.LOST else FreeAnswer.USUAL), None
+
+
+@dataclass(frozen=True)
+class _UnderKey:
+    """What the holder read first: the head, the queued requests it commits with its own, the tails of
+    its written tables (probing), and its outcome when a holder before decided it (its request was queued)."""
+
+    state: GvlState
+    group: Group
+    early: dict[str, tuple[int, Future[LogTail]]]
+    found: tuple[GvlState, Mapping[str, Any]] | None
+
+
+def _read_under_key(core: TxnCore, held: HeldLock, waiter: Waiter, accesses: list[TableAccess]) -> _UnderKey:
+    taken = frozenset(a.table for a in accesses)
+    chosen = in_background(gather, core.store, core.id, taken) if held.waited else None
+    gone = in_background(withdraw, core.store, waiter.key) if waiter.queued else None
+    early = probe_early(core.store, accesses, own_txn=core.id)  # with the head read: one round trip
+    state = core.services.glog.head()
+    held.head = state.version
+    if gone is not None:
+        gone.result()  # no later holder may pick our request up
+    group = serve(core.store, state, chosen.result()) if chosen is not None else Group()
+    found = outcome_of(core.services.glog, core.id, waiter.known, head=state) if waiter.queued else None
+    return _UnderKey(state, group, early, found)
+
+
+def _commit_held(core: TxnCore, held: HeldLock, waiter: Waiter, writes: Mapping[str, list],
+                 accesses: list[TableAccess]) -> Published:
+    """Validate under the key (state "validating") with the head read there, and commit the plan."""
+    crashpoint("validation-key-held")
+    read = _read_under_key(core, held, waiter, accesses)
+    state, group = read.state, read.group
+    if read.found is not None:  # decided by the holder before us (its global versions were just read)
+        if group.members:
+            held.commit(group.plan, state, additions=group.additions, group=group.members,
+                        background=cleaner.background)
             forget(core, group)
-            raise
+        return joined(core, read.found, writes, waiter.key)
+    outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id,
+                               footprints=core.book.footprints(), early=read.early), core.policy)
+    if outcome.compatible:
+        _check_foreign(core, outcome)
+    _emit(core, outcome, None if not outcome.compatible else state.version + 1)
+    if not outcome.compatible:
+        updates = _whole(core, state, _catch_up_versions(outcome))
+        if updates or group.members:
+            held.commit(group.plan, state, additions={**group.additions, **updates}, group=group.members,
+                        background=cleaner.background)
+            forget(core, group)
+        raise outcome.to_abort()
+    try:
+        planned = _planned(core, writes, outcome, state)
+    except PartMissing as e:
+        raise aborted("part_missing", {"table": e.table, "version": e.version,
+                                       "part": f"{e.sibling}@{e.sibling_version}"}, what=str(e)) from None
+    freed = _fill_unused_markers(core, planned.names)
+    core.book.decision = Decision("plan", planned.names)
+    try:
+        result = held.commit(planned.plan + group.plan, state, additions={**group.additions, **planned.additions},
+                             group=group.members, background=cleaner.background)
+    except TransactionAborted:  # our entries broke: the group's are published all the same
         forget(core, group)
-    for t, v in freed.items():
-        core.events.emit(ev.MarkerFreed(core.id, table=t, version=v, reason="read-only"))
-    for t, v in result.versions.items():
-        book.mark_published(t, v, writes.get(t, []))
-    return Published(dict(result.versions), freed, result.gvl or state)
+        raise
+    forget(core, group)
+    return _published(core, writes, result, freed, state)

@@ -14,11 +14,12 @@ import json
 import threading
 import time
 import uuid
-from concurrent.futures import wait
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from lv_core import concurrency
 from lv_core import events as ev
+from lv_core.concurrency import Pool
 from lv_core.delta.actions import Action, encode_commit
 from lv_core.errors import LvError
 from lv_core.protocol import layout
@@ -26,9 +27,9 @@ from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.ict import info_lines, with_info
 from lv_core.protocol.markers import KEY, encode_freed, lakevilla_commit_info
 from lv_core.storage.base import OVERWRITE
-from lv_core.testing import armed, crashpoint
+from lv_core.testing import crashpoint
 from lv_core.txn.access import replace_marker, write_marker_version
-from lv_core.txn.core import POOL, TxnCore
+from lv_core.txn.core import TxnCore
 from lv_core.txn.fence import reassert_markers, silent_too_long
 from lv_core.txn.settle import Settled, settle_group
 from lv_core.txn.state import Decision, TableState
@@ -195,16 +196,11 @@ def publish(core: TxnCore, prepared: Prepared) -> list[str]:
                 book.freed[t] = ts.marker_version
             core.events.emit(ev.MarkerFreed(core.id, table=t, version=ts.marker_version, reason="read-only"))
 
-    # Per-table overwrites run in parallel (bounded pool): commit latency grows slowly with tables.
-    items = sorted(prepared.plan.items())
-    if len(items) > 1 and not armed("between-markers"):  # (a test pausing there: one after another)
-        futures = [POOL.submit(one, t, d) for t, d in items]
-        wait(futures)  # all of them, even after one failed: no write of ours is in flight once we return
-        for f in futures:
-            f.result()
-    else:
-        for t, d in items:
-            one(t, d)
+    # Per-table overwrites run in parallel (leaf requests: the REQUESTS pool), commit latency grows slowly
+    # with tables; all of them end, even after one failed: no write of ours is in flight once we return.
+    # (A test pausing at "between-markers" pauses the thread of the first part written; the other parts'
+    # writes go on as they would, so the killed process leaves one part or more of a decided commit.)
+    concurrency.gather(Pool.REQUESTS, lambda item: one(*item), sorted(prepared.plan.items()))
     return lost
 
 

@@ -331,20 +331,23 @@ def test_a_request_whose_markers_outlived_their_lease_is_left_to_its_owner(tmp_p
 
 
 @pytest.mark.parametrize("point", ["validation-key-held", "plan-recorded", "gvl-published"])
-def test_sigkill_of_a_group_holder(tmp_path: Any, point: str) -> None:
+def test_sigkill_of_a_group_holder(tmp_path: Any, point: str, monkeypatch: Any) -> None:
     """A holder process serving a queued transaction is SIGKILLed: before its plan is recorded nothing
-    of either is committed by it (its own request, with its marker's lease run out, is not committed
-    by the next holder either); once recorded, the waiting member takes the lock over, rolls the whole
+    of either is committed by it (its own request is committed by the next holder only while its markers'
+    lease runs, all or nothing); once recorded, the waiting member takes the lock over, rolls the whole
     group forward and finds its own commit there."""
     import os
     import signal
 
+    from lv_core.protocol import vlock
     from tests.unit.test_lv_r_processes import _worker
 
     wh, lh, base = crash_setup(tmp_path)
     blocker = lh.validation_lock.acquire("blocker", timeout_s=5)
-    # the member polls every 5-10 s: the holder process (polling every few ms) gets the lock first
-    member_lh = Lakehouse(lh.store, lease_s=1.5, poll_min_s=10.0, poll_max_s=10.0)
+    # the member polls every 5-10 s (queued too): the holder process (polling every few ms) gets the lock first
+    monkeypatch.setattr(vlock, "QUEUED_POLL_S", 10.0)
+    # (its markers stay live while the worker process starts: a holder commits only a live request)
+    member_lh = Lakehouse(lh.store, lease_s=30.0, poll_min_s=10.0, poll_max_s=10.0)
 
     def member() -> Any:
         txn = member_lh.begin("serializable", timeout_s=120)
@@ -367,8 +370,10 @@ def test_sigkill_of_a_group_holder(tmp_path: Any, point: str) -> None:
     moved = 100.0 - committed_kv(lh, "kv")[1]
     assert committed_kv(lh, "kv2")[1] == 100.0 + moved
     new = _versions(lh)[base + 1:]
-    if point == "validation-key-held":
-        assert moved == 0.0 and all(not v.group for v in new)  # the member validated itself
+    if point == "validation-key-held":  # the killed process published nothing: every new version is the member's
+        assert all(v.txn == member_id for v in new), [(v.txn, dict(v.group)) for v in new]
+        # its request was committed with the member's only if its markers' lease still ran then
+        assert moved == 0.0 and all(not v.group for v in new) or moved == 1.0 and len(new[-1].group) == 1
     else:
         assert moved == 1.0  # rolled forward, with the member, in the holder's global version
         (grouped,) = [v for v in new if v.group]

@@ -10,9 +10,9 @@ import pytest
 
 from lv_core import Lakehouse
 from lv_core.protocol.lockrecord import COMMITTING, FREE, LOCK_KEY, LockRecord
-from lv_core.protocol.vlock import HeldLock
+from lv_core.protocol.vlock import HeldLock, Serving
 from lv_core.txn import cleaner
-from lv_core.txn.group import gather, keep_serving, serve
+from lv_core.txn.group import SERVING, gather, serve
 from tests.helpers.bank import add_kv, committed_kv
 from tests.unit.test_group_commit import _queued, _setup, _versions, crash_setup, queue_commits
 
@@ -28,10 +28,10 @@ def test_a_holder_commits_requests_queued_while_it_held_the_key_before_releasing
     (its own session), not after a release the waiters must notice and race for."""
     tables = ["t0", "t1", "t2", "t3"]
     lh = _setup(tmp_path, tables)
-    holder = lh.validation_lock.acquire("holder", timeout_s=5)  # took the key with nothing queued
+    # took the key with nothing queued; serves the queue as a committing transaction's holder does
+    holder = lh.validation_lock.acquire("holder", timeout_s=5, serving=SERVING)
     threads, out, txns = queue_commits(lh, tables[:3])
     head = lh.global_log.head()
-    holder.then = keep_serving
     # the holder's own plan: publish t3's version again (a catch-up), so that a global version is published
     res = holder.commit([], head, additions={"t3": head.tables["t3"]})
     for th in threads:
@@ -70,17 +70,16 @@ def test_a_queued_transaction_returns_once_its_version_is_published_while_the_ho
         tmp_path: Any) -> None:
     tables = ["t0", "t1"]
     lh = _setup(tmp_path, tables)
-    holder = lh.validation_lock.acquire("holder", timeout_s=5)
-    threads, out, txns = queue_commits(lh, tables[:1])
-    head = lh.global_log.head()
-    group = serve(lh.store, head, gather(lh.store, "holder", frozenset()))
-    assert set(group.members) == {txns["t0"].id}
     gate = threading.Event()
 
     def hold(held: HeldLock, published: Any) -> None:
         gate.wait(60)  # keeps the key after publishing, as a holder serving more requests would
 
-    holder.then = hold
+    holder = lh.validation_lock.acquire("holder", timeout_s=5, serving=Serving(then=hold))
+    threads, out, txns = queue_commits(lh, tables[:1])
+    head = lh.global_log.head()
+    group = serve(lh.store, head, gather(lh.store, "holder", frozenset()))
+    assert set(group.members) == {txns["t0"].id}
     committing = threading.Thread(target=lambda: holder.commit(group.plan, head, additions=group.additions,
                                                                group=group.members))
     committing.start()
