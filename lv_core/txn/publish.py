@@ -32,7 +32,7 @@ from lv_core.txn.access import replace_marker, write_marker_version
 from lv_core.txn.core import TxnCore
 from lv_core.txn.fence import reassert_markers, silent_too_long
 from lv_core.txn.settle import Settled, settle_group
-from lv_core.txn.state import Decision, TableState
+from lv_core.txn.state import Decision
 from lv_core.txn.waiting import exposed_markers
 
 __all__ = ["EMBED_MAX", "Prepared", "Published", "commit_markers", "prepare", "publish"]
@@ -153,21 +153,23 @@ def _write_decision(core: TxnCore, data: bytes) -> None:
 
 
 def publish(core: TxnCore, prepared: Prepared) -> list[str]:
-    """Write the versions of the group's markers into the log with their plan (in parallel); returns
-    the tables whose marker was lost (its version taken; re-claimed at a later version: settle and
-    publish those again)."""
+    """Write the versions of the group's markers into the log with their plan; returns the tables
+    whose marker was lost (its version taken; re-claimed at a later version: settle and publish those
+    again).
+
+    A group with both read-only and written tables frees its read-only markers first, then writes its
+    parts: the written parts are the commit's decision, so every read must be known to be protected
+    *before* the first part lands. Written in parallel, a paused client could find a read-only marker
+    lost after a part was published, and then abort a transaction whose write others already read
+    (G1a, found by the schedule explorer, ``tests/unit/test_schedule_explorer.py``). If a written part
+    is lost after the read-only markers were freed and nothing was published, those read-only tables
+    are claimed again too: from the free on, nothing protected what was read there."""
     book = core.book
     writes = prepared.writes
-    lost: list[str] = []
     guard = threading.Lock()
 
-    def lose(t: str, ts: TableState, version: int) -> None:  # version: ts.marker_version, the lost marker's
-        core.events.emit(ev.MarkerLost(core.id, table=t, version=version))
-        replace_marker(core, ts)
-        with guard:
-            lost.append(t)
-
-    def one(t: str, data: bytes | Callable[[], bytes]) -> None:
+    def one(t: str, data: bytes | Callable[[], bytes]) -> str | None:
+        """Write one table's version; the table's name when its marker was lost."""
         ts = book.tables[t]
         assert ts.marker_version is not None and ts.marker_etag is not None
         if callable(data):
@@ -179,12 +181,11 @@ def publish(core: TxnCore, prepared: Prepared) -> list[str]:
             if st.kind == "commit" and st.txn == core.id:  # rolled forward by a recoverer
                 with guard:
                     book.mark_published(t, ts.marker_version, writes.get(t, []))
-                return
+                return None
             # Lost, read-only or not: whoever freed or took the version did not wait for us, so what we
             # read there may be stale. A new marker makes the versions in between predecessors, checked
             # against our reads when the group settles again (docs/PROTOCOL.md, "Special cases").
-            lose(t, ts, ts.marker_version)
-            return
+            return t
         if t in writes:
             with guard:
                 book.mark_published(t, ts.marker_version, writes[t])
@@ -195,13 +196,33 @@ def publish(core: TxnCore, prepared: Prepared) -> list[str]:
             with guard:
                 book.freed[t] = ts.marker_version
             core.events.emit(ev.MarkerFreed(core.id, table=t, version=ts.marker_version, reason="read-only"))
+        return None
 
-    # Per-table overwrites run in parallel (leaf requests: the REQUESTS pool), commit latency grows slowly
-    # with tables; all of them end, even after one failed: no write of ours is in flight once we return.
-    # (A test pausing at "between-markers" pauses the thread of the first part written; the other parts'
-    # writes go on as they would, so the killed process leaves one part or more of a decided commit.)
-    concurrency.gather(Pool.REQUESTS, lambda item: one(*item), sorted(prepared.plan.items()))
-    return lost
+    def round_of(items: list[tuple[str, bytes | Callable[[], bytes]]]) -> list[str]:
+        # In parallel (leaf requests: the REQUESTS pool); all of them end, even after one failed: no
+        # write of ours is in flight once we return. (A test pausing at "between-markers" pauses the
+        # thread of the first part written; the other parts' writes go on as they would.)
+        return [t for t in concurrency.gather(Pool.REQUESTS, lambda item: one(*item), items) if t is not None]
+
+    plan = sorted(prepared.plan.items())
+    reads = [(t, d) for t, d in plan if t not in writes]
+    parts = [(t, d) for t, d in plan if t in writes]
+    again: list[str] = []  # read-only tables freed this round, claimed again
+    if reads and parts:
+        lost = round_of(reads)
+        if not lost:
+            lost = round_of(parts)
+            if lost and not set(writes) & set(book.published):
+                again = [t for t, _ in reads if book.freed.pop(t, None) is not None]
+    else:
+        lost = round_of(plan)
+    for t in lost + again:
+        ts = book.tables[t]
+        assert ts.marker_version is not None
+        if t in lost:
+            core.events.emit(ev.MarkerLost(core.id, table=t, version=ts.marker_version))
+        replace_marker(core, ts)
+    return lost + again
 
 
 def commit_markers(core: TxnCore, deadline: float) -> Published:

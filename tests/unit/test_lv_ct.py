@@ -13,7 +13,7 @@ from lv_core.engine.arrow_io import read_data_files
 from lv_core.protocol.dag import Edge, closes_cycle, find_path, has_cycle, invert, shift_tables
 from lv_core.protocol.markers import read_version
 from lv_core.txn.ops import Operation, OpResult
-from tests.helpers.bank import add_kv, committed_kv, make_kv, write_kv
+from tests.helpers.bank import add_kv, committed_kv, make_kv, read_kv, write_kv
 
 CT = "repeatable_read"  # R + CT
 
@@ -205,3 +205,29 @@ def test_r_alone_redo_bound_counts_per_table_not_per_transaction(tmp_path):
     res = t2.commit()  # 7 tables, 7 redos: more than retries=5 in total, one per table
     assert res.redo_count == 7
     assert all(committed_kv(lh, t) == {1: 3.0, 2: 2.0} for t in tables)
+
+
+def test_a_written_part_lost_after_the_read_only_frees_claims_the_read_tables_again(lh):
+    """A group with read and written tables frees its read-only markers first, then writes its part
+    (the decision). When the part's version was taken meanwhile (a writer ignoring markers), nothing
+    is published; the read-only table's marker is already freed, so nothing protects what was read
+    there: it is claimed again and re-checked with the written table (docs/PROTOCOL.md, "Special
+    cases"). The explorer's G1a schedule is the same ordering seen from a pause."""
+    import deltalake
+
+    t1 = lh.begin(CT)
+    assert read_kv(t1, "bank_y", 3) == {3: 1000.0}
+    add_kv(t1, "bank_x", 1, -10)
+    before = dict(t1.marker_versions())
+    # a plain Delta writer takes the version of t1's marker on bank_x
+    deltalake.write_deltalake(lh.store.url("bank_x"), pa.table({"id": pa.array([9], pa.int64()),
+                                                                  "val": pa.array([9.0], pa.float64())}),
+                              mode="append")
+    r1 = t1.commit()
+    placed = [e for e in t1.events.history if isinstance(e, ev.MarkerPlaced) and e.table == "bank_y"]
+    lost = {e.table for e in t1.events.history if isinstance(e, ev.MarkerLost)}
+    assert lost == {"bank_x"}
+    assert [e.version for e in placed][-1] > before["bank_y"] and len(placed) == 2
+    assert r1.versions["bank_x"] > before["bank_x"]
+    assert committed_kv(lh, "bank_x") == {1: 990.0, 2: 1000.0, 9: 9.0}
+    assert read_version(lh.store, "bank_y", before["bank_y"]).kind == "freed"
