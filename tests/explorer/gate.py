@@ -31,7 +31,6 @@ from typing import Any, Callable, Iterator
 
 from lv_core.errors import StorageError
 from lv_core.storage.base import OVERWRITE, GetResult, IfMatch, ObjectMeta, ObjectStore, PutMode
-
 from tests.explorer.memstore import MemStore
 
 __all__ = ["ACTOR", "Decision", "GatedStore", "Killed", "Request", "Scheduler", "ShiftedClock", "attribution"]
@@ -311,8 +310,8 @@ class ShiftedClock:
     @contextlib.contextmanager
     def installed(self) -> Iterator[ShiftedClock]:
         """Every loaded ``lv_core`` module that imported ``time`` sees this clock while inside."""
-        patched = [m for name, m in list(sys.modules.items())
-                   if name.startswith("lv_core") and isinstance(m, types.ModuleType) and getattr(m, "time", None) is time]
+        patched = [m for name, m in list(sys.modules.items()) if name.startswith("lv_core")
+                   and isinstance(m, types.ModuleType) and getattr(m, "time", None) is time]
         for m in patched:
             m.time = self.module  # type: ignore[attr-defined]
         try:
@@ -334,7 +333,8 @@ def attribution() -> Iterator[None]:
 
     def start_in_context(self: threading.Thread) -> None:
         target = getattr(self, "_target", None)
-        if ACTOR.get() is not None and self.name != "lv-lease-keeper" and target is not concurrent.futures.thread._worker:
+        pool_worker = target is concurrent.futures.thread._worker
+        if ACTOR.get() is not None and self.name != "lv-lease-keeper" and not pool_worker:
             ctx, run = contextvars.copy_context(), self.run
             self.run = lambda: ctx.run(run)  # type: ignore[method-assign]
         start(self)

@@ -23,7 +23,6 @@ from lv_core.errors import LvError, TransactionAborted
 from lv_core.lakehouse import Lakehouse
 from lv_core.protocol.lease import LeaseObserver, keeper
 from lv_core.txn import cleaner
-
 from tests.explorer.gate import ACTOR, Decision, GatedStore, Killed, Request, Scheduler, ShiftedClock, attribution
 from tests.explorer.memstore import MemStore
 

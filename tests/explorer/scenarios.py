@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from lv_core.blackbox.history import MicroOp
-
 from tests.explorer.run import Actor, Scenario
 
 __all__ = ["READ_SKEW", "THREE", "WRITE_SKEW_AFTER_PAUSE"]
