@@ -210,9 +210,11 @@ class _Random:
         return Step(Kind.RUN, pick.ident)
 
 
-def random_runs(scenario: Scenario, seeds: range, *, lost: float = 0.03, crash: float = 0.01,
-                pause: float = 0.02, stop_at_first: bool = False, base: MemStore | None = None) -> Exploration:
-    """One schedule per seed with random priorities, lost responses and (at most one) crash each."""
+def random_runs(scenario: Scenario, seeds: range, *, lost: float = 0.01, crash: float = 0.004,
+                pause: float = 0.004, stop_at_first: bool = False, base: MemStore | None = None) -> Exploration:
+    """One schedule per seed with random priorities; at each request a chance (per request: a schedule has
+    about 60-150) to lose its response, to crash its client (at most one crash per schedule) or to pause a
+    pausable one."""
     began = time.monotonic()
     base = base or scenario.setup()
     out = Exploration()

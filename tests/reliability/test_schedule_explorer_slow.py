@@ -1,0 +1,47 @@
+"""The schedule explorer (tests/explorer) with wider bounds than the default tier (slow tier).
+
+Exhaustive mode: up to two preemptions per schedule for the read-skew scenario, one for the pause and
+the three-transaction scenarios, and the order of one transaction's concurrent pool requests explored
+too (``within``) where the budget allows. What stays bounded: the preemption count, the schedule
+budget (a test reports when it, rather than the bounds, ended the search), and a poll loop's second
+identical re-read in a row, deferred until nobody else can move. Random mode: many seeds with random
+priorities, lost responses, a crash (then lease expiry and recovery) and pauses past the lease.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.explorer.explore import Exploration, explore, random_runs
+from tests.explorer.scenarios import READ_SKEW, THREE, WRITE_SKEW_AFTER_PAUSE
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+
+#: The G1a the explorer found on main (tests/unit/test_schedule_explorer.py): a paused client told
+#: "aborted" after publishing part of its commit. Reported separately from everything else.
+KNOWN_G1A = frozenset({"G1a"})
+
+
+def _unexpected(ex: Exploration) -> list[str]:
+    return [v.describe() for v in ex.violations if v.report is not None and v.report.kinds - KNOWN_G1A]
+
+
+@pytest.mark.parametrize(("scenario", "preemptions", "within", "budget"), [
+    (READ_SKEW, 2, False, 1500),
+    (READ_SKEW, 1, True, 1500),
+    (WRITE_SKEW_AFTER_PAUSE, 1, False, 1500),
+    (THREE, 1, False, 1500),
+], ids=["read-skew-2-preemptions", "read-skew-within", "pause-1-preemption", "three-1-preemption"])
+def test_exhaustive_within_wider_bounds(scenario, preemptions, within, budget) -> None:
+    ex = explore(scenario, preemptions=preemptions, within=within, max_schedules=budget)
+    print(scenario.name, ex.summary())
+    bad = _unexpected(ex)
+    assert not bad, bad[0]
+
+
+@pytest.mark.parametrize("scenario", [READ_SKEW, WRITE_SKEW_AFTER_PAUSE, THREE], ids=lambda s: s.name)
+def test_random_priorities_with_faults_many_seeds(scenario) -> None:
+    ex = random_runs(scenario, range(300))
+    print(scenario.name, ex.summary())
+    bad = _unexpected(ex)
+    assert not bad, bad[0]
