@@ -24,12 +24,13 @@ the old one, which the command prints; run it outside this tree: ``-m`` puts the
 first on the path). Exit status 1 = a violation was found. Measured 2026-11-27 on the shared 2-core machine:
 
 - READ_SKEW (serializable, tables new to the global log), preemption bound 1: G-single (read skew)
-  at schedule 7 (4 of them pruned by sleep sets), 5.2 s: R1 reads ta (9 requests), then W2's whole
-  commit, then R1 reads tb.
+  at schedule 7 (4 of the 7 pruned by sleep sets), 4.4 s (10 s with start-up): R1's first 11 requests
+  (its read of ta and the start of tb's), then all of W2 (41), then the rest of R1 (read of tb: [2]).
 - WRITE_SKEW_AFTER_PAUSE (repeatable_read), preemption bound 0: G2-item (write skew) at schedule 3,
-  3.6 s: P1 reads tb and appends to ta, is paused before publishing, P2 frees its markers and commits,
-  P1 resumes and commits.
+  4.4 s (10 s with start-up): P1 reads tb and appends to ta (17 requests), is paused past its lease
+  before committing, P2 frees P1's markers and commits, P1 resumes and commits.
 
-On main both bounds are exhausted without those (63 schedules, ~20 s; 39 schedules, ~18 s), but the
+On main both bounds are exhausted without those (63 schedules, 15-24 s; 39 schedules,
+15-22 s), but the
 second scenario found a different violation: G1a (see the unit test's xfail).
 """

@@ -60,11 +60,14 @@ class Exploration:
     elapsed: float = 0.0
     steps_max: int = 0
 
+    def _why(self) -> str:
+        return "first violation" if self.violations and self.first_violation_at == self.schedules else "schedule budget"
+
     def summary(self) -> str:
         first = (f"first violation at schedule {self.first_violation_at}: {self.violations[0].report.summary()}"
                  if self.violations and self.violations[0].report is not None else "no violation")
         return (f"{self.schedules} schedules ({self.pruned} pruned by sleep sets, {self.diverged} diverged), "
-                f"{'exhausted the bounds' if self.complete else 'stopped at the schedule budget'}, "
+                f"{'exhausted the bounds' if self.complete else 'stopped: ' + self._why()}, "
                 f"longest {self.steps_max} steps, {self.elapsed:.1f} s; {first}")
 
 

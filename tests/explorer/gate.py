@@ -108,7 +108,7 @@ class Request:
 class Scheduler:
     """Pending requests, and the rules for when the set of them is complete enough to choose from."""
 
-    def __init__(self, *, settle_s: float = 0.004, max_wait_s: float = 1.5) -> None:
+    def __init__(self, *, settle_s: float = 0.002, max_wait_s: float = 1.5) -> None:
         self.settle_s = settle_s
         self.max_wait_s = max_wait_s
         self.cv = threading.Condition()
@@ -339,10 +339,18 @@ def attribution() -> Iterator[None]:
             self.run = lambda: ctx.run(run)  # type: ignore[method-assign]
         start(self)
 
+    hook = threading.excepthook
+
+    def quiet_when_killed(args: Any) -> None:  # a crashed client's helper thread ends silently
+        if not isinstance(args.exc_value, Killed):
+            hook(args)
+
     concurrent.futures.ThreadPoolExecutor.submit = submit_in_context  # type: ignore[method-assign]
     threading.Thread.start = start_in_context  # type: ignore[method-assign]
+    threading.excepthook = quiet_when_killed
     try:
         yield
     finally:
         concurrent.futures.ThreadPoolExecutor.submit = submit  # type: ignore[method-assign]
         threading.Thread.start = start  # type: ignore[method-assign]
+        threading.excepthook = hook
