@@ -65,7 +65,7 @@ class Op(Enum):
 
 
 _TXN = re.compile(r"\d{8}T\d{6}-[0-9a-f]{16}")
-_HEX = re.compile(r"[0-9a-f]{12,}")
+_HEX = re.compile(r"\b(?=[0-9]*[a-f])[0-9a-f]{12,}\b")  # random hex; version numbers (digits) stay
 
 
 def norm_key(key: str) -> str:
@@ -204,7 +204,7 @@ class Scheduler:
                     raise TimeoutError(f"no progress for {timeout_s} s; pending: {[str(r) for r in self.pending]}")
                 self.cv.wait(timeout=self.settle_s)
 
-    def wait_for(self, ident: tuple[str, str, str, int], timeout_s: float = 2.0) -> Request | None:
+    def wait_for(self, ident: tuple[str, str, str, int], timeout_s: float = 0.5) -> Request | None:
         """The pending request named ``ident`` once it arrived (replaying a schedule), else None."""
         deadline = time.monotonic() + timeout_s
         with self.cv:

@@ -6,6 +6,10 @@ too (``within``) where the budget allows. What stays bounded: the preemption cou
 budget (a test reports when it, rather than the bounds, ended the search), and a poll loop's second
 identical re-read in a row, deferred until nobody else can move. Random mode: many seeds with random
 priorities, lost responses, a crash (then lease expiry and recovery) and pauses past the lease.
+
+Replays may diverge here (a replayed request never comes: lv_core's background hint writes race, and
+polls depend on real time); a diverged run is still a valid schedule, only not the one asked for, so
+the search is then less systematic. The summary printed per test counts them.
 """
 
 from __future__ import annotations
@@ -27,10 +31,10 @@ def _unexpected(ex: Exploration) -> list[str]:
 
 
 @pytest.mark.parametrize(("scenario", "preemptions", "within", "budget"), [
-    (READ_SKEW, 2, False, 1500),
-    (READ_SKEW, 1, True, 1500),
-    (WRITE_SKEW_AFTER_PAUSE, 1, False, 1500),
-    (THREE, 1, False, 1500),
+    (READ_SKEW, 2, False, 600),
+    (READ_SKEW, 1, True, 600),
+    (WRITE_SKEW_AFTER_PAUSE, 1, False, 600),
+    (THREE, 1, False, 600),
 ], ids=["read-skew-2-preemptions", "read-skew-within", "pause-1-preemption", "three-1-preemption"])
 def test_exhaustive_within_wider_bounds(scenario, preemptions, within, budget) -> None:
     ex = explore(scenario, preemptions=preemptions, within=within, max_schedules=budget)
@@ -41,7 +45,7 @@ def test_exhaustive_within_wider_bounds(scenario, preemptions, within, budget) -
 
 @pytest.mark.parametrize("scenario", [READ_SKEW, WRITE_SKEW_AFTER_PAUSE, THREE], ids=lambda s: s.name)
 def test_random_priorities_with_faults_many_seeds(scenario) -> None:
-    ex = random_runs(scenario, range(300))
+    ex = random_runs(scenario, range(200))
     print(scenario.name, ex.summary())
     bad = _unexpected(ex)
     assert not bad, bad[0]
