@@ -141,7 +141,7 @@ class _Dfs:
             idents = list(node.enabled)
             if not self.within:  # one request per actor: the one that came first
                 tried = {s.ident[0] for s in node.done | {node.chosen}}
-                firsts = {}
+                firsts: dict[str, tuple[str, str, str, int]] = {}
                 for ident in idents:
                     firsts.setdefault(ident[0], ident)
                 idents = [i for a, i in firsts.items() if a not in tried]

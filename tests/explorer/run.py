@@ -235,8 +235,7 @@ def run_schedule(scenario: Scenario, base: MemStore, policy: Policy) -> RunResul
                 sched.decide(req, Decision.LOST if step.kind is Kind.LOST else Decision.RUN)
                 last = actor
         if pruned:
-            for a in by_name:
-                sched.crashed.add(a)
+            sched.crashed.update(by_name)
         sched.finish()
         for t in threads:
             t.join(timeout=120)
