@@ -59,15 +59,19 @@ class Exploration:
     first_violation_at: int | None = None  # 1-based schedule number
     elapsed: float = 0.0
     steps_max: int = 0
+    random: bool = False  # random mode: one schedule per seed (nothing to exhaust)
 
-    def _why(self) -> str:
-        return "first violation" if self.violations and self.first_violation_at == self.schedules else "schedule budget"
+    def _how(self) -> str:
+        if self.complete:
+            return "ran every seed" if self.random else "exhausted the bounds"
+        return "stopped: " + ("first violation" if self.violations and self.first_violation_at == self.schedules
+                              else "schedule budget")
 
     def summary(self) -> str:
         first = (f"first violation at schedule {self.first_violation_at}: {self.violations[0].report.summary()}"
                  if self.violations and self.violations[0].report is not None else "no violation")
         return (f"{self.schedules} schedules ({self.pruned} pruned by sleep sets, {self.diverged} diverged), "
-                f"{'exhausted the bounds' if self.complete else 'stopped: ' + self._why()}, "
+                f"{self._how()}, "
                 f"longest {self.steps_max} steps, {self.elapsed:.1f} s; {first}")
 
 
@@ -220,7 +224,7 @@ def random_runs(scenario: Scenario, seeds: range, *, lost: float = 0.01, crash: 
     pausable one."""
     began = time.monotonic()
     base = base or scenario.setup()
-    out = Exploration()
+    out = Exploration(random=True)
     for seed in seeds:
         res = run_schedule(scenario, base, _Random(scenario, seed, lost, crash, pause))
         out.schedules += 1
@@ -230,6 +234,6 @@ def random_runs(scenario: Scenario, seeds: range, *, lost: float = 0.01, crash: 
             out.first_violation_at = out.first_violation_at or out.schedules
             if stop_at_first:
                 break
-    out.complete = True
+    out.complete = out.schedules == len(seeds)
     out.elapsed = time.monotonic() - began
     return out

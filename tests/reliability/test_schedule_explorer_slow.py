@@ -10,6 +10,11 @@ priorities, lost responses, a crash (then lease expiry and recovery) and pauses 
 Replays may diverge here (a replayed request never comes: lv_core's background hint writes race, and
 polls depend on real time); a diverged run is still a valid schedule, only not the one asked for, so
 the search is then less systematic. The summary printed per test counts them.
+
+Measured on main (5cb4f74, shared 2-core machine): read skew with 2 preemptions 600 schedules (198
+pruned, 360 diverged) 250 s; read skew with within-actor orders 600 (523 pruned, 66 diverged) 63 s;
+pause with 1 preemption 600 (253 diverged) 291 s, 294 of them the known G1a and nothing else; three
+transactions 600 (157 diverged) 200 s; random 100 seeds per scenario 28-39 s each; no other violation.
 """
 
 from __future__ import annotations
