@@ -1,0 +1,33 @@
+"""The explorer's scenarios: two or three small list-append transactions over two tables."""
+
+from __future__ import annotations
+
+from lv_core.blackbox.history import MicroOp
+from tests.explorer.run import Actor, Scenario
+
+__all__ = ["READ_SKEW", "THREE", "WRITE_SKEW_AFTER_PAUSE"]
+
+r, a = MicroOp.read, MicroOp.append
+
+#: Issue 34, violation 1: serializable read skew on tables new to the global version log. R1 reads
+#: both tables, W2 appends to both; right after CREATE TABLE (nothing validated yet touched them).
+READ_SKEW = Scenario("read-skew-new-tables", ("ta", "tb"), (
+    Actor("R1", "serializable", (r("ta/0", None), r("tb/0", None))),
+    Actor("W2", "serializable", (a("ta/0", 1), a("tb/0", 2))),
+))
+
+#: Issue 34, violation 2: repeatable_read write skew after a paused client lost its read-only
+#: marker. P1 reads tb and appends to ta; P2 reads ta and appends to tb; P1 may be paused past its
+#: lease at any request (its markers may then be freed by P2).
+WRITE_SKEW_AFTER_PAUSE = Scenario("write-skew-after-pause", ("ta", "tb"), (
+    Actor("P1", "repeatable_read", (r("tb/0", None), a("ta/0", 1))),
+    Actor("P2", "repeatable_read", (r("ta/0", None), a("tb/0", 2))),
+), pausable=frozenset({"P1"}))
+
+#: Three serializable transactions: a reader of both tables and two writers of one table each that
+#: also read the other (write skew if both commit without seeing each other).
+THREE = Scenario("three", ("ta", "tb"), (
+    Actor("R1", "serializable", (r("ta/0", None), r("tb/0", None))),
+    Actor("W2", "serializable", (r("tb/0", None), a("ta/0", 1))),
+    Actor("W3", "serializable", (r("ta/0", None), a("tb/0", 2))),
+))
