@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks import cab, tpcds
+
 
 def _load(out: Path, name: str) -> dict[str, Any] | None:
     p = out / f"{name}.json"
@@ -407,6 +409,7 @@ def write_report(out: Path, report: Path) -> None:
         L = L[:4] + ["## Targets", "", _table(["target", "goal", "measured", "status"], targets), ""] + L[3:]
     L += _listappend_section(out, rel)
     L += _cold_connect_section(out, rel)
+    L += tpcds.report_section(_load(out, "tpcds"), rel) + cab.report_section(_load(out, "cab"), rel)
     if plots:
         L += ["## Plots", ""] + [f"![{p}]({rel}/{p})" for p in plots] + [""]
     L += ["## Sizes and reductions", "",
