@@ -314,6 +314,16 @@ def report_section(res: dict[str, Any] | None, rel: str) -> list[str]:
           "phase (one global version instead of a version per table); it notes the effects are visible only at a "
           "small scale factor, the data phase dominating otherwise. Compare the rows above: the data phase is "
           "Spark's, the metadata phase LakeVilla's."]
+    rules: dict[str, int] = {}
+    for smp in res.get("samples", []):
+        if "aborted" in smp:
+            k = f"{smp['mode']} {smp['preset']} {smp['kind']}: {smp['aborted']}"
+            rules[k] = rules.get(k, 0) + 1
+    if rules:
+        L += ["", "Aborts by mode, preset, stream and rule: " + ", ".join(f"{k} x{v}" for k, v in sorted(rules.items()))
+              + ". `exposed_read`: a read transaction's SELECT would have to be redone on newer files (marker "
+              "presets); `R1`: validation found a newer commit that changed what was read (LV[I]); `conflict`: "
+              "`delta`'s own commit conflict."]
     if res.get("errors"):
         L += ["", "Errors: " + "; ".join(res["errors"][:5])]
     return L + ["", f"![cab]({rel}/cab.png)", ""]
