@@ -263,6 +263,10 @@ def run_workload(name: str, cfg: dict[str, Any], out: Path) -> dict[str, Any]:
         data = mod.run(**kw)
     except Exception as e:
         data = {"skipped": f"failed: {type(e).__name__}: {str(e)[:500]}"}
+    finally:  # each workload starts its own embedded Spark server, with its own settings (driver memory)
+        from lv_core.engine.session import stop_spark
+
+        stop_spark()
     data["duration_s"] = round(time.monotonic() - t0, 1)
     write_json(out / f"{name}.json", data)
     if data.get("complete") or data.get("samples"):
