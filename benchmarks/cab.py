@@ -279,17 +279,20 @@ def run(*, scale: float = 0.1, ops: int = 6, rounds: int = 2, readers: int = 2, 
     return res
 
 
-def report_section(res: dict[str, Any] | None, rel: str) -> list[str]:
-    """The RESULTS.md section: metadata vs data phase per mode, preset and stream kind (Figure 11)."""
+def report_section(res: dict[str, Any] | None, rel: str, name: str = "cab") -> list[str]:
+    """The RESULTS.md section of results file ``name``: metadata vs data phase per mode, preset and
+    stream kind (Figure 11)."""
     if res is None:
         return []
-    head = ["## CAB-style mixed streams: metadata vs data phase (paper Figure 11)", ""]
+    which = "" if name == "cab" else f", `{name}`"
+    head = [f"## CAB-style mixed streams: metadata vs data phase (paper Figure 11){which}", ""]
     if res.get("skipped"):
         return head + [f"Skipped: {res['skipped']}.", ""]
     p = res["params"]
     load = res.get("load_average_before") or []
     L = head + [
-        f"`python -m benchmarks.cab --scale {p['scale']:g} --ops {p['ops_per_stream']} --rounds {p['rounds']}`: "
+        f"`python -m benchmarks.cab --scale {p['scale']:g} --ops {p['ops_per_stream']} --rounds {p['rounds']} "
+        f"--presets {','.join(p['presets'])}`: "
         f"TPC-H SF{p['scale']:g} (tpchgen-cli) loaded as Delta tables through the product. Read streams run TPC-H "
         f"{', '.join(p['reads'])} (this project's own Spark SQL of the specification's queries); write streams insert "
         "1-100 rows into a random table (80%) or update one table by key (20%). Each operation is one transaction. "
@@ -307,7 +310,8 @@ def report_section(res: dict[str, Any] | None, rel: str) -> list[str]:
             for kind, r in by_kind.items():
                 m, d = r["metadata"], r["data"]
                 share = "-" if r["metadata_share"] is None else f"{100 * r['metadata_share']:.1f}%"
-                L.append(f"| {mode} | {preset} ({LABELS.get(preset, preset)}) | {kind} | {m['p50_ms']} ({m['p90_ms']}) "
+                label = f"{preset} ({LABELS[preset]})" if preset in LABELS else preset
+                L.append(f"| {mode} | {label} | {kind} | {m['p50_ms']} ({m['p90_ms']}) "
                          f"| {d['p50_ms']} ({d['p90_ms']}) | {share} | {r['requests_p50']} | {r['aborts']} |")
     L += ["", "The paper (TPC-H SF10 on S3, 20-minute phases) finds LV[DL] and LV[I] best for sequential reads "
           "(no markers), all features together worst, and under concurrency LV[I] readers fastest in the metadata "
@@ -326,7 +330,7 @@ def report_section(res: dict[str, Any] | None, rel: str) -> list[str]:
               "`delta`'s own commit conflict."]
     if res.get("errors"):
         L += ["", "Errors: " + "; ".join(res["errors"][:5])]
-    return L + ["", f"![cab]({rel}/cab.png)", ""]
+    return L + ["", f"![{name}]({rel}/{name}.png)", ""]
 
 
 def plot(res: dict[str, Any], path: Path) -> None:

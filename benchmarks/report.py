@@ -409,7 +409,9 @@ def write_report(out: Path, report: Path) -> None:
         L = L[:4] + ["## Targets", "", _table(["target", "goal", "measured", "status"], targets), ""] + L[3:]
     L += _listappend_section(out, rel)
     L += _cold_connect_section(out, rel)
-    L += tpcds.report_section(_load(out, "tpcds"), rel) + cab.report_section(_load(out, "cab"), rel)
+    L += tpcds.report_section(_load(out, "tpcds"), rel)
+    for name in sorted(p.stem for p in out.glob("cab*.json")):
+        L += cab.report_section(_load(out, name), rel, name)
     if plots:
         L += ["## Plots", ""] + [f"![{p}]({rel}/{p})" for p in plots] + [""]
     L += ["## Sizes and reductions", "",
