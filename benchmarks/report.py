@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks import cab, tpcds
+
 
 def _load(out: Path, name: str) -> dict[str, Any] | None:
     p = out / f"{name}.json"
@@ -410,6 +412,9 @@ def write_report(out: Path, report: Path) -> None:
     L += tpcc_section(_load(out, "tpcc"), str(rel))
     L += _listappend_section(out, rel)
     L += _cold_connect_section(out, rel)
+    L += tpcds.report_section(_load(out, "tpcds"), rel)
+    for name in sorted(p.stem for p in out.glob("cab*.json")):
+        L += cab.report_section(_load(out, name), rel, name)
     if plots:
         L += ["## Plots", ""] + [f"![{p}]({rel}/{p})" for p in plots] + [""]
     L += ["## Sizes and reductions", "",

@@ -9,7 +9,10 @@ Benchmarks: ``ycsb`` (YCSB-LH workloads), ``multitable`` (commit latency vs tabl
 (exact requests per feature), ``spark`` (bank transfers through Spark; skipped when unavailable),
 ``cold_connect`` (cold ``%lv connect`` to the first result in fresh kernels, the tree before issue 37 vs
 this one; see :mod:`benchmarks.cold_connect`), ``tpcc`` (TPC-C, sequential and 16 clients per preset, with
-TPC-C's consistency conditions checked after each run; see :mod:`benchmarks.tpcc`).
+TPC-C's consistency conditions checked after each run; see :mod:`benchmarks.tpcc`); opt-in
+(``--profile full`` or ``--only tpcds,cab``, they
+need the ``bench`` extra and take long): ``tpcds`` (TPC-DS reads, :mod:`benchmarks.tpcds`) and ``cab``
+(CAB-style mixed streams on TPC-H, :mod:`benchmarks.cab`).
 Every parameter of a run is recorded in its JSON; seeds are fixed.
 """
 
@@ -28,7 +31,9 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.common import RESULTS, ClientPool, S3Server, environment, log, store_spec, write_json  # noqa: E402
 
-BENCHMARKS = ("requests", "ycsb", "multitable", "spark", "cold_connect", "tpcc")
+BENCHMARKS = ("requests", "ycsb", "multitable", "spark", "cold_connect", "tpcc", "tpcds", "cab")
+#: Not run unless named with --only or the profile is "full": they need the bench extra and take long.
+OPT_IN = ("tpcds", "cab")
 
 PROFILES: dict[str, dict[str, Any]] = {
     # Reduced for a 2-core machine shared with other work (see RESULTS.md).
@@ -50,6 +55,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "spark": {"rounds": 10, "warmup": 2},
         "cold_connect": {"runs": 3},
         "tpcc": {"clients": [1, 16], "seconds": 45, "customers": 30, "items": 100, "latency_ms": 0.0},
+        "tpcds": {"scale": 0.1, "reps": 3, "warmup": 1},
+        "cab": {"scale": 0.1, "ops": 6, "rounds": 2},
     },
     # The paper's sizes: 1,000 operations per run, every combination.
     "full": {
@@ -69,6 +76,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "spark": {"rounds": 30, "warmup": 3},
         "cold_connect": {"runs": 5},
         "tpcc": {"clients": [1, 16], "seconds": 300, "customers": 30, "items": 100, "latency_ms": 20.0},
+        "tpcds": {"scale": 1.0, "reps": 3, "warmup": 1},
+        "cab": {"scale": 1.0, "ops": 20, "rounds": 3},
     },
     # Tiny sizes: every code path once (tests/integration/test_bench_smoke.py).
     "smoke": {
@@ -88,6 +97,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cold_connect": {"runs": 1},
         "tpcc": {"clients": [1, 2], "seconds": 5, "customers": 10, "items": 30, "latency_ms": 0.0,
                  "systems": ["delta", "serializable"]},
+        "tpcds": {"scale": 0.01, "reps": 1, "warmup": 0, "queries": [3, 7]},
+        "cab": {"scale": 0.01, "ops": 2, "rounds": 1, "readers": 1, "writers": 1},
     },
 }
 
@@ -253,13 +264,37 @@ def run_tpcc(cfg: dict[str, Any], seed: int, out: Path) -> dict[str, Any]:
     write_json(out / "tpcc.json", data)
     plot(data, out / "tpcc.png")
     log(f"tpcc: {len(data['runs'])} runs in {data['duration_s']} s")
+def run_workload(name: str, cfg: dict[str, Any], out: Path) -> dict[str, Any]:
+    """``tpcds`` or ``cab`` (their own modules' ``run``), skipped with the reason when the bench extra is
+    missing."""
+    import importlib
+
+    mod = importlib.import_module(f"benchmarks.{name}")
+    t0 = time.monotonic()
+    kw = dict(cfg)
+    if "queries" in kw:
+        kw["queries"] = tuple(kw["queries"])
+    try:
+        data = mod.run(**kw)
+    except Exception as e:
+        data = {"skipped": f"failed: {type(e).__name__}: {str(e)[:500]}"}
+    finally:  # each workload starts its own embedded Spark server, with its own settings (driver memory)
+        from lv_core.engine.session import stop_spark
+
+        stop_spark()
+    data["duration_s"] = round(time.monotonic() - t0, 1)
+    write_json(out / f"{name}.json", data)
+    if data.get("complete") or data.get("samples"):
+        mod.plot(data, out / f"{name}.png")
+    log(f"{name}: {data.get('skipped') or 'done'} in {data['duration_s']} s")
     return data
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", choices=sorted(PROFILES), default="default")
-    ap.add_argument("--only", default=",".join(BENCHMARKS), help=f"comma-separated subset of {','.join(BENCHMARKS)}")
+    ap.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(BENCHMARKS)} (default: all "
+                                                 f"but {', '.join(OPT_IN)}, which only --profile full adds)")
     ap.add_argument("--no-spark", action="store_true", help="skip the Spark end-to-end benchmark")
     ap.add_argument("--stores", default=None,
                     help="comma-separated: local-0ms, local-20ms, s3 (default: the profile's)")
@@ -276,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     report = Path(args.report) if args.report else (
         ROOT / "benchmarks" / "RESULTS.md" if out.resolve() == RESULTS.resolve() else out / "RESULTS.md")
-    only = [b.strip() for b in args.only.split(",") if b.strip()]
+    default = [b for b in BENCHMARKS if b not in OPT_IN or args.profile == "full"]
+    only = [b.strip() for b in args.only.split(",") if b.strip()] if args.only else default
     bad = set(only) - set(BENCHMARKS)
     if bad:
         ap.error(f"unknown benchmark(s) {', '.join(sorted(bad))}")
@@ -311,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
             run_cold_connect(prof["cold_connect"], out)
         if "tpcc" in only:
             run_tpcc(prof["tpcc"], args.seed, out)
+        for name in OPT_IN:
+            if name in only:
+                run_workload(name, prof[name], out)
     finally:
         if s3 is not None:
             s3.stop()
