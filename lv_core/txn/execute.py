@@ -8,14 +8,16 @@ back to the first invalidated operation (deleting what it staged) and re-runs fr
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from concurrent.futures import Future
 from typing import Any
 
 import pyarrow as pa
 
 from lv_core import events as ev
 from lv_core.delta.features import check_changes, check_writable
-from lv_core.errors import TransactionError
+from lv_core.errors import LvError, TransactionError
 from lv_core.protocol import clock
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import Conflict
@@ -25,6 +27,7 @@ from lv_core.txn import waiting
 from lv_core.txn.access import access, claim_write_marker
 from lv_core.txn.context import OpContext
 from lv_core.txn.core import TxnCore
+from lv_core.txn.current import settle, speculate
 from lv_core.txn.ops import Operation, OpResult
 from lv_core.txn.precedence import give_way
 from lv_core.txn.state import OpRecord
@@ -80,10 +83,14 @@ def _delete_unrecorded(core: TxnCore, result: OpResult) -> None:
 def execute(core: TxnCore, op: Operation) -> Any:
     """Run ``op`` inside a transaction with markers or LV[I]; returns its value."""
     book = core.book
-    for t in op.tables:
-        access(core, t)
     step = len(book.ops)
-    result = run(core, op, step, 0)
+    look = speculate(core, op)
+    if look is not None:
+        result = _run_beside(core, op, look)
+    else:
+        for t in op.tables:
+            access(core, t)
+        result = run(core, op, step, 0)
     try:
         give_way(core, op, result, step)
     except BaseException:
@@ -127,6 +134,33 @@ def execute(core: TxnCore, op: Operation) -> Any:
         added=sum(len(v) for v in result.adds.values()),
         removed=sum(len(v) for v in result.removes.values())))
     return result.value
+
+
+def _run_beside(core: TxnCore, op: Operation, look: Future[bool]) -> OpResult:
+    """Run the transaction's first operation (one table) while :func:`lv_core.txn.current.speculate`'s
+    look at the table's log is under way: kept when the look confirms the version it ran on (what it
+    would have run on after the look), else what it staged is deleted and it runs again on the newest
+    head (issue 38: a read or update without the round trip of the look)."""
+    step = len(core.book.ops)
+    try:
+        access(core, op.tables[0])
+        result = run(core, op, step, 0)
+    except BaseException:
+        with contextlib.suppress(LvError):
+            settle(core, op, look)
+        raise
+    try:
+        stands = settle(core, op, look)
+    except BaseException:
+        core.book.tables.pop(op.tables[0], None)
+        core.book.head = None
+        _delete_unrecorded(core, result)
+        raise
+    if stands:
+        return result
+    _delete_unrecorded(core, result)
+    access(core, op.tables[0])
+    return run(core, op, step, 0)
 
 
 def write_sublog(core: TxnCore, rec: OpRecord) -> None:

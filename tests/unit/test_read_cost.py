@@ -126,3 +126,46 @@ def test_a_read_only_transaction_whose_table_moved_after_its_read_commits_ordere
     w.commit()
     res = r.commit()
     assert res.validation["compatible"]
+
+
+def _record(st: InstrumentedStore, monkeypatch) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+    request = st._request
+
+    def rec(kind, key, call):
+        seen.append((kind, key))
+        return request(kind, key, call)
+
+    monkeypatch.setattr(st, "_request", rec)
+    return seen
+
+
+def test_a_first_update_runs_beside_the_look_and_reads_no_global_version(two, monkeypatch):
+    """The first operation runs on the cached head while the HEAD of the table's next log version is
+    under way; the look confirms it, so the global log is only written (the plan's publish), never read."""
+    a, _b, st = two
+    seen = _record(st, monkeypatch)
+    w = a.begin("serializable")
+    add_kv(w, "x", 1, 1)
+    w.commit()
+    gvl = [(k, key) for k, key in seen if key.startswith("_lakevilla/gvl/")]
+    assert [k for k, _ in gvl if k in ("GET", "HEAD")] == []
+    v = a.global_state().tables["x"]
+    assert ("HEAD", f"x/_delta_log/{v:020d}.json") in seen  # the look, past the version read (v - 1)
+    assert committed_kv(a, "x")[1] == 101.0
+
+
+def test_an_update_on_a_moved_table_runs_again_on_the_newest_head_and_leaves_no_file(two):
+    """The look finds the other kernel's commit: what the first run staged is deleted and the update
+    runs again on the newest head (no lost update, no orphan data file)."""
+    a, b, _st = two
+    w = b.begin("serializable")
+    add_kv(w, "x", 1, 5)
+    w.commit()
+    t = a.begin("serializable")
+    assert add_kv(t, "x", 1, 1) == 1
+    t.commit()
+    assert committed_kv(a, "x") == {1: 106.0, 2: 100.0}
+    mine = [m.key for m in a.store.list("x/") if f"part-{t.id}-" in m.key]
+    live = {f"x/{p}" for p in a.snapshot("x").files}
+    assert mine and set(mine) <= live  # only the committed file of the second run is left
