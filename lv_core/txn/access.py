@@ -126,13 +126,32 @@ def claim_write_marker(core: TxnCore, ts: TableState) -> None:
     (the operation that writes it is ``core.book.claiming``, not recorded yet).
 
     Versions between the read version and the marker are predecessors, checked at commit."""
+    v, etag = place_write_marker(core, ts)
+    record_write_marker(core, ts, v, etag)
+
+
+def place_write_marker(core: TxnCore, ts: TableState) -> tuple[int, str]:
+    """The placement part of :func:`claim_write_marker` (only requests: it may run while the operation
+    that writes the table is still running, see :func:`lv_core.txn.execute.execute`)."""
     start = core.services.logs.cached_hint(ts.name, core.store) + 1
     # LV[R] alone read the log's end at its first access, and so did LV[I] on a confirmed table (a HEAD
     # found no version after the one read: lv_core/txn/current.py): no second look at the same version.
     # A writer that ignores markers taking it since is found by the commit's PUT-create all the same
     # (LV[R]: a lost marker, re-claimed; LV[I]: the plan cannot write there, and validates the usual way).
-    looked = not core.iso or ts.name in core.confirmed
-    v, etag = _place(core, ts.name, start, check_log=not looked or start != ts.base.version + 1)
+    # A look still under way (lv_core/txn/current.speculate) is the same HEAD: the marker is recorded
+    # only if it confirms the version read, else it is given up (lv_core/txn/execute.EarlyMarkers).
+    looked = not core.iso or ts.name in core.confirmed or ts.name in core.looking
+    return _place(core, ts.name, start, check_log=not looked or start != ts.base.version + 1)
+
+
+def free_placed(core: TxnCore, table: str, version: int, etag: str) -> None:
+    """Give up a marker :func:`place_write_marker` placed that is not recorded (its write did not happen)."""
+    _free_quietly(core, table, version, etag, "unused")
+
+
+def record_write_marker(core: TxnCore, ts: TableState, v: int, etag: str) -> None:
+    """The rest of :func:`claim_write_marker`: the marker is the table's; versions below it are
+    predecessors (on the transaction's thread)."""
     crashpoint("marker-placed")
     ts.marker_version, ts.marker_etag = v, etag
     for pv in range(ts.base.version + 1, v):

@@ -109,6 +109,7 @@ def speculate(core: TxnCore, op: Operation) -> Future[bool] | None:
         return None
     look = submit(Pool.REQUESTS, is_latest, core.store, table, v)
     core.book.head = cached
+    core.looking.add(table)
     return look
 
 
@@ -118,6 +119,7 @@ def settle(core: TxnCore, op: Operation, look: Future[bool]) -> bool:
     (the table is confirmed). False: the table moved; the transaction forgets the table and reads the
     global log's head (the caller deletes what the operation staged and runs it again on that head)."""
     table = op.tables[0]
+    core.looking.discard(table)
     if look.result():
         core.confirmed.add(table)
         return True

@@ -169,3 +169,45 @@ def test_an_update_on_a_moved_table_runs_again_on_the_newest_head_and_leaves_no_
     mine = [m.key for m in a.store.list("x/") if f"part-{t.id}-" in m.key]
     live = {f"x/{p}" for p in a.snapshot("x").files}
     assert mine and set(mine) <= live  # only the committed file of the second run is left
+
+
+def _names_a_file_then(outcome: str):
+    """An operation on ``x`` that names (and writes) a data file, then fails or records nothing."""
+    from lv_core.storage.base import CREATE
+    from lv_core.txn.ops import Operation, OpResult
+
+    def run(ctx):
+        ctx.store.put(f"x/{ctx.new_path('x')}", b"not parquet", mode=CREATE)
+        if outcome == "fail":
+            raise ValueError("the operation failed after writing a file")
+        return OpResult(value=0)
+
+    return Operation("update", ("x",), run)
+
+
+@pytest.mark.parametrize("preset", ["serializable", "LV[R]"])
+@pytest.mark.parametrize("outcome", ["fail", "nothing-written"])
+def test_a_marker_placed_beside_an_operation_that_wrote_nothing_is_given_up(two, preset, outcome):
+    """The marker a first write claims is placed while the operation still runs (EarlyMarkers): when
+    the operation fails or records no change, that marker is given up, and the next writer commits."""
+    from lv_core.protocol.markers import read_version
+
+    a, b, _st = two
+    features = {"features": {"R"}} if preset == "LV[R]" else {}
+    v = a.snapshot("x").version + 1
+    t = a.begin("repeatable_read" if preset == "LV[R]" else preset, **features)
+    if outcome == "fail":
+        with pytest.raises(ValueError):
+            t.execute(_names_a_file_then(outcome))
+        t.rollback()
+    else:
+        t.execute(_names_a_file_then(outcome))
+        t.commit()
+    st = read_version(a.store, "x", v)
+    assert not (st.kind == "marker" and st.txn == t.id)  # never left pending
+    if outcome == "fail":  # a failed operation's files are deleted (one it did not report is its own)
+        assert not [m.key for m in a.store.list("x/") if f"part-{t.id}-" in m.key]
+    w = b.begin("serializable")
+    add_kv(w, "x", 2, 1)
+    w.commit()
+    assert committed_kv(b, "x") == {1: 100.0, 2: 101.0}
