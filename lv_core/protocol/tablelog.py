@@ -82,6 +82,13 @@ class TableLogs:
             claimed = self._claimed.get(table, -1)
         return max(self.latest_hint(table, store) if hint is None else hint, claimed)
 
+    def known_reserved(self, table: str) -> int | None:
+        """The latest version this process knows of, in the log or reserved by a marker, without any
+        request (None: none known)."""
+        with self._lock:
+            got = [v for v in (self._latest.get(table), self._claimed.get(table)) if v is not None]
+        return max(got) if got else None
+
     def known_latest(self, table: str) -> int | None:
         """The latest version this process knows of, without any request (None: none known)."""
         with self._lock:

@@ -70,7 +70,7 @@ def first_head(core: TxnCore, table: str) -> GvlState:
     glog, logs = core.services.glog, core.services.logs
     cached = glog.known_state()
     v = cached.table_version(table) if cached is not None else None
-    known = logs.known_latest(table)
+    known = logs.known_reserved(table)  # a version (or a marker's claim, ours too) past v: it moved
     if cached is None or v is None or (known is not None and known > v):
         return glog.head()  # unknown to the log (enrolled next), or known to have moved: no look
     if logs.moved(table):
@@ -104,7 +104,7 @@ def speculate(core: TxnCore, op: Operation) -> Future[bool] | None:
     glog, logs = core.services.glog, core.services.logs
     cached = glog.known_state()
     v = cached.table_version(table) if cached is not None else None
-    known = logs.known_latest(table)
+    known = logs.known_reserved(table)  # a version (or a marker's claim, ours too) past v: it moved
     if cached is None or v is None or (known is not None and known > v) or logs.moved(table):
         return None
     look = submit(Pool.REQUESTS, is_latest, core.store, table, v)

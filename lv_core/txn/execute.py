@@ -75,9 +75,9 @@ class EarlyMarkers:
             return
         self.placing[table] = (ts, submit(Pool.TASKS, place_write_marker, self.core, ts))
 
-    def finish(self, written: set[str]) -> None:
+    def finish(self, written: set[str]) -> set[str]:
         """Record the markers of ``written`` tables, give up the others (raises a failed placement's
-        error after giving up every marker placed)."""
+        error after giving up every marker placed); returns the tables whose marker was recorded."""
         placed: dict[str, tuple[TableState, int, str]] = {}
         error: BaseException | None = None
         for t, (ts, fut) in self.placing.items():
@@ -88,13 +88,16 @@ class EarlyMarkers:
                 continue
             placed[t] = (ts, v, etag)
         self.placing = {}
+        recorded: set[str] = set()
         for t, (ts, v, etag) in placed.items():
             if error is None and t in written:
                 record_write_marker(self.core, ts, v, etag)
+                recorded.add(t)
             else:
                 free_placed(self.core, t, v, etag)
         if error is not None:
             raise error
+        return recorded
 
 
 def run(core: TxnCore, op: Operation, step: int, attempt: int,
@@ -151,10 +154,11 @@ def execute(core: TxnCore, op: Operation) -> Any:
             with contextlib.suppress(LvError):
                 early.finish(set())
         raise
+    claimed: set[str] = set()  # tables whose marker this operation claimed (beside it, or below)
     try:
         give_way(core, op, result, step)
         if early is not None:
-            early.finish({t for t in op.tables if result.adds.get(t) or result.removes.get(t)})
+            claimed = early.finish({t for t in op.tables if result.adds.get(t) or result.removes.get(t)})
     except BaseException:
         if early is not None:
             with contextlib.suppress(LvError):
@@ -190,7 +194,7 @@ def execute(core: TxnCore, op: Operation) -> Any:
     # transaction's marker placed before them still write theirs.
     staged_in = {t for t, v in result.staged().items() if v}
     covered = all(book.tables[t].marker_version is not None for t in staged_in) and (
-        mode == "physical" or staged_in <= set(claim))
+        mode == "physical" or staged_in <= claimed | set(claim))
     if any(book.tables[t].marker_version is not None for t in op.tables) and not covered:
         write_sublog(core, rec)  # module #2 serves marker tables (LV[I] reads need none)
     crashpoint("data-staged")
