@@ -55,10 +55,10 @@ class EarlyMarkers:
     starts when the operation names its first new file in the table (:class:`OpContext` ``on_write``)
     and runs beside the data writes; the marker is recorded where it was before (after
     :func:`give_way`), or given up when the operation wrote nothing there after all or failed.
-    Placed earlier, the marker carries the footprint of the operations before this one only; used only
-    while no operation of the transaction (this one included) is exposed, where a footprint has no
-    reads and so never makes another transaction give way (:mod:`lv_core.txn.precedence`): the same
-    outcome as with the full footprint.
+    Placed earlier, the marker carries the footprint of the operations before this one only; so under a
+    policy whose markers carry footprints (LV[I] with file-level R1) it is used only while no operation
+    of the transaction (this one included) is exposed: such a footprint has no reads and so never makes
+    another transaction give way (:mod:`lv_core.txn.precedence`), the outcome the full footprint gives.
     """
 
     def __init__(self, core: TxnCore, op: Operation) -> None:
@@ -67,7 +67,9 @@ class EarlyMarkers:
 
     @staticmethod
     def usable(core: TxnCore, op: Operation) -> bool:
-        return core.claims_at_write and not op.exposed and not any(rec.op.exposed for rec in core.book.ops)
+        footprints = core.iso and core.policy.r1_files  # else markers carry no footprint at all
+        exposed = op.exposed or any(rec.op.exposed for rec in core.book.ops)
+        return core.claims_at_write and not (footprints and exposed)
 
     def __call__(self, table: str) -> None:
         ts = self.core.book.tables.get(table)
