@@ -47,6 +47,7 @@ class TableLogs:
         self._latest: dict[str, int] = {}  # in the Delta log
         self._claimed: dict[str, int] = {}  # reserved by a marker (maybe above the log's tail)
         self._resolved: dict[str, Snapshot | LaterSnapshot] = {}
+        self._moved: dict[str, bool] = {}  # LV[I] reads: the last look past a global version found a commit
 
     def require(self, table: str) -> None:
         """Raise TableNotFound (with the tables that do exist) unless ``table`` exists."""
@@ -81,6 +82,13 @@ class TableLogs:
             claimed = self._claimed.get(table, -1)
         return max(self.latest_hint(table, store) if hint is None else hint, claimed)
 
+    def known_reserved(self, table: str) -> int | None:
+        """The latest version this process knows of, in the log or reserved by a marker, without any
+        request (None: none known)."""
+        with self._lock:
+            got = [v for v in (self._latest.get(table), self._claimed.get(table)) if v is not None]
+        return max(got) if got else None
+
     def known_latest(self, table: str) -> int | None:
         """The latest version this process knows of, without any request (None: none known)."""
         with self._lock:
@@ -107,6 +115,17 @@ class TableLogs:
         with self._lock:
             if version > self._latest.get(table, -1):
                 self._latest[table] = version
+
+    def note_moved(self, table: str, moved: bool) -> None:
+        """Whether the last look past the version a global version names found the table moved
+        (:mod:`lv_core.txn.current` then reads the global log's head at the same time as it looks)."""
+        with self._lock:
+            self._moved[table] = moved
+
+    def moved(self, table: str) -> bool:
+        """What :meth:`note_moved` last said of ``table`` (False when nothing was noted)."""
+        with self._lock:
+            return self._moved.get(table, False)
 
     def note_claimed(self, table: str, version: int) -> None:
         """``version`` is reserved by a marker (it may not be in the log yet)."""

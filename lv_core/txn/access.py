@@ -33,6 +33,7 @@ from lv_core.protocol.markers import (
 from lv_core.testing import crashpoint
 from lv_core.txn import waiting
 from lv_core.txn.core import TxnCore
+from lv_core.txn.current import first_head
 from lv_core.txn.enroll import enroll
 from lv_core.txn.state import TableState
 
@@ -40,10 +41,11 @@ __all__ = ["access", "claim_write_marker", "free_own_marker", "head", "read_vers
            "write_marker_version"]
 
 
-def head(core: TxnCore) -> GvlState:
-    """LV[I]: the global log head this transaction reads at (read once, at its first table access)."""
+def head(core: TxnCore, table: str | None = None) -> GvlState:
+    """LV[I]: the global log head this transaction reads at (chosen once, at its first table access:
+    :func:`lv_core.txn.current.first_head`, which may confirm ``table`` as not moved past it)."""
     if core.book.head is None:
-        core.book.head = core.services.glog.head()
+        core.book.head = first_head(core, table) if table is not None else core.services.glog.head()
     return core.book.head
 
 
@@ -51,7 +53,7 @@ def read_version_of(core: TxnCore, table: str) -> int:
     """LV[I]: the version ``table`` is read at: the one the transaction's global-log head names; a table
     the head does not name is enrolled in the global log first (:mod:`lv_core.txn.enroll`: reading it at
     its own latest version would mix states)."""
-    state = head(core)
+    state = head(core, table)
     known = state.table_version(table)
     if known is not None:
         return known
@@ -124,9 +126,32 @@ def claim_write_marker(core: TxnCore, ts: TableState) -> None:
     (the operation that writes it is ``core.book.claiming``, not recorded yet).
 
     Versions between the read version and the marker are predecessors, checked at commit."""
+    v, etag = place_write_marker(core, ts)
+    record_write_marker(core, ts, v, etag)
+
+
+def place_write_marker(core: TxnCore, ts: TableState) -> tuple[int, str]:
+    """The placement part of :func:`claim_write_marker` (only requests: it may run while the operation
+    that writes the table is still running, see :func:`lv_core.txn.execute.execute`)."""
     start = core.services.logs.cached_hint(ts.name, core.store) + 1
-    # LV[R] alone read the log's end at its first access: no second look at the same version
-    v, etag = _place(core, ts.name, start, check_log=core.iso or start != ts.base.version + 1)
+    # LV[R] alone read the log's end at its first access, and so did LV[I] on a confirmed table (a HEAD
+    # found no version after the one read: lv_core/txn/current.py): no second look at the same version.
+    # A writer that ignores markers taking it since is found by the commit's PUT-create all the same
+    # (LV[R]: a lost marker, re-claimed; LV[I]: the plan cannot write there, and validates the usual way).
+    # A look still under way (lv_core/txn/current.speculate) is the same HEAD: the marker is recorded
+    # only if it confirms the version read, else it is given up (lv_core/txn/execute.EarlyMarkers).
+    looked = not core.iso or ts.name in core.confirmed or ts.name in core.looking
+    return _place(core, ts.name, start, check_log=not looked or start != ts.base.version + 1)
+
+
+def free_placed(core: TxnCore, table: str, version: int, etag: str) -> None:
+    """Give up a marker :func:`place_write_marker` placed that is not recorded (its write did not happen)."""
+    _free_quietly(core, table, version, etag, "unused")
+
+
+def record_write_marker(core: TxnCore, ts: TableState, v: int, etag: str) -> None:
+    """The rest of :func:`claim_write_marker`: the marker is the table's; versions below it are
+    predecessors (on the transaction's thread)."""
     crashpoint("marker-placed")
     ts.marker_version, ts.marker_etag = v, etag
     for pv in range(ts.base.version + 1, v):

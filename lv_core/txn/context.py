@@ -28,8 +28,10 @@ class OpContext:
 
     def __init__(self, txn_id: str, store: ObjectStore, step: int, attempt: int, *,
                  snapshots: Callable[[str], Snapshot], view: Callable[[str, int], Mapping[str, AddFile]],
-                 changes: Callable[[str, int], Sequence[AddCDCFile]] | None = None) -> None:
+                 changes: Callable[[str, int], Sequence[AddCDCFile]] | None = None,
+                 on_write: Callable[[str], None] | None = None) -> None:
         self._snapshots = snapshots
+        self._on_write = on_write  # told of each table before the operation names its first new file there
         self._view = view
         self._changes = changes
         self.txn_id = txn_id
@@ -55,6 +57,8 @@ class OpContext:
     def new_path(self, table: str, partition_values: Mapping[str, str | None] | None = None,
                  ext: str = "parquet") -> str:
         """A data file path (relative to the table) unique to this transaction, step and attempt."""
+        if self._on_write is not None:
+            self._on_write(table)
         self._n += 1
         values = partition_values or {}
         # column mapping: partition values are keyed by physical name, and so are the folders

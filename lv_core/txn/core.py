@@ -97,6 +97,11 @@ class TxnCore:
     created: float = field(default_factory=clock.wall)
     gvl_version: int | None = None
     validation: dict[str, Any] = field(default_factory=dict)
+    #: LV[I]: tables found to have no log version past the version read, after the head was known
+    #: (:mod:`lv_core.txn.current`); a read-only transaction needs no validation for them
+    confirmed: set[str] = field(default_factory=set)
+    #: LV[I]: tables whose look runs beside the first operation (confirmed or taken back after it)
+    looking: set[str] = field(default_factory=set)
 
     @property
     def markers(self) -> bool:

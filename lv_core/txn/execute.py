@@ -8,43 +8,104 @@ back to the first invalidated operation (deleting what it staged) and re-runs fr
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any
+from concurrent.futures import Future
+from typing import Any, Callable
 
 import pyarrow as pa
 
 from lv_core import events as ev
+from lv_core.concurrency import Pool, submit
 from lv_core.delta.features import check_changes, check_writable
-from lv_core.errors import TransactionError
+from lv_core.errors import LvError, TransactionError
 from lv_core.protocol import clock
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import Conflict
 from lv_core.protocol.sublog import SublogEntry, write_entry
 from lv_core.testing import crashpoint
 from lv_core.txn import waiting
-from lv_core.txn.access import access, claim_write_marker
+from lv_core.txn.access import access, claim_write_marker, free_placed, place_write_marker, record_write_marker
 from lv_core.txn.context import OpContext
 from lv_core.txn.core import TxnCore
+from lv_core.txn.current import settle, speculate
 from lv_core.txn.ops import Operation, OpResult
 from lv_core.txn.precedence import give_way
-from lv_core.txn.state import OpRecord
+from lv_core.txn.state import OpRecord, TableState
 
 __all__ = ["execute", "redo_from", "run"]
 
 log = logging.getLogger("lv_core.txn")
 
 
-def context(core: TxnCore, step: int, attempt: int) -> OpContext:
+def context(core: TxnCore, step: int, attempt: int, on_write: Callable[[str], None] | None = None) -> OpContext:
     """The view an operation at ``step`` gets (base snapshots plus earlier steps' changes)."""
     book = core.book
     return OpContext(core.id, core.store, step, attempt, snapshots=lambda t: book.tables[t].base,
                      view=lambda t, upto: book.view_files(t, upto_step=upto),
-                     changes=lambda t, upto: book.view_changes(t, upto_step=upto))
+                     changes=lambda t, upto: book.view_changes(t, upto_step=upto), on_write=on_write)
 
 
-def run(core: TxnCore, op: Operation, step: int, attempt: int) -> OpResult:
+class EarlyMarkers:
+    """Markers claimed while the operation that first writes their tables still runs (issue 38).
+
+    A transaction that claims its markers at the first write (LV[I], LV[R] alone) used to place a
+    table's marker after the operation wrote its data files: one round trip after the other. The
+    placement only needs the table's read version, which is fixed before the operation runs, so it
+    starts when the operation names its first new file in the table (:class:`OpContext` ``on_write``)
+    and runs beside the data writes; the marker is recorded where it was before (after
+    :func:`give_way`), or given up when the operation wrote nothing there after all or failed.
+    Placed earlier, the marker carries the footprint of the operations before this one only; so under a
+    policy whose markers carry footprints (LV[I] with file-level R1) it is used only while no operation
+    of the transaction (this one included) is exposed: such a footprint has no reads and so never makes
+    another transaction give way (:mod:`lv_core.txn.precedence`), the outcome the full footprint gives.
+    """
+
+    def __init__(self, core: TxnCore, op: Operation) -> None:
+        self.core, self.op = core, op
+        self.placing: dict[str, tuple[TableState, Future[tuple[int, str]]]] = {}
+
+    @staticmethod
+    def usable(core: TxnCore, op: Operation) -> bool:
+        footprints = core.iso and core.policy.r1_files  # else markers carry no footprint at all
+        exposed = op.exposed or any(rec.op.exposed for rec in core.book.ops)
+        return core.claims_at_write and not (footprints and exposed)
+
+    def __call__(self, table: str) -> None:
+        ts = self.core.book.tables.get(table)
+        if table in self.placing or table not in self.op.tables or ts is None or ts.marker_version is not None:
+            return
+        self.placing[table] = (ts, submit(Pool.TASKS, place_write_marker, self.core, ts))
+
+    def finish(self, written: set[str]) -> set[str]:
+        """Record the markers of ``written`` tables, give up the others (raises a failed placement's
+        error after giving up every marker placed); returns the tables whose marker was recorded."""
+        placed: dict[str, tuple[TableState, int, str]] = {}
+        error: BaseException | None = None
+        for t, (ts, fut) in self.placing.items():
+            try:
+                v, etag = fut.result()
+            except BaseException as e:  # raised below, after the others are settled
+                error = error or e
+                continue
+            placed[t] = (ts, v, etag)
+        self.placing = {}
+        recorded: set[str] = set()
+        for t, (ts, v, etag) in placed.items():
+            if error is None and t in written:
+                record_write_marker(self.core, ts, v, etag)
+                recorded.add(t)
+            else:
+                free_placed(self.core, t, v, etag)
+        if error is not None:
+            raise error
+        return recorded
+
+
+def run(core: TxnCore, op: Operation, step: int, attempt: int,
+        on_write: Callable[[str], None] | None = None) -> OpResult:
     """Run ``op`` once; an error deletes whatever it staged."""
-    ctx = context(core, step, attempt)
+    ctx = context(core, step, attempt, on_write)
     try:
         result = op.run(ctx)
         for t in set(result.adds) | set(result.removes):
@@ -80,13 +141,30 @@ def _delete_unrecorded(core: TxnCore, result: OpResult) -> None:
 def execute(core: TxnCore, op: Operation) -> Any:
     """Run ``op`` inside a transaction with markers or LV[I]; returns its value."""
     book = core.book
-    for t in op.tables:
-        access(core, t)
     step = len(book.ops)
-    result = run(core, op, step, 0)
+    early = EarlyMarkers(core, op) if EarlyMarkers.usable(core, op) else None
+    try:
+        look = speculate(core, op)
+        if look is not None:
+            result = _run_beside(core, op, look, early)
+        else:
+            for t in op.tables:
+                access(core, t)
+            result = run(core, op, step, 0, early)
+    except BaseException:
+        if early is not None:
+            with contextlib.suppress(LvError):
+                early.finish(set())
+        raise
+    claimed: set[str] = set()  # tables whose marker this operation claimed (beside it, or below)
     try:
         give_way(core, op, result, step)
+        if early is not None:
+            claimed = early.finish({t for t in op.tables if result.adds.get(t) or result.removes.get(t)})
     except BaseException:
+        if early is not None:
+            with contextlib.suppress(LvError):
+                early.finish(set())
         _delete_unrecorded(core, result)
         raise
     claim = [t for t in op.tables if core.claims_at_write and book.tables[t].marker_version is None
@@ -118,7 +196,7 @@ def execute(core: TxnCore, op: Operation) -> Any:
     # transaction's marker placed before them still write theirs.
     staged_in = {t for t, v in result.staged().items() if v}
     covered = all(book.tables[t].marker_version is not None for t in staged_in) and (
-        mode == "physical" or staged_in <= set(claim))
+        mode == "physical" or staged_in <= claimed | set(claim))
     if any(book.tables[t].marker_version is not None for t in op.tables) and not covered:
         write_sublog(core, rec)  # module #2 serves marker tables (LV[I] reads need none)
     crashpoint("data-staged")
@@ -127,6 +205,35 @@ def execute(core: TxnCore, op: Operation) -> Any:
         added=sum(len(v) for v in result.adds.values()),
         removed=sum(len(v) for v in result.removes.values())))
     return result.value
+
+
+def _run_beside(core: TxnCore, op: Operation, look: Future[bool], early: EarlyMarkers | None) -> OpResult:
+    """Run the transaction's first operation (one table) while :func:`lv_core.txn.current.speculate`'s
+    look at the table's log is under way: kept when the look confirms the version it ran on (what it
+    would have run on after the look), else what it staged is deleted and it runs again on the newest
+    head (issue 38: a read or update without the round trip of the look)."""
+    step = len(core.book.ops)
+    try:
+        access(core, op.tables[0])
+        result = run(core, op, step, 0, early)
+    except BaseException:
+        with contextlib.suppress(LvError):
+            settle(core, op, look)
+        raise
+    try:
+        stands = settle(core, op, look)
+    except BaseException:
+        core.book.tables.pop(op.tables[0], None)
+        core.book.head = None
+        _delete_unrecorded(core, result)
+        raise
+    if stands:
+        return result
+    _delete_unrecorded(core, result)
+    if early is not None:
+        early.finish(set())  # placed from the stale version: given up, placed again by the next run
+    access(core, op.tables[0])
+    return run(core, op, step, 0, early)
 
 
 def write_sublog(core: TxnCore, rec: OpRecord) -> None:

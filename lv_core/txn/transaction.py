@@ -29,7 +29,7 @@ from lv_core.protocol.validation import Policy
 from lv_core.storage.base import ObjectStore
 from lv_core.storage.instrumented import InstrumentedStore
 from lv_core.testing import crashpoint
-from lv_core.txn import ending, isolation
+from lv_core.txn import ending, isolation, readonly
 from lv_core.txn.access import access
 from lv_core.txn.baseline import execute_autocommit
 from lv_core.txn.core import Services, Settings, TxnCore, out_edges
@@ -218,7 +218,9 @@ class Transaction:
             try:
                 published: Published
                 if core.iso:
-                    published = isolation.commit_isolated(core, deadline)
+                    # A read-only transaction that read the newest state of one global version needs
+                    # no validation (lv_core/txn/readonly.py); anything else validates.
+                    published = readonly.commit_read_only(core) or isolation.commit_isolated(core, deadline)
                 elif not core.markers:
                     published = Published(dict(core.book.autocommitted))
                 else:

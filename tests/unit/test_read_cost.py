@@ -1,0 +1,213 @@
+"""Issue 38: a serializable read costs what a plain Delta read costs (lv_core/txn/current.py), and
+stays serializable and fresh: a table found moved is read at the newest global version, two tables
+are read at one global version, commits the global log does not know still abort the reader once."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import lv_core
+from lv_core import Lakehouse
+from lv_core import events as ev
+from lv_core.errors import TransactionAborted
+from lv_core.storage.instrumented import InstrumentedStore
+from tests.helpers.bank import add_kv, committed_kv, make_kv, read_kv
+
+WRITES = ("PUT", "PUT-create", "PUT-if-match", "DELETE")
+
+
+@pytest.fixture
+def two(tmp_path) -> tuple[Lakehouse, Lakehouse, InstrumentedStore]:
+    """Two lakehouses on one warehouse (two kernels): ``a`` counted, ``b`` the other writer."""
+    path = str(tmp_path / "wh")
+    b = lv_core.connect(path, lease_s=5.0)
+    make_kv(b, "x", {1: 100.0, 2: 100.0})
+    make_kv(b, "y", {1: 100.0})
+    w = b.begin("serializable")  # both tables enter the global log
+    add_kv(w, "x", 1, 0)
+    add_kv(w, "y", 1, 0)
+    w.commit()
+    st = InstrumentedStore(b.store)
+    a = Lakehouse(st, lease_s=5.0)
+    warm = a.begin("serializable")  # a learns the head and caches both snapshots
+    read_kv(warm, "x")
+    read_kv(warm, "y")
+    warm.commit()
+    return a, b, st
+
+
+def _delta_read_requests(a: Lakehouse, st: InstrumentedStore) -> dict[str, int]:
+    st.reset()
+    t = a.begin("delta")
+    read_kv(t, "x", 1)
+    t.commit()
+    return {k: v for k, v in st.counts().items() if v}
+
+
+def test_a_serializable_point_read_costs_what_a_plain_delta_read_costs(two):
+    a, _b, st = two
+    plain = _delta_read_requests(a, st)
+    st.reset()
+    r = a.begin("serializable")
+    assert read_kv(r, "x", 1) == {1: 100.0}
+    executed = {k: v for k, v in st.counts().items() if v}
+    res = r.commit()
+    # one HEAD finds the latest version, then one GET per data file (ops.read does no data skipping)
+    assert {k: v for k, v in st.counts().items() if v} == executed == plain == {"HEAD": 1, "GET": 2}
+    # the commit made no request; it still reports a validation (compatible, nothing after its read)
+    assert res.validation["compatible"] and res.validation["tables"]["x"]["r"] == res.validation["tables"]["x"]["h"]
+    assert [e.compatible for e in r.events.history if isinstance(e, ev.Validated)] == [True]
+
+
+def test_a_table_moved_by_another_kernel_is_read_at_the_newest_global_version(two):
+    """The cached head is stale: the look past it finds the other kernel's commit, so the head is read
+    (the reader sees the commit: as fresh as before), and the commit looks once more."""
+    a, b, st = two
+    w = b.begin("serializable")
+    add_kv(w, "x", 1, 5)
+    w.commit()
+    st.reset()
+    r = a.begin("serializable")
+    assert read_kv(r, "x", 1) == {1: 105.0}
+    r.commit()
+    c = st.counts()
+    assert c["HEAD"] == 2 and sum(c[k] for k in WRITES) == 0  # the look at first access, and at commit
+    # a busy table gets the head and the look at once the next time: one round trip
+    w = b.begin("serializable")
+    add_kv(w, "x", 1, 5)
+    w.commit()
+    r = a.begin("serializable")
+    assert read_kv(r, "x", 1) == {1: 110.0}
+    r.commit()
+
+
+def test_two_tables_are_read_at_one_global_version_when_a_writer_commits_in_between(two):
+    """Read skew is impossible: the first table is found unmoved (the cached head is used), a writer
+    then moves both tables; the second table is read at the same global version (its old value), and
+    the reader commits (it is ordered before the writer)."""
+    a, b, st = two
+    r = a.begin("serializable")
+    assert read_kv(r, "x", 1) == {1: 100.0}
+    w = b.begin("serializable")
+    add_kv(w, "x", 1, -10)
+    add_kv(w, "y", 1, +10)
+    w.commit()
+    assert read_kv(r, "y", 1) == {1: 100.0}  # not 110: the sum stays 200 in what r saw
+    r.commit()
+    assert committed_kv(b, "x")[1] + committed_kv(b, "y")[1] == 200.0
+
+
+def test_a_commit_outside_the_global_log_still_aborts_the_reader_once(two):
+    """Freshness as before: a plain Delta commit the log does not know changed what the reader read,
+    so its commit-time look finds the table moved, validates, aborts with R1 and catches the log up."""
+    import deltalake
+
+    a, b, _st = two
+    deltalake.write_deltalake(b.store.url("x"), pd.DataFrame({"id": [3], "val": [1.0]}), mode="append")
+    r = a.begin("serializable")
+    assert read_kv(r, "x") == {1: 100.0, 2: 100.0}  # the global log does not know the new row yet
+    with pytest.raises(TransactionAborted) as ei:
+        r.commit()
+    assert ei.value.rule == "R1"
+    again = a.begin("serializable")
+    assert read_kv(again, "x") == {1: 100.0, 2: 100.0, 3: 1.0}
+    again.commit()
+
+
+def test_a_read_only_transaction_whose_table_moved_after_its_read_commits_ordered_before(two):
+    """The table moves (another kernel's validated commit) between the read and the commit: the reader
+    read one global version, so it commits with its old value, ordered before the writer."""
+    a, b, _st = two
+    r = a.begin("serializable")
+    assert read_kv(r, "x", 2) == {2: 100.0}
+    w = b.begin("serializable")
+    add_kv(w, "x", 2, 1)
+    w.commit()
+    res = r.commit()
+    assert res.validation["compatible"]
+
+
+def _record(st: InstrumentedStore, monkeypatch) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+    request = st._request
+
+    def rec(kind, key, call):
+        seen.append((kind, key))
+        return request(kind, key, call)
+
+    monkeypatch.setattr(st, "_request", rec)
+    return seen
+
+
+def test_a_first_update_runs_beside_the_look_and_reads_no_global_version(two, monkeypatch):
+    """The first operation runs on the cached head while the HEAD of the table's next log version is
+    under way; the look confirms it, so the global log is only written (the plan's publish), never read."""
+    a, _b, st = two
+    seen = _record(st, monkeypatch)
+    w = a.begin("serializable")
+    add_kv(w, "x", 1, 1)
+    w.commit()
+    gvl = [(k, key) for k, key in seen if key.startswith("_lakevilla/gvl/")]
+    assert [k for k, _ in gvl if k in ("GET", "HEAD")] == []
+    v = a.global_state().tables["x"]
+    assert ("HEAD", f"x/_delta_log/{v:020d}.json") in seen  # the look, past the version read (v - 1)
+    assert committed_kv(a, "x")[1] == 101.0
+
+
+def test_an_update_on_a_moved_table_runs_again_on_the_newest_head_and_leaves_no_file(two):
+    """The look finds the other kernel's commit: what the first run staged is deleted and the update
+    runs again on the newest head (no lost update, no orphan data file)."""
+    a, b, _st = two
+    w = b.begin("serializable")
+    add_kv(w, "x", 1, 5)
+    w.commit()
+    t = a.begin("serializable")
+    assert add_kv(t, "x", 1, 1) == 1
+    t.commit()
+    assert committed_kv(a, "x") == {1: 106.0, 2: 100.0}
+    mine = [m.key for m in a.store.list("x/") if f"part-{t.id}-" in m.key]
+    live = {f"x/{p}" for p in a.snapshot("x").files}
+    assert mine and set(mine) <= live  # only the committed file of the second run is left
+
+
+def _names_a_file_then(outcome: str):
+    """An operation on ``x`` that names (and writes) a data file, then fails or records nothing."""
+    from lv_core.storage.base import CREATE
+    from lv_core.txn.ops import Operation, OpResult
+
+    def run(ctx):
+        ctx.store.put(f"x/{ctx.new_path('x')}", b"not parquet", mode=CREATE)
+        if outcome == "fail":
+            raise ValueError("the operation failed after writing a file")
+        return OpResult(value=0)
+
+    return Operation("update", ("x",), run)
+
+
+@pytest.mark.parametrize("preset", ["serializable", "LV[R]"])
+@pytest.mark.parametrize("outcome", ["fail", "nothing-written"])
+def test_a_marker_placed_beside_an_operation_that_wrote_nothing_is_given_up(two, preset, outcome):
+    """The marker a first write claims is placed while the operation still runs (EarlyMarkers): when
+    the operation fails or records no change, that marker is given up, and the next writer commits."""
+    from lv_core.protocol.markers import read_version
+
+    a, b, _st = two
+    features = {"features": {"R"}} if preset == "LV[R]" else {}
+    v = a.snapshot("x").version + 1
+    t = a.begin("repeatable_read" if preset == "LV[R]" else preset, **features)
+    if outcome == "fail":
+        with pytest.raises(ValueError):
+            t.execute(_names_a_file_then(outcome))
+        t.rollback()
+    else:
+        t.execute(_names_a_file_then(outcome))
+        t.commit()
+    st = read_version(a.store, "x", v)
+    assert not (st.kind == "marker" and st.txn == t.id)  # never left pending
+    if outcome == "fail":  # a failed operation's files are deleted (one it did not report is its own)
+        assert not [m.key for m in a.store.list("x/") if f"part-{t.id}-" in m.key]
+    w = b.begin("serializable")
+    add_kv(w, "x", 2, 1)
+    w.commit()
+    assert committed_kv(b, "x") == {1: 100.0, 2: 101.0}
