@@ -7,6 +7,10 @@ per process run them (the lease last, as before: a transaction seen without a le
 everything it will publish). A process that dies first leaves leftovers that `lv recover` removes,
 exactly as a crash during a synchronous clean-up did. :func:`drain` waits for queued clean-ups
 (``Lakehouse.close()`` and interpreter exit call it; tests that look at leftovers call it).
+
+The work runs on :data:`lv_core.concurrency.WAITS`: a background checkpoint reads a table's log with
+requests in parallel, and the rule lets only that pool wait on them. Queued work still runs at
+interpreter exit (concurrent.futures joins its workers first).
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
+from lv_core import concurrency
 from lv_core.errors import LvError
 from lv_core.storage.base import ObjectStore
 from lv_core.storage.instrumented import QUIESCE
@@ -25,8 +29,6 @@ __all__ = ["background", "drain", "submit"]
 
 log = logging.getLogger("lv_core.txn")
 
-#: Queued work still runs at interpreter exit (concurrent.futures joins its workers first).
-_WORKERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lv-clean")
 _cv = threading.Condition()
 _pending = 0
 
@@ -35,7 +37,7 @@ def _run(store: ObjectStore, txn: str, keys: Sequence[str], last: str | None,
          done: Callable[[], None] | None) -> None:
     global _pending
     try:
-        for k in keys:  # one by one: off the caller's path, and no second pool (shut down at exit)
+        for k in keys:  # one by one: off the caller's path
             store.delete(k)
         if last is not None:
             store.delete(last)
@@ -58,7 +60,7 @@ def submit(store: ObjectStore, txn: str, keys: Sequence[str], last: str | None =
     with _cv:
         _pending += 1
     try:
-        _WORKERS.submit(_run, store, txn, list(keys), last, done)
+        concurrency.submit(concurrency.Pool.WAITS, _run, store, txn, list(keys), last, done)
     except RuntimeError:  # interpreter shutting down: run it here
         _run(store, txn, list(keys), last, done)
 
@@ -81,7 +83,7 @@ def background(what: str, fn: Callable[[], object]) -> None:
     with _cv:
         _pending += 1
     try:
-        _WORKERS.submit(run)
+        concurrency.submit(concurrency.Pool.WAITS, run)
     except RuntimeError:  # interpreter shutting down: run it here
         run()
 
