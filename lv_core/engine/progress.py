@@ -141,6 +141,7 @@ def _start(run: _Run) -> None:
     with _lock:
         _runs[id(run)] = run
         if _ticker is None:
+            # A daemon thread while statements run (not a pool task: it lives as long as they do).
             _ticker = threading.Thread(target=_tick, name="lv-progress-ticker", daemon=True)
             _ticker.start()
 
@@ -274,6 +275,7 @@ def interrupt(spark: Any, txn_id: str) -> None:
 
     stop()
     if unseen():
+        # A daemon thread, not a WAITS task: it may repeat for minutes, and pool threads are joined at exit.
         threading.Thread(target=until_seen, name=f"lv-cancel-{txn_id}", daemon=True).start()
 
 
