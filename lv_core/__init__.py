@@ -12,11 +12,12 @@ from lv_core.errors import LvError, TransactionAborted
 
 if TYPE_CHECKING:
     from lv_core.lakehouse import Lakehouse
+    from lv_core.txn.core import Tuning
     from lv_core.txn.result import CommitResult
     from lv_core.txn.transaction import Transaction
     from lv_core.wiring import connect
 
-__all__ = ["CommitResult", "Lakehouse", "LvError", "Transaction", "TransactionAborted", "connect"]
+__all__ = ["CommitResult", "Lakehouse", "LvError", "Transaction", "TransactionAborted", "Tuning", "connect"]
 
 
 def __getattr__(name: str) -> Any:
@@ -28,6 +29,10 @@ def __getattr__(name: str) -> Any:
         from lv_core.txn.transaction import Transaction
 
         return Transaction
+    if name == "Tuning":
+        from lv_core.txn.core import Tuning
+
+        return Tuning
     if name == "CommitResult":
         from lv_core.txn.result import CommitResult
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, TypeVar
 
-__all__ = ["Backoff", "Pool", "REQUESTS", "TASKS", "WAITS", "current_pool", "gather", "submit"]
+__all__ = ["Backoff", "Pool", "REQUESTS", "TASKS", "WAITS", "current_pool", "gather", "submit", "then"]
 
 T = TypeVar("T")
 
@@ -70,9 +70,10 @@ class _Executor(ThreadPoolExecutor):
         return super().submit(run)
 
 
-#: Wide enough that a 32-table commit writes in one round.
+#: Wide enough that a 32-table commit writes in one round (each table's write is a request, or a
+#: task of a few when a marker must be placed again).
 REQUESTS = _Executor(Pool.REQUESTS, 32)
-TASKS = _Executor(Pool.TASKS, 16)
+TASKS = _Executor(Pool.TASKS, 32)
 #: Threads are made on demand: the bound is a safety net, not a tuning knob (see the module doc).
 WAITS = _Executor(Pool.WAITS, 256)
 _EXECUTORS = {Pool.REQUESTS: REQUESTS, Pool.TASKS: TASKS, Pool.WAITS: WAITS}
@@ -89,24 +90,63 @@ def _check_wait(on: Pool) -> None:
         raise RuntimeError(f"a {me.name} task may not wait on {on.name} futures (lv_core.concurrency's rule)")
 
 
-def gather(pool: Pool, fn: Callable[[T], Any], items: Iterable[T]) -> list[Any]:
+def gather(pool: Pool, fn: Callable[[T], Any], items: Iterable[T], *, limit: int | None = None) -> list[Any]:
     """``[fn(x) for x in items]`` with the calls run in parallel on ``pool``; results in order, the
-    first error raised once every call has ended (none is left running behind the caller)."""
+    first error (in item order) raised once every call started has ended (none is left running behind
+    the caller). ``limit``: at most this many calls in flight at once (a long read must not fill the
+    shared pool); once a call failed, no further one starts."""
     items = list(items)
     if len(items) <= 1:
         return [fn(x) for x in items]
     _check_wait(pool)
-    futures = [submit(pool, fn, x) for x in items]
+    window = len(items) if limit is None else max(1, limit)
+    futures: list[Future[Any]] = []
     out: list[Any] = []
     first: BaseException | None = None
-    for f in futures:
-        try:
-            out.append(f.result())
-        except BaseException as e:  # noqa: BLE001 - re-raised below once all have ended
-            first = first or e
-            out.append(None)
+    for i, x in enumerate(items):
+        if i >= window:  # keep ``window`` in flight: the oldest ends before the next starts
+            first = _collect(futures[i - window], out, first)
+            if first is not None:
+                break
+        futures.append(submit(pool, fn, x))
+    for f in futures[len(out):]:
+        first = _collect(f, out, first)
     if first is not None:
         raise first
+    return out
+
+
+def _collect(f: Future[Any], out: list[Any], first: BaseException | None) -> BaseException | None:
+    try:
+        out.append(f.result())
+    except BaseException as e:  # noqa: BLE001 - re-raised by gather once all have ended
+        out.append(None)
+        return first or e
+    return first
+
+
+def then(pool: Pool, future: Future[T], fn: Callable[[T], Any]) -> Future[Any]:
+    """``fn(future.result())`` on ``pool`` once ``future`` is done, without a thread waiting for it:
+    how a task goes on from another task's result without breaking the wait rule (the result's
+    error, if any, becomes the returned future's)."""
+    out: Future[Any] = Future()
+
+    def go(done: Future[T]) -> None:
+        def run() -> None:
+            if not out.set_running_or_notify_cancel():
+                return
+            try:
+                out.set_result(fn(done.result()))
+            except BaseException as e:  # noqa: BLE001 - handed to the waiter
+                out.set_exception(e)
+
+        try:
+            submit(pool, run)
+        except RuntimeError as e:  # interpreter shutting down
+            if out.set_running_or_notify_cancel():
+                out.set_exception(e)
+
+    future.add_done_callback(go)
     return out
 
 

@@ -36,7 +36,7 @@ from lv_core.protocol.vacuum import VacuumReport, vacuum
 from lv_core.protocol.vlock import ValidationLock
 from lv_core.storage.base import ObjectStore
 from lv_core.txn import cleaner
-from lv_core.txn.core import Services, Settings
+from lv_core.txn.core import Services, Settings, Tuning
 from lv_core.txn.ports import DataPlane, DataPlaneFactory
 from lv_core.txn.transaction import Transaction
 
@@ -56,7 +56,7 @@ class Lakehouse:
 
     def __init__(self, store: ObjectStore, *, spark: Any = None, data_plane: DataPlaneFactory | None = None,
                  lease_s: float = 30.0, poll_min_s: float = 0.005, poll_max_s: float = 0.2,
-                 cycle_check_s: float = 0.25, shift_after_s: float = 5.0) -> None:
+                 cycle_check_s: float = 0.25, shift_after_s: float = 5.0, tuning: Tuning | None = None) -> None:
         for opt, value, allow_zero in (("lease_s", lease_s, False), ("poll_min_s", poll_min_s, False),
                                        ("poll_max_s", poll_max_s, False), ("cycle_check_s", cycle_check_s, False),
                                        ("shift_after_s", shift_after_s, False)):
@@ -75,10 +75,15 @@ class Lakehouse:
         self.poll_max_s = poll_max_s
         self.cycle_check_s = cycle_check_s  # how often a waiting transaction re-checks for cycles
         self.shift_after_s = shift_after_s  # waiting longer than this triggers a pre-emptive shift
+        if tuning is not None and not isinstance(tuning, Tuning):
+            raise ConfigError(f"tuning must be an lv_core.Tuning, not {tuning!r}")
+        #: Speed knobs of the protocol, carried by every transaction's :class:`Settings`.
+        self.tuning = tuning or Tuning()
         #: Latest-version hints and resolved snapshots of the tables (shared by its transactions).
         self.logs = TableLogs(store)
         #: The global version log (LV[I]).
-        self.global_log = GlobalLog(store, defer=cleaner.background)  # its hint: after the lock is released
+        self.global_log = GlobalLog(store, defer=cleaner.background,  # its hint: after the lock is released
+                                    linear_probes=self.tuning.gvl_linear_probes)
         #: The warehouse's validation lock (LV[I]).
         self.leases = LeaseObserver()  # judges other transactions gone by observation (no clock trust)
         self.validation_lock = ValidationLock(store, self.global_log, lease_s=lease_s, poll_min_s=poll_min_s,
@@ -273,7 +278,8 @@ class Lakehouse:
         services = Services(self.logs, self.global_log, self.validation_lock, self.after_commit, self.leases)
         settings = Settings(timeout_s=float(timeout_s), retries=retries, lease_s=self.lease_s,
                             poll_min_s=self.poll_min_s, poll_max_s=self.poll_max_s,
-                            cycle_check_s=self.cycle_check_s, shift_after_s=self.shift_after_s)
+                            cycle_check_s=self.cycle_check_s, shift_after_s=self.shift_after_s,
+                            tuning=self.tuning)
         plane = self.data_plane if self._plane_factory is not None else None
         return Transaction(self.store, services, settings, plane, preset=p.name, features=feats, slack=s,
                            name=name)

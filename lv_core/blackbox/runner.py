@@ -28,6 +28,7 @@ from lv_core.blackbox.checker import Report, check
 from lv_core.blackbox.history import Txn
 from lv_core.blackbox.listops import create_list_table, read_list, read_lists_plain
 from lv_core.blackbox.workload import Spec, abort_stats, load_records, table_names
+from lv_core.concurrency import Backoff
 
 __all__ = ["Faults", "RunResult", "run"]
 
@@ -173,13 +174,14 @@ def run(warehouse: str, spec: Spec, workdir: Path, *, clients: int = 3, faults: 
     nemesis = threading.Thread(target=_nemesis, args=(slots, faults, spec, restart, stop, events), daemon=True)
     nemesis.start()
     deadline = began + deadline_s
+    poll = Backoff(0.1, 0.1)
     try:
         while True:
             with lock:
                 running = [s for s in slots if s.proc is not None and s.proc.poll() is None]
             if not running or time.monotonic() > deadline:
                 break
-            time.sleep(0.1)
+            poll.sleep()
     finally:
         stop.set()
         nemesis.join()

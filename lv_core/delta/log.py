@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from lv_core import concurrency
 from lv_core.delta.actions import Action, UnknownAction, decode_commit
 from lv_core.delta.checkpoint import (
     checkpoint_names,
@@ -331,15 +331,9 @@ class DeltaLog:
         Raises:
             VersionNotFound: the lowest missing version (the other GETs are abandoned).
         """
-        if len(versions) <= 1:
-            return [(v, self.read_commit(v)[0]) for v in versions]
-        pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_GETS, len(versions)),
-                                  thread_name_prefix="lv-log-get")
-        try:
-            futures = [(v, pool.submit(self.read_commit, v)) for v in versions]
-            return [(v, f.result()[0]) for v, f in futures]
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        got = concurrency.gather(concurrency.Pool.REQUESTS, lambda v: self.read_commit(v)[0], versions,
+                                 limit=MAX_PARALLEL_GETS)
+        return list(zip(versions, got, strict=True))
 
     def _from_checkpoint(self, version: int, names: list[str]) -> Optional[Snapshot]:
         """The snapshot a checkpoint holds (None if a file of it, or a sidecar, is missing)."""

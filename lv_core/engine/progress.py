@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from lv_core import events as ev
+from lv_core.concurrency import Backoff
 from lv_core.errors import Interrupted
 
 __all__ = ["forget", "interrupt", "numbering", "raise_if_cancelled", "statement", "tag_of"]
@@ -120,8 +121,9 @@ def _handler(stages: Any = None, inflight_tasks: int = 0, operation_id: Optional
 def _tick() -> None:
     """Re-send the progress of every statement that reported nothing for :data:`TICK_S`."""
     global _ticker
+    every = Backoff(min(0.25, TICK_S / 4), min(0.25, TICK_S / 4))
     while True:
-        time.sleep(min(0.25, TICK_S / 4))
+        every.sleep()
         with _lock:
             if not _runs:
                 _ticker = None
@@ -139,6 +141,7 @@ def _start(run: _Run) -> None:
     with _lock:
         _runs[id(run)] = run
         if _ticker is None:
+            # A daemon thread while statements run (not a pool task: it lives as long as they do).
             _ticker = threading.Thread(target=_tick, name="lv-progress-ticker", daemon=True)
             _ticker.start()
 
@@ -263,14 +266,16 @@ def interrupt(spark: Any, txn_id: str) -> None:
         # Again while the statement runs on: the cancel may have fallen between two of its
         # operations (hitting nothing), and the next one must not run to its end.
         deadline = time.monotonic() + 600.0
+        every = Backoff(_REPEAT_S, _REPEAT_S)
         while time.monotonic() < deadline:
-            time.sleep(_REPEAT_S)
+            every.sleep()
             if not unseen():
                 return
             stop()
 
     stop()
     if unseen():
+        # A daemon thread, not a WAITS task: it may repeat for minutes, and pool threads are joined at exit.
         threading.Thread(target=until_seen, name=f"lv-cancel-{txn_id}", daemon=True).start()
 
 

@@ -44,6 +44,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from lv_core.concurrency import Backoff
 from lv_core.engine import warmup
 from lv_core.engine.client_log import client_log_path, route_client_logs
 from lv_core.engine.warmup import Warmup
@@ -332,6 +333,7 @@ class _Server:
     def _wait_for_port(self, deadline: float, timeout_s: float, requested_port: int) -> int:
         log_path = self.info.log_path
         seen = ""
+        poll = Backoff(0.05, 0.05)  # a poll interval, not a guess at the startup time
         with open(log_path, errors="replace") as f:
             while True:
                 seen += f.read()
@@ -353,7 +355,7 @@ class _Server:
                         f"(set LV_SPARK_START_TIMEOUT to wait longer). Last log lines:\n"
                         f"{_tail(log_path)}\nFull server log: {log_path}"
                     )
-                time.sleep(0.05)  # poll interval, not a guess at the startup time
+                poll.sleep()
 
     def alive(self) -> bool:
         return self.proc.poll() is None

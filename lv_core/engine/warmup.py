@@ -39,6 +39,7 @@ class Warmup:
         self.done = threading.Event()
         self.steps: dict[str, float] = {}  #: seconds per finished step (tests and benchmarks read it)
         self.failed: dict[str, str] = {}  #: step -> error type of the steps that failed
+        # Its own thread: Spark tags operations per thread, and a pool thread would carry the tag on.
         self.thread = threading.Thread(target=self._run, name="lv-spark-warmup", daemon=True)
 
     def _run(self) -> None:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional, Sequence
 from urllib.parse import unquote, urlparse
 
 import pyarrow.parquet as pq
 
+from lv_core import concurrency
 from lv_core.delta.schema import DeltaSchema
 from lv_core.engine.footer_stats import FOLDER_TYPES, folder_values, footer_stats, read_footer
 from lv_core.errors import LvError
@@ -27,6 +27,8 @@ __all__ = ["STAGING", "Fact", "drop_debris", "drop_folder", "footer_facts", "loc
 
 #: Folder inside a table where change data files are written before they get their names.
 STAGING = "_lv_staging"
+#: Parquet footers read at once (each a few KiB) when a write's facts come from its files.
+FOOTER_READS = 16
 #: (file relative to the write's folder, partition values, size, stats JSON)
 Fact = tuple[str, dict[str, Optional[str]], int, str]
 
@@ -70,11 +72,7 @@ def footer_facts(store: ObjectStore, stage_key: str, staged: Sequence[tuple[str,
         stats = footer_stats(md, schema, parts)
         return None if stats is None else ((rel, values, size, stats), md.num_rows)
 
-    if len(staged) <= 1:
-        got = [one(item) for item in staged]
-    else:
-        with ThreadPoolExecutor(min(16, len(staged)), thread_name_prefix="lv-footer") as pool:
-            got = list(pool.map(one, staged))
+    got = concurrency.gather(concurrency.Pool.REQUESTS, one, staged, limit=FOOTER_READS)
     if any(g is None for g in got):
         return None
     return [fact for fact, rows in (g for g in got if g) if rows]

@@ -31,10 +31,10 @@ Delta commit, at most one entry per table, and valid additions. A plan failing t
 from __future__ import annotations
 
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from lv_core import concurrency
 from lv_core.delta.actions import Action, AddFile, CommitInfo, RemoveFile, decode_commit, encode_commit
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import AlreadyExists, LvError, NotFound
@@ -371,19 +371,26 @@ def _run(store: ObjectStore, txn: str, entries: Sequence[PlannedCommit]) -> Plan
         if len(written) == 1 and len(entries) > 1:
             crashpoint("between-table-writes")
 
+    def attempt(e: PlannedCommit) -> tuple[int, str] | _Broken:
+        try:
+            return _write(store, e)
+        except _Broken as b:
+            return b
+
     todo = ordered(entries)
     creates = [e for e in todo if e.mode != OVERWRITE_MARKER]
     markers = [e for e in todo if e.mode == OVERWRITE_MARKER]
     try:
         for e in creates:
             landed(e, *_write(store, e))
-        futures = [_WRITES.submit(_write, store, e) for e in markers] if len(markers) > 1 else []
+        got = concurrency.gather(concurrency.Pool.REQUESTS, attempt, markers) if len(markers) > 1 else None
         broken: _Broken | None = None
         for i, e in enumerate(markers):
-            try:
-                landed(e, *(futures[i].result() if futures else _write(store, e)))
-            except _Broken as b:
-                broken = broken or b
+            r = got[i] if got is not None else attempt(e)
+            if isinstance(r, _Broken):
+                broken = broken or r
+            else:
+                landed(e, *r)
         if broken is not None:
             raise broken
     except _Broken as b:
@@ -424,8 +431,10 @@ def execute_plan(
     for e in plan:
         parts.setdefault(owner.get(e.table, txn), []).append(e)
     if len(parts) > 1:
-        futures = {m: _POOL.submit(_run, store, m, entries) for m, entries in parts.items()}
-        results = {m: f.result() for m, f in futures.items()}
+        # each transaction's writes on TASKS (its marker overwrites are requests it waits on)
+        members = list(parts)
+        results = dict(zip(members, concurrency.gather(concurrency.Pool.TASKS, lambda m: _run(store, m, parts[m]),
+                                                       members), strict=True))
     else:
         results = {txn: _run(store, txn, parts[txn])}
     own = results[txn]
@@ -447,8 +456,6 @@ def execute_plan(
     return PlanResult(True, own.versions, published, group=outcome)
 
 
-_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-plan")  # one task per transaction of a group
-_WRITES = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-plan-write")  # one per marker entry
 
 
 __all__ = ["CREATE_MODE", "OVERWRITE_MARKER", "InvalidPlan", "PlanResult", "PlannedCommit", "build_plan", "check_entry",

@@ -33,6 +33,7 @@ GVL_PREFIX = f"{LV_ROOT}/gvl/"
 #: The head hint: overwritten after each publish, may lag behind the real head, never leads it.
 GVL_LATEST_KEY = f"{GVL_PREFIX}_latest"
 #: Probes done one by one (GET) before switching to a galloping search (HEAD) when far behind.
+#: The default number of global versions read one by one before galloping (:meth:`GlobalLog.head`).
 LINEAR_PROBES = 4
 _CACHE_SIZE = 64
 
@@ -124,10 +125,13 @@ class GlobalLog:
     there) and caches immutable versions for :meth:`at`.
     """
 
-    def __init__(self, store: ObjectStore, defer: Callable[[str, Callable[[], object]], None] | None = None) -> None:
+    def __init__(self, store: ObjectStore, defer: Callable[[str, Callable[[], object]], None] | None = None,
+                 *, linear_probes: int = LINEAR_PROBES) -> None:
         """``defer(what, fn)``: run ``fn`` off the caller's path (the ``_latest`` hint is written so,
-        after the lock holder released the validation lock); None: at once."""
+        after the lock holder released the validation lock); None: at once. ``linear_probes``: see
+        :meth:`head` (the lakehouse's ``Tuning.gvl_linear_probes``)."""
         self.store = store
+        self.linear_probes = linear_probes
         self.defer = defer
         self._lock = threading.Lock()
         self._known: GvlState | None = None
@@ -143,7 +147,7 @@ class GlobalLog:
         Cost (no LIST ever): from a fresh instance, 1 GET of the hint + ``d + 1`` GETs where ``d`` is
         how far the hint lags (0 or 1 normally); from an instance that has seen a head before,
         ``d + 1`` GETs counted from that head (1 GET when nothing changed). When more than
-        :data:`LINEAR_PROBES` versions are new, it re-reads the hint and then gallops with HEADs
+        ``linear_probes`` versions are new, it re-reads the hint and then gallops with HEADs
         (``O(log d)``) and GETs the head found.
 
         Raises:
@@ -286,7 +290,7 @@ class GlobalLog:
 
     def _advance(self, state: GvlState) -> GvlState:
         """From a version known to exist (or -1), find the head: linear GETs, then gallop."""
-        for _ in range(LINEAR_PROBES):
+        for _ in range(self.linear_probes):
             nxt = self._get(state.version + 1)
             if nxt is None:
                 return state

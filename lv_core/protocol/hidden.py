@@ -15,9 +15,11 @@ always compatible: read-only ones are not probed, written ones are probed from t
 from __future__ import annotations
 
 import dataclasses
-from concurrent.futures import Future, ThreadPoolExecutor
+import functools
+from concurrent.futures import Future, wait
 from typing import Iterable, Mapping, Sequence
 
+from lv_core import concurrency
 from lv_core.delta.actions import decode_commit
 from lv_core.delta.log import DeltaLog
 from lv_core.errors import NotFound
@@ -27,11 +29,10 @@ from lv_core.protocol.markers import VersionState, read_log_version, read_versio
 from lv_core.protocol.validation import Change, LogTail, Policy, TableAccess, TableInputs, derive
 from lv_core.storage.base import ObjectStore
 
-#: reads the version after a transaction's own marker while its own version is read
-_AHEAD = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-probe")
-#: probes started before the global log head is known (:func:`probe_early`); their tasks wait on
-#: ``_AHEAD`` reads, so they run on a pool of their own
-_EARLY = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-probe-early")
+# Pools (lv_core.concurrency): a probe (:func:`probe_tail`) waits on the read of the version after a
+# transaction's own marker, a leaf request on REQUESTS; so probes run on TASKS, both the early ones
+# (:func:`probe_early`) and :func:`collect`'s. A table's rule inputs are derived from an early probe
+# as its continuation (:func:`lv_core.concurrency.then`): no task waits on another TASKS future.
 
 
 def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | None = None,
@@ -55,7 +56,7 @@ def probe_tail(store: ObjectStore, table: str, start: int, *, own_txn: str | Non
     while True:
         if v == own_marker:
             if not markers:  # the version after ours is read at the same time (one round trip for both)
-                ahead[v + 1] = _AHEAD.submit(read_log_version, store, table, v + 1)
+                ahead[v + 1] = concurrency.submit(concurrency.Pool.REQUESTS, read_log_version, store, table, v + 1)
             logged = read_log_version(store, table, v)
             if logged is None:
                 kinds.append("own")
@@ -103,8 +104,8 @@ def probe_early(store: ObjectStore, accesses: Iterable[TableAccess], *,
     for a in accesses:
         if a.written and a.marker is not None:
             start = a.marker - 1
-            out[a.table] = (start, _EARLY.submit(probe_tail, store, a.table, start, own_txn=own_txn,
-                                                 own_marker=a.marker, markers=False))
+            out[a.table] = (start, concurrency.submit(concurrency.Pool.TASKS, probe_tail, store, a.table, start,
+                                                      own_txn=own_txn, own_marker=a.marker, markers=False))
     return out
 
 
@@ -169,8 +170,9 @@ def collect(
     ``r < h - slack`` also gets :attr:`TableInputs.changes` (:func:`changes_since`: one GET per
     version in ``(r, h]``), so R1 judges what was read, not version numbers.
 
-    Tables are probed concurrently (``parallel`` threads); a probe :func:`probe_early` started from
-    the same version is used instead of probing again. Call while holding the validation lock
+    Tables are probed concurrently (up to ``parallel`` at once, on TASKS); a probe :func:`probe_early`
+    started from the same version is used instead of probing again (the table's inputs are derived
+    as its continuation). Call while holding the validation lock
     with ``gvl`` read under it (a read-only transaction validates without it).
 
     Raises:
@@ -181,20 +183,15 @@ def collect(
     items = list(accesses)
     txn_writes = any(a.written for a in items)
 
-    def one(access: TableAccess) -> TableInputs:
+    def start_of(access: TableAccess) -> int | None:
+        """Where ``access``'s table is probed from (None: not probed)."""
         l = gvl.table_version(access.table)
-        tail: LogTail | None = None
-        if needs_tail(access, l, policy, txn_writes):
-            start = _tail_start(access, l, store)
-            assert start is not None
-            ahead = (early or {}).get(access.table)
-            if ahead is not None and ahead[0] == start:
-                tail = ahead[1].result()
-            else:
-                tail = probe_tail(store, access.table, start, own_txn=own_txn, own_marker=access.marker,
-                                  markers=access.written and access.marker is None)
-        elif access.written:  # a written table the log does not know, with a marker: always compatible
-            assert access.marker is not None
+        return _tail_start(access, l, store) if needs_tail(access, l, policy, txn_writes) else None
+
+    def finish(access: TableAccess, tail: LogTail | None) -> TableInputs:
+        l = gvl.table_version(access.table)
+        if tail is None and access.written and not needs_tail(access, l, policy, txn_writes):
+            assert access.marker is not None  # a written table the log does not know, with a marker: compatible
             tail = LogTail(access.marker)
         inp = derive(access, l, tail)
         if (policy.r1_files and footprints is not None and inp.read and inp.r is not None and inp.h is not None
@@ -202,10 +199,30 @@ def collect(
             inp = dataclasses.replace(inp, changes=changes_since(store, inp, footprints, own_txn=own_txn))
         return inp
 
-    if parallel <= 1 or len(items) <= 1:
+    def one(access: TableAccess) -> TableInputs:
+        start = start_of(access)
+        tail = None if start is None else probe_tail(store, access.table, start, own_txn=own_txn,
+                                                     own_marker=access.marker,
+                                                     markers=access.written and access.marker is None)
+        return finish(access, tail)
+
+    def reused(access: TableAccess) -> Future[LogTail] | None:
+        """The early probe of ``access``'s table when it started where this probe would."""
+        ahead = (early or {}).get(access.table)
+        return ahead[1] if ahead is not None and needs_tail(access, gvl.table_version(access.table), policy,
+                                                             txn_writes) and ahead[0] == start_of(access) else None
+
+    if not early and (parallel <= 1 or len(items) <= 1):
         return [one(a) for a in items]
-    with ThreadPoolExecutor(max_workers=min(parallel, len(items)), thread_name_prefix="lv-probe") as pool:
-        return list(pool.map(one, items))
+    # The tables with an early probe go on from it as soon as it ends; the others are probed now.
+    continued = {i: concurrency.then(concurrency.Pool.TASKS, f, functools.partial(finish, a))
+                 for i, a in enumerate(items) if (f := reused(a)) is not None}
+    rest = [a for i, a in enumerate(items) if i not in continued]
+    try:
+        probed = iter(concurrency.gather(concurrency.Pool.TASKS, one, rest, limit=max(1, parallel)))
+    finally:
+        wait(continued.values())  # none left running behind the caller, even after an error
+    return [continued[i].result() if i in continued else next(probed) for i in range(len(items))]
 
 
 __all__ = ["changes_since", "collect", "needs_tail", "probe_early", "probe_tail"]

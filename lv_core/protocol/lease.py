@@ -147,6 +147,8 @@ class LeaseKeeper:
             self._txns[txn] = (store, lease_s, now + lease_s / 3)
             self._confirmed[txn] = (now, 0.0)  # its markers carry ``expires``: a sign of life sent now
             if self._thread is None or not self._thread.is_alive():
+                # One daemon thread for the process's whole life, not a pool task: it sleeps until the
+                # next renewal is due, and must never queue behind other work (a late renewal frees markers).
                 self._thread = threading.Thread(target=self._run, name="lv-lease-keeper", daemon=True)
                 self._thread.start()
         self._wake.set()

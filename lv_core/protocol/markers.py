@@ -24,10 +24,10 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from lv_core import concurrency
 from lv_core.delta.actions import json_lines
 from lv_core.errors import AlreadyExists, DeltaLogError, NotFound, PreconditionFailed
 from lv_core.protocol import ict as _ict
@@ -331,9 +331,6 @@ def fill_version(store: ObjectStore, table: str, version: int, st: VersionState,
     return classify(version, res.data, res.etag)
 
 
-_PLACING = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lv-place")
-
-
 def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo, *,
                  check_log: bool = True) -> tuple[int, str, int]:
     """Put-if-absent a marker object at the first free version >= ``start`` that the log does not hold.
@@ -353,7 +350,8 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo, *
     attempts = lost = 0
     while True:
         attempts += 1
-        held = _PLACING.submit(store.exists, commit_key(table, v)) if check_log or attempts > 1 else None
+        held = (concurrency.submit(concurrency.Pool.REQUESTS, store.exists, commit_key(table, v))
+                if check_log or attempts > 1 else None)  # a leaf request: callers run on TASKS at most
         try:
             etag = store.put(marker_key(table, v), data, mode=CREATE)
         except AlreadyExists:

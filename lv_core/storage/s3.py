@@ -23,10 +23,8 @@ but writing identical bytes again yields the same etag (S3 etags are content has
 from __future__ import annotations
 
 import logging
-import random
 import re
 import threading
-import time
 from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import urlparse
 
@@ -34,9 +32,11 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
+from lv_core.concurrency import Backoff
 from lv_core.errors import AlreadyExists, ConfigError, NotFound, PreconditionFailed, StorageError
 from lv_core.storage.base import CREATE, OVERWRITE, GetResult, IfMatch, ObjectMeta, ObjectStore, PutMode
 from lv_core.storage.guard import WriteGuard
+from lv_core.storage.readback import etag_if_holds
 
 #: Options accepted in ``storage_options`` (anything else is a :class:`ConfigError`).
 KNOWN_OPTIONS = frozenset(
@@ -59,7 +59,13 @@ _DEFAULT_REGION = "us-east-1"
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 #: A 409 ConditionalRequestConflict means another write to the key was in flight: retry a few times.
 _CONFLICT_RETRIES = 3
-_CONFLICT_BACKOFF_S = 0.05
+
+
+def _conflict_backoff() -> Backoff:
+    """0.05 s doubling per retry, each delay drawn from 0.5x to 1.5x of it (so pollers spread out)."""
+    return Backoff(first=0.075, cap=0.6, factor=2.0, jitter=1 / 3)
+
+
 #: The largest source CopyObject accepts; larger ones are copied in parts.
 MAX_COPY_OBJECT_SIZE = 5 * 1024**3
 #: Part size of a multipart copy (grown when 10,000 parts would not cover the object).
@@ -357,6 +363,7 @@ class S3Store(ObjectStore):
             kwargs["IfMatch"] = mode.etag
         elif mode != OVERWRITE:
             raise ValueError(f"unknown put mode {mode!r}")
+        backoff = _conflict_backoff()
         for attempt in range(_CONFLICT_RETRIES + 1):
             try:
                 return str(self._client.put_object(**kwargs)["ETag"])
@@ -367,14 +374,14 @@ class S3Store(ObjectStore):
                 conflict = code == "ConditionalRequestConflict" or status == 409
                 if conflict and attempt < _CONFLICT_RETRIES:
                     # S3: a concurrent write to the key was in flight; its outcome decides ours.
-                    time.sleep(_CONFLICT_BACKOFF_S * (2**attempt) * (0.5 + random.random()))
+                    backoff.sleep()
                     continue
                 failed_condition = conflict or code == "PreconditionFailed" or status == 412
                 gone = isinstance(mode, IfMatch) and (code in _NOT_FOUND_CODES or status == 404)
                 if not (failed_condition or gone):
                     raise self._error("PUT", key, e) from e
-                if self._retried(e):
-                    landed = self._landed(key, data)
+                if self._retried(e):  # our own first attempt may have landed (its response lost)
+                    landed = etag_if_holds(self, key, data)
                     if landed is not None:
                         return landed
                 if mode == CREATE:
@@ -383,14 +390,6 @@ class S3Store(ObjectStore):
             except botocore.exceptions.BotoCoreError as e:
                 raise self._error("PUT", key, e) from e
         raise AssertionError("unreachable")
-
-    def _landed(self, key: str, data: bytes) -> str | None:
-        """After a retried conditional put failed its condition: our etag if the object holds our bytes."""
-        try:
-            current = self.get(key)
-        except NotFound:
-            return None
-        return current.etag if current.data == data else None
 
     def copy(self, src: str, dst: str) -> str:
         self.guard.ensure()

@@ -30,6 +30,7 @@ from lv_core.protocol.markers import (
     update_marker,
     write_version,
 )
+from lv_core.storage.readback import Unanswered, write_or_read_back
 from lv_core.testing import crashpoint
 from lv_core.txn import waiting
 from lv_core.txn.core import TxnCore
@@ -187,25 +188,24 @@ def write_marker_version(core: TxnCore, ts: TableState, data: bytes) -> VersionS
     landed and only the response got lost) the version is read back: our bytes there mean written;
     nothing there means it did not land, so it is written once more. Raises when nothing can be learnt.
     """
-    assert ts.marker_version is not None
+    v = ts.marker_version
+    assert v is not None
     try:
-        write_version(core.store, ts.name, ts.marker_version, data)
-        return None
+        got = write_or_read_back(lambda: write_version(core.store, ts.name, v, data),
+                                 lambda: read_version(core.store, ts.name, v))
     except PreconditionFailed:
-        return read_version(core.store, ts.name, ts.marker_version)
-    except LvError as e:
-        try:
-            st = read_version(core.store, ts.name, ts.marker_version)
-        except LvError:
-            raise e from None
+        return read_version(core.store, ts.name, v)
+    if not isinstance(got, Unanswered):
+        return None
+    st = got.found
     if st.filled:
         return None if same_commit(st.raw, data) else st
     try:
-        write_version(core.store, ts.name, ts.marker_version, data)
+        write_version(core.store, ts.name, v, data)
         return None
     except PreconditionFailed:
-        got = read_version(core.store, ts.name, ts.marker_version)
-        return None if same_commit(got.raw, data) else got
+        now = read_version(core.store, ts.name, v)
+        return None if same_commit(now.raw, data) else now
 
 
 def free_own_marker(core: TxnCore, ts: TableState, reason: str) -> VersionState | None:
@@ -225,16 +225,16 @@ def free_own_marker(core: TxnCore, ts: TableState, reason: str) -> VersionState 
         # Every version below is in the log: write the empty commit there at once (waiters see it
         # with one GET of the log; put-if-absent decides against a commit of ours that landed).
         return write_marker_version(core, ts, data)
+    v, etag = ts.marker_version, ts.marker_etag
     try:
-        ts.marker_etag = update_marker(core.store, ts.name, ts.marker_version, ts.marker_etag, data)
-        return None
+        got = write_or_read_back(lambda: update_marker(core.store, ts.name, v, etag, data),
+                                 lambda: read_version(core.store, ts.name, v))
     except PreconditionFailed:
-        return read_version(core.store, ts.name, ts.marker_version)
-    except LvError as e:
-        try:
-            st = read_version(core.store, ts.name, ts.marker_version)
-        except LvError:
-            raise e from None
+        return read_version(core.store, ts.name, v)
+    if not isinstance(got, Unanswered):
+        ts.marker_etag = got
+        return None
+    st = got.found
     if not st.filled and st.raw == data:
         ts.marker_etag = st.etag
         return None

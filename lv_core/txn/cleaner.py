@@ -7,6 +7,12 @@ per process run them (the lease last, as before: a transaction seen without a le
 everything it will publish). A process that dies first leaves leftovers that `lv recover` removes,
 exactly as a crash during a synchronous clean-up did. :func:`drain` waits for queued clean-ups
 (``Lakehouse.close()`` and interpreter exit call it; tests that look at leftovers call it).
+
+The work runs on :data:`lv_core.concurrency.WAITS` (a background checkpoint reads a table's log with
+requests in parallel, and the rule lets only that pool wait on them), at most :data:`WORKERS` jobs at
+once, first come first served: a burst (a 32-table commit's checkpoints) must not take the CPU and
+the shared request pool from the transactions in the foreground. Queued work still runs at
+interpreter exit (concurrent.futures joins its workers first).
 """
 
 from __future__ import annotations
@@ -14,9 +20,10 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
 from typing import Callable, Sequence
 
+from lv_core import concurrency
 from lv_core.errors import LvError
 from lv_core.storage.base import ObjectStore
 from lv_core.storage.instrumented import QUIESCE
@@ -25,17 +32,49 @@ __all__ = ["background", "drain", "submit"]
 
 log = logging.getLogger("lv_core.txn")
 
-#: Queued work still runs at interpreter exit (concurrent.futures joins its workers first).
-_WORKERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lv-clean")
+#: Background jobs running at once.
+WORKERS = 4
+
 _cv = threading.Condition()
 _pending = 0
+_queue: deque[Callable[[], None]] = deque()
+_running = 0  # workers draining _queue
+
+
+def _work() -> None:
+    """One worker: run queued jobs until none is left."""
+    global _running
+    while True:
+        with _cv:
+            if not _queue:
+                _running -= 1
+                return
+            job = _queue.popleft()
+        try:
+            job()
+        except Exception:  # a ``done`` callback failed: the worker goes on with the queue
+            log.exception("background clean-up callback failed")
+
+
+def _enqueue(job: Callable[[], None]) -> None:
+    """Queue ``job`` (which never raises); start a worker when fewer than :data:`WORKERS` run."""
+    global _running
+    with _cv:
+        _queue.append(job)
+        if _running >= WORKERS:
+            return
+        _running += 1
+    try:
+        concurrency.submit(concurrency.Pool.WAITS, _work)
+    except RuntimeError:  # interpreter shutting down: run it here
+        _work()
 
 
 def _run(store: ObjectStore, txn: str, keys: Sequence[str], last: str | None,
          done: Callable[[], None] | None) -> None:
     global _pending
     try:
-        for k in keys:  # one by one: off the caller's path, and no second pool (shut down at exit)
+        for k in keys:  # one by one: off the caller's path
             store.delete(k)
         if last is not None:
             store.delete(last)
@@ -57,10 +96,8 @@ def submit(store: ObjectStore, txn: str, keys: Sequence[str], last: str | None =
     global _pending
     with _cv:
         _pending += 1
-    try:
-        _WORKERS.submit(_run, store, txn, list(keys), last, done)
-    except RuntimeError:  # interpreter shutting down: run it here
-        _run(store, txn, list(keys), last, done)
+    keys = list(keys)
+    _enqueue(lambda: _run(store, txn, keys, last, done))
 
 
 def background(what: str, fn: Callable[[], object]) -> None:
@@ -80,10 +117,7 @@ def background(what: str, fn: Callable[[], object]) -> None:
 
     with _cv:
         _pending += 1
-    try:
-        _WORKERS.submit(run)
-    except RuntimeError:  # interpreter shutting down: run it here
-        run()
+    _enqueue(run)
 
 
 def drain(timeout_s: float | None = None) -> bool:

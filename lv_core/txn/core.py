@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from lv_core import concurrency
 from lv_core import events as ev
 from lv_core.delta.actions import Action
 from lv_core.delta.snapshot import Snapshot
@@ -30,16 +30,47 @@ from lv_core.storage.instrumented import InstrumentedStore
 from lv_core.txn.ops import Operation, OpResult
 from lv_core.txn.state import Bookkeeping
 
-__all__ = ["FOOTPRINT_MAX", "POOL", "Services", "Settings", "TxnCore", "out_edges", "removed_files"]
+__all__ = ["FOOTPRINT_MAX", "POOL", "Services", "Settings", "Tuning", "TxnCore", "out_edges", "removed_files"]
 
-#: At most this many paths in a marker's footprint (reads + removes); beyond it none is written.
+#: The default of :attr:`Tuning.footprint_max`.
 FOOTPRINT_MAX = 256
 
-#: Bounded pool for short per-table requests that run in parallel (commit writes, marker overwrites).
-#: Its tasks never wait for other transactions (waits run on threads of their own: see
-#: :func:`lv_core.txn.waiting.resolve_all`), so a full pool only delays, never deadlocks. Wide enough
-#: that a 32-table commit writes in one round.
-POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="lv-table")
+#: Per-table steps of a commit run in parallel (a marker's overwrite, which may place the marker again:
+#: a compound step) and the background exposure of edges: :data:`lv_core.concurrency.TASKS` (they
+#: wait on store requests only). Kept under this name for the modules still importing it; new code
+#: uses :mod:`lv_core.concurrency`.
+POOL = concurrency.TASKS
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """How hard the protocol works to be fast, never what it decides: every knob a user or a test may
+    turn, with its default (the lakehouse's ``tuning`` option; :class:`Settings` carries it).
+
+    Protocol constants (key layouts, formats) are not here; nor are the thread pools
+    (:mod:`lv_core.concurrency`).
+    """
+
+    #: A transaction silent for this share of its lease reasserts its markers before publishing.
+    silence_share: float = 0.5
+    #: Versions between a snapshot and a marker read ahead at once while waiting, and how many of
+    #: those reads are in flight together.
+    read_ahead: int = 32
+    read_ahead_parallel: int = 8
+    #: At most this many paths in a marker's footprint (reads + removes); beyond it none is written.
+    footprint_max: int = FOOTPRINT_MAX
+    #: At most this many marker objects above ours are looked at for a first updater to give way to.
+    precedence_probes: int = 8
+    #: Global versions read one by one past the last one known before re-reading the hint and galloping.
+    gvl_linear_probes: int = 4
+
+    def __post_init__(self) -> None:
+        if not 0 < self.silence_share <= 1:
+            raise ValueError(f"silence_share must be in (0, 1], not {self.silence_share!r}")
+        for name in ("read_ahead", "read_ahead_parallel", "footprint_max", "precedence_probes", "gvl_linear_probes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -54,6 +85,7 @@ class Settings:
     cycle_check_s: float
     shift_after_s: float
     max_shifts: int = 8
+    tuning: Tuning = Tuning()
 
     def shift_after(self) -> float:
         """How long a waiter waits before shifting pre-emptively."""
@@ -143,7 +175,7 @@ class TxnCore:
 
     def footprint(self) -> Footprint | None:
         """Files whose content reached the caller and files rewritten so far, per table (None when
-        more than :data:`FOOTPRINT_MAX` paths: markers stay small; nothing is then known)."""
+        more than :attr:`Tuning.footprint_max` paths: markers stay small; nothing is then known)."""
         done = self.results()
         reads: dict[str, set[str]] = {}
         for op, res in done:
@@ -151,7 +183,7 @@ class TxnCore:
                 for t, paths in res.reads.items():
                     reads.setdefault(t, set()).update(paths)
         removes = removed_files(res for _, res in done)
-        if sum(map(len, reads.values())) + sum(map(len, removes.values())) > FOOTPRINT_MAX:
+        if sum(map(len, reads.values())) + sum(map(len, removes.values())) > self.settings.tuning.footprint_max:
             return None
         return Footprint({t: frozenset(v) for t, v in reads.items()}, {t: frozenset(v) for t, v in removes.items()})
 

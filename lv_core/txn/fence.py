@@ -18,25 +18,26 @@ rewrites each marker object with PUT-if-match on the etag it holds, before any p
 
 from __future__ import annotations
 
+import functools
 import time
 
-from lv_core.errors import LvError, PreconditionFailed
+from lv_core.errors import PreconditionFailed
 from lv_core.protocol import clock, layout
 from lv_core.protocol.lease import keeper, write_lease
 from lv_core.protocol.markers import MarkerInfo, encode_marker, read_version, update_marker
+from lv_core.storage.readback import Unanswered, write_or_read_back
 from lv_core.txn.core import TxnCore
 
-__all__ = ["SILENCE_SHARE", "reassert_markers", "silent_too_long"]
+__all__ = ["reassert_markers", "silent_too_long"]
 
-#: a silence of at least this share of the lease makes the owner re-assert its markers before publishing
-#: (renewals come every third of it; the rest is the margin its publish needs to land before anyone
-#: who saw the last sign of life could free a marker)
-SILENCE_SHARE = 0.5
+# A silence of at least ``Tuning.silence_share`` of the lease (0.5) makes the owner re-assert its
+# markers before publishing (renewals come every third of it; the rest is the margin its publish
+# needs to land before anyone who saw the last sign of life could free a marker).
 
 
 def silent_too_long(core: TxnCore) -> bool:
     """Whether others may have seen no sign of life of the transaction for long enough to free a marker soon."""
-    return keeper().silence(core.id) >= core.settings.lease_s * SILENCE_SHARE
+    return keeper().silence(core.id) >= core.settings.lease_s * core.settings.tuning.silence_share
 
 
 def reassert_markers(core: TxnCore, tables: list[str]) -> list[str]:
@@ -57,15 +58,18 @@ def reassert_markers(core: TxnCore, tables: list[str]) -> list[str]:
         if ts.marker_version is None or ts.marker_etag is None or t in book.published or t in book.freed:
             continue
         try:
-            ts.marker_etag = update_marker(core.store, t, ts.marker_version, ts.marker_etag, data)
+            got = write_or_read_back(functools.partial(update_marker, core.store, t, ts.marker_version,
+                                                       ts.marker_etag, data),
+                                     functools.partial(read_version, core.store, t, ts.marker_version))
         except PreconditionFailed:
             lost.append(t)
-        except LvError:  # outcome unknown: what the version is now decides
-            st = read_version(core.store, t, ts.marker_version)
-            if st.pending and st.txn == core.id and not st.filled:
-                ts.marker_etag = st.etag
-            else:
-                lost.append(t)
+            continue
+        if not isinstance(got, Unanswered):
+            ts.marker_etag = got
+        elif got.found.pending and got.found.txn == core.id and not got.found.filled:
+            ts.marker_etag = got.found.etag  # outcome unknown: what the version is now decides
+        else:
+            lost.append(t)
     if not lost:
         keeper().reassured(core.id, sent)
     return lost

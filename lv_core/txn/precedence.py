@@ -23,14 +23,10 @@ from lv_core.txn.ops import Operation, OpResult
 
 __all__ = ["give_way"]
 
-#: at most this many marker objects above ours are looked at
-MAX_PROBES = 8
-
-
 def _queued_behind(core: TxnCore, table: str, start: int, now: set[str],
                    ours: dict[str, set[str]]) -> FirstUpdater | None:
     """The first transaction queued behind our marker ``start`` on ``table`` we must give way to."""
-    for v in range(start + 1, start + 1 + MAX_PROBES):
+    for v in range(start + 1, start + 1 + core.settings.tuning.precedence_probes):
         try:
             got = core.store.get(marker_key(table, v))
         except NotFound:

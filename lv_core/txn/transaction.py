@@ -249,6 +249,8 @@ class Transaction:
             except BaseException as e:  # delivered through the future
                 fut.set_exception(e)
 
+        # A thread of its own, not a pool task: a commit waits on every pool (it is the "plain thread"
+        # of lv_core.concurrency's rule), and a daemon thread does not keep the interpreter alive.
         threading.Thread(target=run, name=f"lv-commit-{self.id}", daemon=True).start()
         return fut
 

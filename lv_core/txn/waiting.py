@@ -12,8 +12,8 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 
+from lv_core import concurrency
 from lv_core import events as ev
 from lv_core.delta.actions import decode_commit
 from lv_core.errors import PreconditionFailed
@@ -33,7 +33,7 @@ from lv_core.protocol.markers import (
 )
 from lv_core.protocol.recovery import resolve_expired
 from lv_core.testing import crashpoint
-from lv_core.txn.core import POOL, TxnCore, out_edges
+from lv_core.txn.core import TxnCore, out_edges
 from lv_core.txn.state import TableState
 
 __all__ = ["Restart", "add_edges", "expose_for_commit", "expose_later", "expose_predecessors", "exposed_markers",
@@ -41,9 +41,6 @@ __all__ = ["Restart", "add_edges", "expose_for_commit", "expose_later", "expose_
 
 log = logging.getLogger("lv_core.txn")
 
-#: reads the versions between a snapshot and the marker in parallel (leaf GETs only)
-_AHEAD = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lv-ahead")
-_AHEAD_MAX = 32  # versions read ahead at once
 
 
 class Restart(Exception):
@@ -176,7 +173,7 @@ def expose_later(core: TxnCore) -> None:
         if core.book.edges_writer:
             return
         core.book.edges_writer = True
-    POOL.submit(_expose_loop, core)
+    concurrency.submit(concurrency.Pool.TASKS, _expose_loop, core)  # PUTs only, one at a time
 
 
 def written_tables(core: TxnCore) -> set[str]:
@@ -285,7 +282,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
             out.append(_predecessor(ts.name, got))
             continue
         waited_on: str | None = None
-        delay = s.poll_min_s
+        backoff = concurrency.Backoff(s.poll_min_s, max(s.poll_min_s, s.poll_max_s), factor=1.5)
         wait_t0 = time.monotonic()
         next_check = wait_t0 + s.cycle_check_s
         st: VersionState | None = None
@@ -326,8 +323,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
             if left <= 0:
                 raise aborted("timeout", {"table": ts.name, "version": v, "on_txn": st.txn},
                               timeout=s.timeout_s, on_txn=st.txn, table=ts.name, version=v)
-            time.sleep(min(delay, max(0.0, left)))
-            delay = min(delay * 1.5, s.poll_max_s)
+            backoff.sleep(deadline)
         if waited_on is not None:
             outcome = "committed" if st.kind == "commit" else "freed"
             core.events.emit(ev.WaitEnded(core.id, table=ts.name, version=v, on_txn=waited_on, outcome=outcome))
@@ -349,7 +345,9 @@ def _read_ahead(core: TxnCore, table: str, versions: list[int]) -> dict[int, Ver
     missing: the log has no gaps, so nothing above it is there either."""
     if len(versions) < 2:
         return {}
-    found = list(_AHEAD.map(lambda v: read_log_version(core.store, table, v), versions[:_AHEAD_MAX]))
+    found = concurrency.gather(concurrency.Pool.REQUESTS, lambda v: read_log_version(core.store, table, v),
+                               versions[:core.settings.tuning.read_ahead],
+                               limit=core.settings.tuning.read_ahead_parallel)
     out: dict[int, VersionState] = {}
     for v, st in zip(versions, found, strict=False):
         if st is None:
@@ -370,17 +368,8 @@ def resolve_all(core: TxnCore, group: list[str], deadline: float) -> list[Predec
                or book.tables[t].marker_version != book.tables[t].base.version + 1]
     if len(waiting) <= 1 or not core.ct:
         return [p for t in waiting for p in _resolve_predecessors(core, book.tables[t], deadline)]
-    # One thread per table: these wait for other transactions (possibly of this process, whose commit
-    # needs the shared POOL), so they must not occupy a bounded shared pool.
-    out: list[PredecessorCommit] = []
-    first_error: BaseException | None = None
-    with ThreadPoolExecutor(max_workers=len(waiting), thread_name_prefix="lv-wait") as waits:
-        futures = [waits.submit(_resolve_predecessors, core, book.tables[t], deadline) for t in waiting]
-        for f in futures:
-            try:
-                out.extend(f.result())
-            except BaseException as e:  # re-raised below after all finished
-                first_error = first_error or e
-    if first_error is not None:
-        raise first_error
-    return out
+    # Tables in parallel on WAITS: these wait for other transactions (possibly of this process, whose
+    # commits need REQUESTS and TASKS), and read ahead with requests.
+    found = concurrency.gather(concurrency.Pool.WAITS, lambda t: _resolve_predecessors(core, book.tables[t], deadline),
+                               waiting)
+    return [p for preds in found for p in preds]

@@ -1,7 +1,9 @@
 """lv_core.concurrency: the wait rule between pools is enforced, and Backoff's delays."""
 from __future__ import annotations
 
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +51,61 @@ def test_backoff_grows_to_its_cap_and_respects_a_deadline() -> None:
     assert time.monotonic() - t0 < 1.0
     with pytest.raises(ValueError):
         cc.Backoff(0.0, 1.0)
+
+
+def test_gather_keeps_at_most_limit_calls_in_flight_and_stops_after_an_error() -> None:
+    lock = threading.Lock()
+    running, peak, started = 0, 0, []
+
+    def f(x: int) -> int:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+            started.append(x)
+        time.sleep(0.01)
+        with lock:
+            running -= 1
+        if x == 2:
+            raise KeyError(x)
+        return x
+
+    assert cc.gather(cc.Pool.REQUESTS, lambda x: x, range(10), limit=3) == list(range(10))
+    started.clear()
+    with pytest.raises(KeyError):
+        cc.gather(cc.Pool.REQUESTS, f, range(20), limit=3)
+    assert peak <= 3
+    assert len(started) < 20  # no call starts once one failed (at most the window in flight then)
+
+
+def test_then_goes_on_from_a_future_without_a_waiting_thread() -> None:
+    gate = threading.Event()
+    first = cc.submit(cc.Pool.TASKS, lambda: gate.wait(5) and 20)
+    seen: list[cc.Pool | None] = []
+
+    def go(x: int) -> int:
+        seen.append(cc.current_pool())
+        return x + 1
+
+    nxt = cc.then(cc.Pool.TASKS, first, go)
+    assert not nxt.done()
+    gate.set()
+    assert nxt.result(5) == 21 and seen == [cc.Pool.TASKS]
+    failed = cc.then(cc.Pool.TASKS, cc.submit(cc.Pool.REQUESTS, lambda: 1 // 0), go)
+    with pytest.raises(ZeroDivisionError):
+        failed.result(5)
+
+
+#: Pools the state-machine rewrite (issue 35) still owns and is moving onto lv_core.concurrency.
+_OWNED_BY_THE_STATE_MACHINE_REWRITE = {
+    "lv_core/txn/isolation.py", "lv_core/txn/group.py", "lv_core/txn/state.py", "lv_core/txn/settle.py",
+    "lv_core/txn/publish.py", "lv_core/protocol/vlock.py", "lv_core/protocol/heldlock.py",
+    "lv_core/protocol/lockrecord.py", "lv_core/protocol/vqueue.py",
+}
+
+
+def test_every_thread_pool_of_lv_core_is_one_of_the_three() -> None:
+    root = Path(__file__).resolve().parents[2]
+    found = sorted(str(p.relative_to(root)) for p in (root / "lv_core").rglob("*.py")
+                   if "ThreadPoolExecutor(" in p.read_text(encoding="utf-8"))
+    assert [p for p in found if p != "lv_core/concurrency.py" and p not in _OWNED_BY_THE_STATE_MACHINE_REWRITE] == []
