@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from lv_core import concurrency
 from lv_core import events as ev
 from lv_core.delta.actions import Action
 from lv_core.delta.snapshot import Snapshot
@@ -30,16 +29,11 @@ from lv_core.storage.instrumented import InstrumentedStore
 from lv_core.txn.ops import Operation, OpResult
 from lv_core.txn.state import Bookkeeping
 
-__all__ = ["FOOTPRINT_MAX", "POOL", "Services", "Settings", "Tuning", "TxnCore", "out_edges", "removed_files"]
+__all__ = ["FOOTPRINT_MAX", "Services", "Settings", "Tuning", "TxnCore", "out_edges", "removed_files"]
 
 #: The default of :attr:`Tuning.footprint_max`.
 FOOTPRINT_MAX = 256
 
-#: Per-table steps of a commit run in parallel (a marker's overwrite, which may place the marker again:
-#: a compound step) and the background exposure of edges: :data:`lv_core.concurrency.TASKS` (they
-#: wait on store requests only). Kept under this name for the modules still importing it; new code
-#: uses :mod:`lv_core.concurrency`.
-POOL = concurrency.TASKS
 
 
 @dataclass(frozen=True)

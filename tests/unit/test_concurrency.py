@@ -96,16 +96,8 @@ def test_then_goes_on_from_a_future_without_a_waiting_thread() -> None:
         failed.result(5)
 
 
-#: Pools the state-machine rewrite (issue 35) still owns and is moving onto lv_core.concurrency.
-_OWNED_BY_THE_STATE_MACHINE_REWRITE = {
-    "lv_core/txn/isolation.py", "lv_core/txn/group.py", "lv_core/txn/state.py", "lv_core/txn/settle.py",
-    "lv_core/txn/publish.py", "lv_core/protocol/vlock.py", "lv_core/protocol/heldlock.py",
-    "lv_core/protocol/lockrecord.py", "lv_core/protocol/vqueue.py",
-}
-
-
 def test_every_thread_pool_of_lv_core_is_one_of_the_three() -> None:
     root = Path(__file__).resolve().parents[2]
     found = sorted(str(p.relative_to(root)) for p in (root / "lv_core").rglob("*.py")
                    if "ThreadPoolExecutor(" in p.read_text(encoding="utf-8"))
-    assert [p for p in found if p != "lv_core/concurrency.py" and p not in _OWNED_BY_THE_STATE_MACHINE_REWRITE] == []
+    assert found == []  # lv_core.concurrency subclasses it; nothing else makes one
