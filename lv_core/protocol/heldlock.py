@@ -20,6 +20,7 @@ from lv_core.protocol.layout import client_label
 from lv_core.protocol.lockrecord import COMMITTING, LOCK_KEY, VALIDATING, FreeSlot, LockRecord, Takeover, free_record
 from lv_core.protocol.vqueue import any_queued
 from lv_core.storage.base import IfMatch, ObjectStore
+from lv_core.storage.readback import put_or_confirm
 from lv_core.testing import crashpoint
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def take_over(lock: "LockHost", txn: str, old: LockRecord, etag: str, gvl_base: 
     else:
         rec = mine
     try:
-        new_etag = lock.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(etag))
+        new_etag = put_or_confirm(lock.store, LOCK_KEY, rec.encode(), mode=IfMatch(etag))
     except PreconditionFailed:
         return None
     held = HeldLock(lock, rec, new_etag, takeovers, waited=True, serving=serving)
@@ -331,7 +332,7 @@ class HeldLock:
             queued = self.queued()  # unknown (True): the next commit of this process serves the queue
             try:
                 freed = free_record(self.txn, self.head, queued).encode()
-                etag = self.lock.store.put(LOCK_KEY, freed, mode=IfMatch(self._etag))
+                etag = put_or_confirm(self.lock.store, LOCK_KEY, freed, mode=IfMatch(self._etag))
             except (PreconditionFailed, NotFound):
                 self._hold = Hold.LOST
                 return
@@ -348,7 +349,7 @@ class HeldLock:
             now = time.time()
             rec = replace(rec, lease_expires=now + self.lock.lease_s)
             try:
-                self._etag = self.lock.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
+                self._etag = put_or_confirm(self.lock.store, LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
             except PreconditionFailed:
                 self._hold = Hold.LOST
                 raise ValidationLockLost(
@@ -370,8 +371,8 @@ class HeldLock:
                 if self._hold not in _HELD:
                     return
                 rec = replace(self._record, lease_expires=time.time() + self.lock.lease_s)
-                try:
-                    self._etag = self.lock.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
+                try:  # (a renewal whose response got lost is read back: else the next one fails its if-match)
+                    self._etag = put_or_confirm(self.lock.store, LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
                     self._record = rec
                 except PreconditionFailed:
                     self._hold = Hold.LOST

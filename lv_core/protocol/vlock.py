@@ -68,6 +68,7 @@ from lv_core.protocol.lockrecord import (
     slot_of,
 )
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
+from lv_core.storage.readback import put_or_confirm
 
 log = logging.getLogger(__name__)
 
@@ -162,8 +163,8 @@ class ValidationLock:
         is no key (PUT-create). Returns the new etag, None when the lock is not free that way."""
         try:
             if free_etag is not None:
-                return self.store.put(LOCK_KEY, rec.encode(), mode=IfMatch(free_etag))
-            return self.store.put(LOCK_KEY, rec.encode(), mode=CREATE)
+                return put_or_confirm(self.store, LOCK_KEY, rec.encode(), mode=IfMatch(free_etag))
+            return put_or_confirm(self.store, LOCK_KEY, rec.encode(), mode=CREATE)
         except (AlreadyExists, PreconditionFailed, NotFound):
             return None
         finally:

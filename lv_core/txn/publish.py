@@ -21,12 +21,11 @@ from lv_core import concurrency
 from lv_core import events as ev
 from lv_core.concurrency import Pool
 from lv_core.delta.actions import Action, encode_commit
-from lv_core.errors import LvError
 from lv_core.protocol import layout
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.ict import info_lines, with_info
 from lv_core.protocol.markers import KEY, encode_freed, lakevilla_commit_info
-from lv_core.storage.base import OVERWRITE
+from lv_core.storage.readback import put_or_confirm
 from lv_core.testing import crashpoint
 from lv_core.txn.access import replace_marker, write_marker_version
 from lv_core.txn.core import TxnCore
@@ -136,20 +135,11 @@ def prepare(core: TxnCore, settled: Settled) -> Prepared:
 
 
 def _write_decision(core: TxnCore, data: bytes) -> None:
-    """PUT the commit decision; after an error whose outcome is unknown (a lost response), GET it
-    back: if our bytes are there the decision stands, otherwise the error is raised (not decided;
-    an abort then frees markers, and recovery never rolls a decision forward past a freed marker)."""
-    key = layout.decision_key(core.id)
+    """PUT the commit decision, read back after a lost response (our bytes there: it stands). Else the
+    error is raised: not decided; an abort then frees markers, and recovery never rolls a decision
+    forward past a freed marker."""
     core.book.decision_written = True
-    try:
-        core.store.put(key, data, mode=OVERWRITE)
-    except LvError as e:
-        try:
-            landed = core.store.get(key).data == data
-        except LvError:
-            raise e from None
-        if not landed:
-            raise
+    put_or_confirm(core.store, layout.decision_key(core.id), data)
 
 
 def publish(core: TxnCore, prepared: Prepared) -> list[str]:

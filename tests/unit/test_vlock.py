@@ -21,6 +21,7 @@ from lv_core.protocol.commitplan import (
     ordered,
 )
 from lv_core.protocol.gvl import EMPTY, GlobalLog
+from lv_core.protocol.heldlock import Hold
 from lv_core.protocol.layout import commit_key
 from lv_core.protocol.markers import (
     MarkerInfo,
@@ -381,3 +382,22 @@ def test_record_roundtrip_and_garbage() -> None:
     assert bad.state == VALIDATING and bad.lease_expires == 0.0
 
 
+
+
+def test_a_renewal_whose_response_got_lost_keeps_the_key(local_store: ObjectStore) -> None:
+    """The renewal PUT-if-match landed but its answer was lost: read back, our bytes are there, the new
+    etag is taken, and the next renewal and the release still match (before, the next renewal failed
+    its if-match and the holder took its own key for lost)."""
+    inst = InstrumentedStore(local_store)
+    lock = ValidationLock(inst, lease_s=0.3)
+    held = lock.acquire("t-1", timeout_s=5)
+    inst.fail("PUT-if-match", after=True)  # the first renewal lands, its response is lost
+    deadline = time.monotonic() + 10
+    while inst.counts()["PUT-if-match"] < 3 and time.monotonic() < deadline:  # that one, and the next
+        time.sleep(0.01)
+    assert inst.counts()["PUT-if-match"] >= 3 and inst.counts()["GET"] >= 1
+    assert held.hold is Hold.HOLDING and not held.lost
+    held.release()
+    assert held.hold is Hold.FREED
+    with ValidationLock(inst, lease_s=30).acquire("t-2", timeout_s=1):  # free: taken at once, no wait
+        pass
