@@ -18,6 +18,8 @@ interpreter exit (concurrent.futures joins its workers first).
 from __future__ import annotations
 
 import atexit
+import contextvars
+import functools
 import logging
 import threading
 from collections import deque
@@ -52,15 +54,19 @@ def _work() -> None:
             job = _queue.popleft()
         try:
             job()
-        except Exception:  # a ``done`` callback failed: the worker goes on with the queue
+        except BaseException:  # noqa: BLE001 - a failed ``done`` callback, or a thread-killing error: the
+            # worker goes on with the queue (a worker that died would still count as running, and
+            # the jobs queued behind it would never run)
             log.exception("background clean-up callback failed")
 
 
 def _enqueue(job: Callable[[], None]) -> None:
-    """Queue ``job`` (which never raises); start a worker when fewer than :data:`WORKERS` run."""
+    """Queue ``job`` (which never raises); start a worker when fewer than :data:`WORKERS` run. The job
+    runs in its submitter's context (context variables), as a task submitted to a pool would: a worker
+    runs many jobs, and must not lend one submitter's context to the next."""
     global _running
     with _cv:
-        _queue.append(job)
+        _queue.append(functools.partial(contextvars.copy_context().run, job))
         if _running >= WORKERS:
             return
         _running += 1

@@ -51,7 +51,8 @@ def test_read_skew_on_new_tables_no_schedule_violates() -> None:
     """Issue 34, violation 1, on main: every schedule within the bounds passes the checker."""
     ex = explore(READ_SKEW, preemptions=1, max_schedules=150)
     assert ex.complete, ex.summary()  # the bounds were exhausted, not the budget
-    assert ex.schedules - ex.pruned >= 20, ex.summary()  # it did interleave the two
+    # it did interleave the two (19 distinct schedules since reads under serializable cost 2 requests, issue 38)
+    assert ex.schedules - ex.pruned >= 15, ex.summary()
     assert ex.diverged <= ex.schedules // 10, ex.summary()  # replays (mostly) ran the schedule asked for
     assert not ex.violations, ex.violations[0].describe()
 
