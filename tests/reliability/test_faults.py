@@ -467,7 +467,11 @@ class _BargeIn(InstrumentedStore):
     def _request(self, kind, key, call):  # the base class's signature
         if kind == "PUT-create" and self.key_contains in key and not self.fired:
             self.fired = True
-            self.before()
+            # another client barges in: on a thread of its own, as another process would (this request
+            # may run on a pool thread, whose tasks may not wait on the pools the other client uses)
+            other = threading.Thread(target=self.before)
+            other.start()
+            other.join()
         return super()._request(kind, key, call)
 
 
