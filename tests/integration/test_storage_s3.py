@@ -310,8 +310,9 @@ def stubbed(monkeypatch: pytest.MonkeyPatch) -> Any:
     from botocore.stub import Stubber
 
     import lv_core.storage.s3 as s3_module
+    from lv_core.concurrency import Backoff
 
-    monkeypatch.setattr(s3_module, "_CONFLICT_BACKOFF_S", 0.0)
+    monkeypatch.setattr(s3_module, "_conflict_backoff", lambda: Backoff(first=1e-6, cap=1e-6))
     store = S3Store("b", "wh", {"region": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "y",
                                 "trust_conditional_writes": True})
     with Stubber(store._client) as stubber:
