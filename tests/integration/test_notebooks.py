@@ -46,6 +46,12 @@ CELL_LIMIT_S = float(os.environ.get("LV_NOTEBOOK_CELL_LIMIT_S", "45"))
 CONNECT_LIMIT_S = 240.0  # a cell that starts the kernel's Spark server (a JVM, on a shared 2-core machine)
 
 
+#: Crash 2 kills the client at "between-markers", which pauses the thread of the first part written:
+#: the other part's write goes on in parallel (crash points observe, never reroute: issue 35), so it
+#: may land before the kill. The notebook checks the balances either way.
+CRASH2_OUTCOMES = ("rolled forward", "already complete (every part landed before the kill)")
+
+
 def output_texts(nb: Any) -> list[tuple[int, str]]:
     """(cell index, text) of every output a user sees: streams, rich text, errors."""
     texts = []
@@ -130,7 +136,7 @@ def test_notebook_runs_with_its_assertions(notebook: Path, tmp_path: Path, priva
         assert {f"{a}/serializable" for a in ("P4", "G1a", "G1b", "OTV", "G0-MT", "G1c-MT", "write skew", "reads")} \
             <= set(summary["prevented"]), summary
     if notebook.stem.startswith("04"):
-        assert summary["crash 1"] == "freed" and summary["crash 2"] == "rolled forward", summary
+        assert summary["crash 1"] == "freed" and summary["crash 2"] in CRASH2_OUTCOMES, summary
         assert "recover freed the crashed transaction's marker" in printed(nb)
         assert not LEFT_ALONE.search(printed(nb)), printed(nb)
     assert (tmp_path / "out" / (notebook.stem + ".html")).stat().st_size > 10_000
@@ -148,7 +154,7 @@ def test_04_says_so_when_recover_leaves_the_marker(tmp_path: Path, private_tmp: 
     assert not errors, errors
     summary = summary_of(nb)
     assert summary["crash 1"] == "left alone, freed once its lease ran out", summary
-    assert summary["crash 1 markers left alone"] >= 1 and summary["crash 2"] == "rolled forward", summary
+    assert summary["crash 1 markers left alone"] >= 1 and summary["crash 2"] in CRASH2_OUTCOMES, summary
     text = printed(nb)
     assert LEFT_ALONE.search(text) and "its lease is still live" in text, text
     assert not noise_in(nb), noise_in(nb)
