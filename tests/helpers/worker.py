@@ -22,6 +22,13 @@ from lv_core.errors import TransactionAborted
 from tests.helpers.bank import add_kv
 
 
+def say(line: str) -> None:
+    """One line on stdout in one write, flushed: a crash point's ``LV-PAUSED`` line, written by a background
+    thread (a holder serving the queue after ``commit()`` returned), never lands inside it."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def counter(warehouse: str, n: int) -> None:
     lh = lv_core.connect(warehouse, lease_s=10.0)
     commits = aborts = redos = 0
@@ -35,7 +42,7 @@ def counter(warehouse: str, n: int) -> None:
             continue
         commits += 1
         redos += res.redo_count
-    print(json.dumps({"commits": commits, "aborts": aborts, "redos": redos}))
+    say(json.dumps({"commits": commits, "aborts": aborts, "redos": redos}))
 
 
 def transfer(warehouse: str, lease_s: float, preset: str = "repeatable_read") -> None:
@@ -44,23 +51,23 @@ def transfer(warehouse: str, lease_s: float, preset: str = "repeatable_read") ->
     add_kv(txn, "kv", 1, -1)
     add_kv(txn, "kv2", 1, +1)
     res = txn.commit()
-    print(json.dumps({"versions": res.versions}), flush=True)
+    say(json.dumps({"versions": res.versions}))
     lh.close()  # waits for the background work (a holder serving the queue)
 
 
 def _outcome(txn: lv_core.Transaction) -> None:
     try:
         res = txn.commit()
-        print(json.dumps({"state": txn.state, "versions": res.versions, "redo": res.redo_count}), flush=True)
+        say(json.dumps({"state": txn.state, "versions": res.versions, "redo": res.redo_count}))
     except TransactionAborted as e:
-        print(json.dumps({"state": txn.state, "rule": e.rule, "reason": str(e)}), flush=True)
+        say(json.dumps({"state": txn.state, "rule": e.rule, "reason": str(e)}))
 
 
 def hold(warehouse: str, lease_s: float) -> None:
     lh = lv_core.connect(warehouse, lease_s=lease_s)
     txn = lh.begin("repeatable_read", timeout_s=60)
     add_kv(txn, "kv", 1, 1)
-    print("HOLDING", flush=True)
+    say("HOLDING")
     sys.stdin.readline()
     _outcome(txn)
 
@@ -70,7 +77,7 @@ def add(warehouse: str, lease_s: float) -> None:
 
     lh = lv_core.connect(warehouse, lease_s=lease_s)
     txn = lh.begin("repeatable_read", timeout_s=60)
-    txn.events.subscribe(lambda e: print("WAITING", flush=True) if isinstance(e, ev.Waiting) else None)
+    txn.events.subscribe(lambda e: say("WAITING") if isinstance(e, ev.Waiting) else None)
     add_kv(txn, "kv", 1, 10)
     _outcome(txn)
 
@@ -101,7 +108,7 @@ def transfers(warehouse: str, n: int, seed: int) -> None:
             key = e.rule
         outcomes[key] = outcomes.get(key, 0) + 1
         longest = max(longest, time.monotonic() - t0)
-    print(json.dumps({"outcomes": outcomes, "longest_s": longest}))
+    say(json.dumps({"outcomes": outcomes, "longest_s": longest}))
 
 
 if __name__ == "__main__":

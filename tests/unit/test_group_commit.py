@@ -360,7 +360,9 @@ def test_sigkill_of_a_group_holder(tmp_path: Any, point: str, monkeypatch: Any) 
     _await(lambda: len(_queued(lh.store)) == 2, "the holder-to-be's request")
     blocker.release()
     line = p.stdout.readline() if p.stdout is not None else ""
-    assert line.strip() == f"LV-PAUSED {point}", p.stderr.read() if p.stderr is not None else ""
+    if line.strip() != f"LV-PAUSED {point}":
+        p.kill()  # (its stderr ends only when it does)
+        raise AssertionError((line, p.communicate()[1]))
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     threads[0].join(90)

@@ -116,8 +116,12 @@ def test_sigkill_of_a_holder_serving_the_queue(tmp_path: Any, point: str) -> Non
     threads, out, txns = queue_commits(Lakehouse(lh.store, lease_s=1.5), ["solo"])  # queued behind the holder
     p.stdin.write("\n")  # the holder goes on: writes its plan, publishes, serves the queue
     p.stdin.flush()
-    lines = [p.stdout.readline().strip() for _ in range(2)]
-    assert lines[1] == f"LV-PAUSED {point}", (lines, p.stderr.read() if p.stderr is not None else "")
+    # the worker prints its commit's result and the holder, serving the queue in the background after
+    # commit() returned, its pause: in either order
+    lines = sorted(p.stdout.readline().strip() for _ in range(2))
+    if lines[0] != f"LV-PAUSED {point}" or not lines[1].startswith("{"):
+        p.kill()  # (its stderr ends only when it does)
+        raise AssertionError((lines, p.communicate()[1]))
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     threads[0].join(90)
