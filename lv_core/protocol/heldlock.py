@@ -91,10 +91,10 @@ def take_over(lock: LockHost, txn: str, old: LockRecord, etag: str, gvl_base: in
         return None
     held = HeldLock(lock, rec, new_etag, takeovers, waited=True, serving=serving)
     if not forward:
-        log.log(logging.WARNING if old.invalid else logging.INFO, "validation lock of %s (%s) expired: taken "
-                "over by %s%s", plan_txn, old.state, txn, f", its invalid plan not executed ({old.invalid_reason})"
-                if old.invalid else "")
-        takeovers.append(Takeover(old.txn, old.state, "invalid-plan-rolled-back" if old.invalid else "rolled-back"))
+        action = "invalid-plan-rolled-back" if old.invalid else "rolled-back"
+        log.log(logging.WARNING if old.invalid else logging.INFO, "validation lock of %s (%s) expired: taken over "
+                "by %s, %s %s", plan_txn, old.state, txn, action, old.invalid_reason)
+        takeovers.append(Takeover(old.txn, old.state, action))
         return held
     log.info("validation lock of %s (committing) expired: %s rolls it forward", plan_txn, txn)
     try:
@@ -190,13 +190,11 @@ class HeldLock:
                background: Callable[[str, Callable[[], object]], None] | None = None,
                release: bool = True) -> PlanResult:
         """Record the plan (state "committing") built on ``base`` (the head read under the lock, the one
-        validation used), write it, publish ``base.version + 1``, release (``release=False``: keep the
-        lock, e.g. to commit another plan). An empty plan without additions only releases.
-
-        ``background(what, fn)`` runs the release off the caller's path (after the publish only the
-        next validator waits for it, as it would anyway). ``group``: other transactions whose commits
-        ``plan`` holds -> ``{"tables", "validation"}`` (:mod:`lv_core.txn.group`); their outcomes are in
-        ``result.group``, published even when the holder's own entries break (then it raises after).
+        validation used), write it, publish ``base.version + 1`` and release (``release=False``: keep the
+        lock for another plan; ``background(what, fn)``: release off the caller's path, since after the
+        publish only the next validator waits for it). An empty plan without additions only releases.
+        ``group``: other transactions whose commits ``plan`` holds -> ``{"tables", "validation"}``
+        (:mod:`lv_core.txn.group`): published even when the holder's own entries break (it raises after).
         Cost: 1 PUT-if-match + :func:`~lv_core.protocol.commitplan.execute_plan` + 1 PUT-if-match (release).
 
         Raises:

@@ -23,7 +23,7 @@ from typing import Mapping, NamedTuple, Union
 from lv_core.protocol.lockrecord import FREE, LockRecord
 
 __all__ = ["Act", "Answer", "AskDone", "AskFree", "Claim", "Claimed", "Clock", "Done", "FreeAnswer", "Get", "KeyLook",
-           "Looked", "Notify", "Phase", "Request", "TakeOver", "TookOver", "Wait", "start", "step"]
+           "Looked", "Notify", "Phase", "Request", "TakeOver", "Wait", "start", "step"]
 
 Found = tuple[LockRecord, str]  # a record and its etag
 
@@ -108,7 +108,7 @@ class Clock(NamedTuple):
 
 @dataclass(frozen=True)
 class Claimed:
-    etag: str | None  # None: the key was not free that way
+    held: bool  # the claim or takeover won (False: the key was not free that way, or changed first)
 
 
 @dataclass(frozen=True)
@@ -128,12 +128,7 @@ class Done:
     clock: Clock
 
 
-@dataclass(frozen=True)
-class TookOver:
-    held: bool  # False: someone changed the record first
-
-
-Answer = Union[Claimed, Looked, Done, FreeAnswer, TookOver, None]
+Answer = Union[Claimed, Looked, Done, FreeAnswer, None]
 
 
 # ---------------------------------------------------------------- the machine
@@ -143,8 +138,8 @@ class Wait:
 
     ``queued``: queues a commit request when the key is busy (group commit); ``deadline``: monotonic;
     ``tried``: the key was found held (or the request queued) before; ``found``: the record judged (ASK,
-    TAKE_OVER, TIMED_OUT) or claimed (FREE_KEY), read at ``clock``; ``first_seen``: etag -> when first
-    seen (monotonic, for expiry by observation); ``last_seen``: the holder and state last notified.
+    TAKE_OVER, TIMED_OUT) or claimed (FREE_KEY); ``first_seen``: etag -> when first seen (monotonic, for
+    expiry by observation); ``last_seen``: the holder and state last notified.
     """
 
     phase: Phase
@@ -153,7 +148,6 @@ class Wait:
     skew_s: float
     tried: bool = False
     found: Found | None = None
-    clock: Clock = Clock(0.0, 0.0)
     first_seen: Mapping[str, float] = field(default_factory=dict)
     last_seen: tuple[str, str] | None = None
 
@@ -175,8 +169,8 @@ def step(w: Wait, answer: Answer) -> tuple[Wait, list[Request]]:
     the last request listed is the next call's ``answer``). Pure: no I/O, no clock."""
     ph = w.phase
     look: tuple[Wait, list[Request]] = (_to(w, Phase.LOOK), [Get()])
-    if ph is Phase.CLAIM and isinstance(answer, Claimed):
-        return (_to(w, Phase.HELD), []) if answer.etag is not None else look
+    if ph in (Phase.CLAIM, Phase.TAKE_OVER) and isinstance(answer, Claimed):
+        return (_to(w, Phase.HELD), []) if answer.held else look
     if ph is Phase.LOOK and isinstance(answer, Looked):
         return _looked(w, answer.found, answer.clock)
     if ph in (Phase.ASK_FREE, Phase.ASK) and isinstance(answer, Done):
@@ -192,8 +186,6 @@ def step(w: Wait, answer: Answer) -> tuple[Wait, list[Request]]:
         if answer is FreeAnswer.USUAL:
             return _to(w, Phase.CLAIM), [Claim(w.found[1])]
         return (_to(w, Phase.DECIDED), []) if answer is FreeAnswer.DECIDED else look
-    if ph is Phase.TAKE_OVER and isinstance(answer, TookOver):
-        return (_to(w, Phase.HELD), []) if answer.held else look
     raise ValueError(f"no transition from {ph.name} on {answer!r}")
 
 
@@ -204,10 +196,10 @@ def _to(w: Wait, phase: Phase, **changes: object) -> Wait:
 def _looked(w: Wait, found: Found | None, clock: Clock) -> tuple[Wait, list[Request]]:
     if found is None or found[0].state == FREE:
         if w.queued:  # (a queued transaction may have been decided, or decide here: ask first)
-            return _to(w, Phase.ASK_FREE, found=found, clock=clock), [AskDone(None)]
+            return _to(w, Phase.ASK_FREE, found=found), [AskDone(None)]
         return _to(w, Phase.CLAIM), [Claim(found[1] if found is not None else None)]  # released: claim at once
     first: list[Request] = [] if w.tried else [Act.NOTE_CONTENTION, *([Act.ENQUEUE] if w.queued else [])]
-    w = _to(w, Phase.ASK, found=found, clock=clock, tried=True)
+    w = _to(w, Phase.ASK, found=found, tried=True)
     if w.queued:
         return w, [*first, AskDone(found[0])]
     w, rest = _judge(w, clock)

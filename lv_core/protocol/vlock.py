@@ -244,10 +244,10 @@ class _Run:
             if etag is not None:
                 self.held = HeldLock(self.lock, mine, etag, self.takeovers, waited=wait.tried or self.lock.contended(),
                                      serving=self.serving)
-            return kw.Claimed(etag)
+            return kw.Claimed(etag is not None)
         if isinstance(r, kw.TakeOver):
             self.held = take_over(self.lock, self.txn, r.record, r.etag, self.gvl_base, self.takeovers, self.serving)
-            return kw.TookOver(self.held is not None)
+            return kw.Claimed(self.held is not None)
         if r is kw.Act.SLEEP:
             (self.sleeps.pop() if self.sleeps else self.backoff).sleep(self.deadline)
         elif r is kw.Act.NOTE_CONTENTION:
