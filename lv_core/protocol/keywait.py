@@ -2,7 +2,7 @@
 store or the queue answered) to (the wait now, the requests to send next).
 
 The protocol is the one :mod:`lv_core.protocol.vlock` describes; this module only decides and sends
-nothing (``ValidationLock._acquire`` sends each request and feeds the last one's answer back: every
+nothing (``ValidationLock.acquire_or_join`` sends each request, feeds the last one's answer back: every
 request but the last of a step is one whose answer is not needed, a notice or the queued request's PUT).
 The phases and their transitions are diagrammed in docs/ARCHITECTURE.md. A held key is judged without a
 request: the holder's lease expired -> TAKE_OVER, the deadline passed -> TIMED_OUT, else one backoff step

@@ -1,26 +1,23 @@
 """The validation lock (#4.2): one validating transaction at a time, with a lease and takeover.
 
-``_lakevilla/validation.lock`` (record: :mod:`~lv_core.protocol.lockrecord`) goes free (or absent) ->
-"validating" (PUT-if-match on the free record, or PUT-create) -> "committing" with the plan (PUT-if-match)
--> table commits, global version n+1 -> free naming head n+1 (PUT-if-match); "validating" -> free when
-nothing is written; free -> "committing" directly on the fast path (below). The holder renews its lease
-every ``lease_s / 3`` (:mod:`~lv_core.protocol.heldlock`); a waiter polls (:mod:`~lv_core.protocol.keywait`)
-until the key is free or the holder's lease expired, and then takes it over with PUT-if-match on the
-etag it read: a "validating" holder wrote nothing (roll back: the taker holds the lock); a "committing"
-one is rolled forward (the taker keeps the plan, ``recovering`` naming the crashed txn, runs
-:func:`~lv_core.protocol.commitplan.execute_plan`, then holds the lock "validating"). So no LV[I] reader
+``_lakevilla/validation.lock`` (:mod:`~lv_core.protocol.lockrecord`): free (or absent) -> "validating"
+(PUT-if-match on the free record, or PUT-create) -> "committing" with the plan -> table commits, global
+version n+1 -> free naming head n+1 (each a PUT-if-match on the holder's etag: a holder that was taken
+over changes nothing); "validating" -> free when nothing is written. The holder renews its lease every
+``lease_s / 3`` (:mod:`~lv_core.protocol.heldlock`); a waiter polls (:mod:`~lv_core.protocol.keywait`)
+until the key is free or the holder's lease expired, then takes it over by PUT-if-match on the etag it
+read: a "validating" holder wrote nothing (roll back); a "committing" one is rolled forward (the taker
+keeps the plan, ``recovering`` naming the crashed txn, runs
+:func:`~lv_core.protocol.commitplan.execute_plan`, then holds the key "validating"). So no LV[I] reader
 sees part of a multi-table commit, and a crashed validator blocks others at most ``lease_s`` plus a poll.
+An unreadable record reads as expired; a malformed plan (a buggy or foreign client) is never executed,
+only rolled back after its lease (nor by :func:`~lv_core.protocol.recovery.recover`): it cannot block
+the warehouse.
 
-An unreadable record reads as an expired "validating" lock; a "committing" one with a malformed plan
-(a buggy or foreign client) reads as ``invalid``: after its lease it is taken over and rolled back, its
-plan never executed (nor by :func:`~lv_core.protocol.recovery.recover`), so it cannot block the warehouse.
-
-Release writes a free record (PUT-if-match on the holder's etag: a holder that was taken over changes
-nothing) naming the newest global version the holder knows. Only a holder publishes global versions,
-so when a PUT-if-match on that free record's etag succeeds, nobody held the lock in between and the head
-is still the one it names: the process that released last (:meth:`ValidationLock.free_slot`) validates
-against its cached head without reading the log and takes the lock with its plan in one request
-(:meth:`ValidationLock.acquire_planned`).
+Fast path: only a holder publishes global versions, so when a PUT-if-match on the etag of the free record
+a release left succeeds, nobody held the key in between and the head it names is still the newest. The
+process that released last (:meth:`ValidationLock.free_slot`) validates against that head without reading
+the log and takes the key with its plan in one request (:meth:`ValidationLock.acquire_planned`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The wait for the validation key as a machine (lv_core.protocol.keywait): its transitions, without a store.
 
 Each test feeds answers to the pure ``step`` function and checks the phase reached and the requests it
-asks to send; the driver (ValidationLock._acquire) is tested against real stores in test_vlock.py."""
+asks to send; the driver (ValidationLock.acquire_or_join) is tested against real stores in test_vlock.py."""
 
 from __future__ import annotations
 
