@@ -86,8 +86,10 @@ class Lakehouse:
                                     linear_probes=self.tuning.gvl_linear_probes)
         #: The warehouse's validation lock (LV[I]).
         self.leases = LeaseObserver()  # judges other transactions gone by observation (no clock trust)
+        t = self.tuning
         self.validation_lock = ValidationLock(store, self.global_log, lease_s=lease_s, poll_min_s=poll_min_s,
-                                              poll_max_s=poll_max_s)
+                                              poll_max_s=poll_max_s, queued_poll_s=t.queued_poll_s,
+                                              contended_s=t.contended_s, plan_attempts=t.plan_attempts)
 
     @property
     def store(self) -> ObjectStore:

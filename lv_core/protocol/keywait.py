@@ -1,26 +1,14 @@
-"""Waiting for the validation key, as a state machine: named phases, and a pure :func:`step` from (the
-wait so far, what the store or the queue answered) to (the wait now, the requests to send next).
+"""Waiting for the validation key, as a state machine: a pure :func:`step` from (the wait so far, what the
+store or the queue answered) to (the wait now, the requests to send next).
 
-The protocol is the one :mod:`lv_core.protocol.vlock` describes; this module only decides, it sends
-nothing: :meth:`ValidationLock._acquire <lv_core.protocol.vlock.ValidationLock>` is the driver that
-sends each request and feeds the answer of the last one back. Every request but the last of a step is
-one whose answer the machine does not need (a notice, the queued request's PUT).
+The protocol is the one :mod:`lv_core.protocol.vlock` describes; this module only decides and sends
+nothing (``ValidationLock.acquire_or_join`` sends each request, feeds the last one's answer back: every
+request but the last of a step is one whose answer is not needed, a notice or the queued request's PUT).
+The phases and their transitions are diagrammed in docs/ARCHITECTURE.md. A held key is judged without a
+request: the holder's lease expired -> TAKE_OVER, the deadline passed -> TIMED_OUT, else one backoff step
+and LOOK again.
 
-Phases (the diagram is in docs/ARCHITECTURE.md)::
-
-    CLAIM      PUT our "validating" record over the free record we know (if-match), or where there is no
-               key (create)                          -> HELD | LOOK (someone else's now)
-    LOOK       GET the key                           -> CLAIM (free) | ASK_FREE (free, queued) | ASK | judge
-    ASK_FREE   queued, key free: the wait over?      -> DECIDED | FREE_KEY | CLAIM (no key)
-    FREE_KEY   queued, key free: decide here?        -> DECIDED | LOOK (taken meanwhile) | CLAIM
-    ASK        queued, key held: the wait over?      -> DECIDED | judge
-    judge      (no request) the holder's lease expired -> TAKE_OVER; the deadline passed -> TIMED_OUT;
-               else SLEEP (one backoff step)
-    TAKE_OVER  PUT-if-match on the expired record    -> HELD | LOOK (someone changed it first)
-    SLEEP                                            -> LOOK
-    HELD, DECIDED, TIMED_OUT: the end (the key is ours; a holder decided the queued transaction; too late)
-
-Expiry (either proves the holder is gone): the record's ``lease_expires`` is more than ``skew_s`` in the
+Expiry (either proves the holder gone): the record's ``lease_expires`` is more than ``skew_s`` in the
 past by our clock, or its etag has not changed for ``lease_s`` as we measured it (no synchronised clocks
 needed: a live holder renews every ``lease_s / 3``).
 """
@@ -34,26 +22,23 @@ from typing import Mapping, NamedTuple, Union
 
 from lv_core.protocol.lockrecord import FREE, LockRecord
 
-__all__ = ["Answer", "AskDone", "AskFree", "Claim", "Claimed", "Clock", "Done", "Enqueue", "FreeAnswer", "Get",
-           "KeyLook", "Looked", "Notify", "NoteContention", "Phase", "Request", "Sleep", "Slept", "TakeOver",
-           "TookOver", "Wait",
-           "start", "step"]
+__all__ = ["Act", "Answer", "AskDone", "AskFree", "Claim", "Claimed", "Clock", "Done", "FreeAnswer", "Get", "KeyLook",
+           "Looked", "Notify", "Phase", "Request", "TakeOver", "Wait", "start", "step"]
 
 Found = tuple[LockRecord, str]  # a record and its etag
 
 
 class Phase(Enum):
-    """Where the wait for the key is (see the module doc)."""
+    """Where the wait for the key is: the request in flight, or the end (HELD, DECIDED, TIMED_OUT)."""
 
-    CLAIM = "claim"
-    LOOK = "look"
-    ASK_FREE = "ask-free"
-    FREE_KEY = "free-key"
-    ASK = "ask"
-    TAKE_OVER = "take-over"
-    SLEEP = "sleep"
-    HELD = "held"
-    DECIDED = "decided"
+    CLAIM = "claim"  # PUT our record over the free one we know (if-match) or where there is none (create)
+    LOOK = "look"  # GET the key
+    ASK_FREE = "ask-free"  # queued, key free: is the wait over?
+    FREE_KEY = "free-key"  # queued, key free, not decided: decide here?
+    ASK = "ask"  # queued, key held: is the wait over?
+    TAKE_OVER = "take-over"  # PUT-if-match on the expired record
+    HELD = "held"  # the key is ours
+    DECIDED = "decided"  # a holder decided the queued transaction
     TIMED_OUT = "timed-out"
 
     @property
@@ -72,37 +57,22 @@ class FreeAnswer(Enum):
 # ---------------------------------------------------------------- requests (what the driver sends)
 @dataclass(frozen=True)
 class Claim:
-    """PUT our "validating" record over the free record ``free_etag`` (if-match), or PUT-create (None)."""
-
-    free_etag: str | None
+    free_etag: str | None  # PUT-if-match on this free record; None: PUT-create
 
 
 @dataclass(frozen=True)
 class Get:
-    """GET the key (``cached``: what was read just before, answered without a request)."""
-
-    cached: "KeyLook | None" = None
-
-
-@dataclass(frozen=True)
-class Enqueue:
-    """Queue the transaction's commit request (1 PUT; ``background``: beside the next GET, joined after it)."""
-
-    background: bool = False
+    cached: "KeyLook | None" = None  # what was read just before: answered without a request
 
 
 @dataclass(frozen=True)
 class AskDone:
-    """Ask the queue whether the wait is over (``record``: the key now, None when free)."""
-
-    record: LockRecord | None
+    record: LockRecord | None  # the key now (None: free); answered with :class:`Done`
 
 
 @dataclass(frozen=True)
 class AskFree:
-    """Ask the queue what it does with the free key ``found``."""
-
-    found: Found
+    found: Found  # the free key; answered with a :class:`FreeAnswer`
 
 
 @dataclass(frozen=True)
@@ -115,42 +85,35 @@ class TakeOver:
 
 @dataclass(frozen=True)
 class Notify:
-    """The waited-for holder or its state changed (a ``Waiting`` event); no answer."""
-
-    record: LockRecord
+    record: LockRecord  # the waited-for holder or its state changed (a ``Waiting`` event)
 
 
-@dataclass(frozen=True)
-class NoteContention:
-    """The key was found held: commits of this process queue at once for a while; no answer."""
+class Act(Enum):
+    """The requests without a payload (no answer)."""
+
+    NOTE_CONTENTION = "note-contention"  # the key was found held: this process's commits queue at once a while
+    ENQUEUE = "enqueue"  # queue the commit request (1 PUT)
+    ENQUEUE_BESIDE = "enqueue-beside"  # the same, beside the next GET (joined after it)
+    SLEEP = "sleep"  # one backoff step (never past the deadline)
 
 
-@dataclass(frozen=True)
-class Sleep:
-    """One backoff step (never past the deadline)."""
-
-
-Request = Union[Claim, Get, Enqueue, AskDone, AskFree, TakeOver, Notify, NoteContention, Sleep]
+Request = Union[Claim, Get, AskDone, AskFree, TakeOver, Notify, Act]
 
 
 # ---------------------------------------------------------------- answers (what came back)
 class Clock(NamedTuple):
-    """When an answer came: wall clock (``time.time()``) and monotonic."""
-
-    now: float
-    mono: float
+    now: float  # time.time()
+    mono: float  # time.monotonic()
 
 
 @dataclass(frozen=True)
 class Claimed:
-    etag: str | None  # None: the key was not free that way
+    held: bool  # the claim or takeover won (False: the key was not free that way, or changed first)
 
 
 @dataclass(frozen=True)
 class KeyLook:
-    """What a GET found: the record and its etag (None: no key)."""
-
-    found: Found | None
+    found: Found | None  # what a GET found (None: no key)
 
 
 @dataclass(frozen=True)
@@ -165,17 +128,7 @@ class Done:
     clock: Clock
 
 
-@dataclass(frozen=True)
-class TookOver:
-    held: bool  # False: someone changed the record first
-
-
-@dataclass(frozen=True)
-class Slept:
-    pass
-
-
-Answer = Union[Claimed, Looked, Done, FreeAnswer, TookOver, Slept, None]
+Answer = Union[Claimed, Looked, Done, FreeAnswer, None]
 
 
 # ---------------------------------------------------------------- the machine
@@ -183,16 +136,10 @@ Answer = Union[Claimed, Looked, Done, FreeAnswer, TookOver, Slept, None]
 class Wait:
     """One wait for the key (immutable: :func:`step` returns a new one).
 
-    Attributes:
-        phase: where it is.
-        queued: the transaction queues a commit request when the key is busy (group commit).
-        deadline: monotonic time after which the wait times out.
-        skew_s: clock skew tolerated before ``lease_expires`` alone proves expiry.
-        tried: the key was found held (or the request queued) at least once.
-        found: the record being judged (ASK, TAKE_OVER, TIMED_OUT) or claimed (FREE_KEY).
-        clock: when ``found`` was read.
-        first_seen: etag -> when this waiter first saw it (monotonic), for expiry by observation.
-        last_seen: the holder and state last notified.
+    ``queued``: queues a commit request when the key is busy (group commit); ``deadline``: monotonic;
+    ``tried``: the key was found held (or the request queued) before; ``found``: the record judged (ASK,
+    TAKE_OVER, TIMED_OUT) or claimed (FREE_KEY); ``first_seen``: etag -> when first seen (monotonic, for
+    expiry by observation); ``last_seen``: the holder and state last notified.
     """
 
     phase: Phase
@@ -201,51 +148,44 @@ class Wait:
     skew_s: float
     tried: bool = False
     found: Found | None = None
-    clock: Clock = Clock(0.0, 0.0)
     first_seen: Mapping[str, float] = field(default_factory=dict)
     last_seen: tuple[str, str] | None = None
 
 
 def start(*, queued: bool, deadline: float, skew_s: float, free_etag: str | None, seen: KeyLook | None,
           contended: bool) -> tuple[Wait, list[Request]]:
-    """The first phase. With a free record of our own to claim (``free_etag``) and nothing read just
-    before, claim it at once; otherwise look first (the key exists, free or held, unless the warehouse
-    never validated, so a blind PUT-create would only fail). Found held moments ago (``contended``) and
-    queueing: queue the request while reading the key."""
+    """The first phase: claim our own free record (``free_etag``) at once unless something was read just
+    before; otherwise look first (the key exists unless the warehouse never validated, so a blind
+    PUT-create would only fail). Queued and found held moments ago: queue the request beside the GET."""
     if free_etag is not None and seen is None:
         return Wait(Phase.CLAIM, queued, deadline, skew_s), [Claim(free_etag)]
     early = queued and contended
     return (Wait(Phase.LOOK, queued, deadline, skew_s, tried=early),
-            [*([Enqueue(background=True)] if early else []), Get(seen)])
+            [*([Act.ENQUEUE_BESIDE] if early else []), Get(seen)])
 
 
 def step(w: Wait, answer: Answer) -> tuple[Wait, list[Request]]:
     """The next phase of ``w`` given the answer to its last request, and what to send next (the answer of
     the last request listed is the next call's ``answer``). Pure: no I/O, no clock."""
     ph = w.phase
-    if ph is Phase.CLAIM and isinstance(answer, Claimed):
-        return (_to(w, Phase.HELD), []) if answer.etag is not None else (_to(w, Phase.LOOK), [Get()])
+    look: tuple[Wait, list[Request]] = (_to(w, Phase.LOOK), [Get()])
+    if ph in (Phase.CLAIM, Phase.TAKE_OVER) and isinstance(answer, Claimed):
+        return (_to(w, Phase.HELD), []) if answer.held else look
     if ph is Phase.LOOK and isinstance(answer, Looked):
         return _looked(w, answer.found, answer.clock)
-    if ph is Phase.ASK_FREE and isinstance(answer, Done):
+    if ph in (Phase.ASK_FREE, Phase.ASK) and isinstance(answer, Done):
         if answer.over:
             return _to(w, Phase.DECIDED), []
+        if ph is Phase.ASK:
+            return _judge(w, answer.clock)
         if w.found is None:
             return _to(w, Phase.CLAIM), [Claim(None)]
-        return _to(w, Phase.FREE_KEY, found=w.found), [AskFree(w.found)]
+        return _to(w, Phase.FREE_KEY), [AskFree(w.found)]
     if ph is Phase.FREE_KEY and isinstance(answer, FreeAnswer):
-        if answer is FreeAnswer.DECIDED:
-            return _to(w, Phase.DECIDED), []
-        if answer is FreeAnswer.TAKEN:
-            return _to(w, Phase.LOOK), [Get()]
         assert w.found is not None
-        return _to(w, Phase.CLAIM), [Claim(w.found[1])]
-    if ph is Phase.ASK and isinstance(answer, Done):
-        return (_to(w, Phase.DECIDED), []) if answer.over else _judge(w, answer.clock)
-    if ph is Phase.TAKE_OVER and isinstance(answer, TookOver):
-        return (_to(w, Phase.HELD), []) if answer.held else (_to(w, Phase.LOOK), [Get()])
-    if ph is Phase.SLEEP and isinstance(answer, Slept):
-        return _to(w, Phase.LOOK), [Get()]
+        if answer is FreeAnswer.USUAL:
+            return _to(w, Phase.CLAIM), [Claim(w.found[1])]
+        return (_to(w, Phase.DECIDED), []) if answer is FreeAnswer.DECIDED else look
     raise ValueError(f"no transition from {ph.name} on {answer!r}")
 
 
@@ -256,10 +196,10 @@ def _to(w: Wait, phase: Phase, **changes: object) -> Wait:
 def _looked(w: Wait, found: Found | None, clock: Clock) -> tuple[Wait, list[Request]]:
     if found is None or found[0].state == FREE:
         if w.queued:  # (a queued transaction may have been decided, or decide here: ask first)
-            return _to(w, Phase.ASK_FREE, found=found, clock=clock), [AskDone(None)]
+            return _to(w, Phase.ASK_FREE, found=found), [AskDone(None)]
         return _to(w, Phase.CLAIM), [Claim(found[1] if found is not None else None)]  # released: claim at once
-    first: list[Request] = [] if w.tried else [NoteContention(), *([Enqueue()] if w.queued else [])]
-    w = _to(w, Phase.ASK, found=found, clock=clock, tried=True)
+    first: list[Request] = [] if w.tried else [Act.NOTE_CONTENTION, *([Act.ENQUEUE] if w.queued else [])]
+    w = _to(w, Phase.ASK, found=found, tried=True)
     if w.queued:
         return w, [*first, AskDone(found[0])]
     w, rest = _judge(w, clock)
@@ -267,7 +207,8 @@ def _looked(w: Wait, found: Found | None, clock: Clock) -> tuple[Wait, list[Requ
 
 
 def _judge(w: Wait, clock: Clock) -> tuple[Wait, list[Request]]:
-    """The key is held by ``w.found``: take it over when expired, else wait one step (or time out)."""
+    """The key is held by ``w.found``: take it over when expired, else sleep one step and look again (or
+    time out)."""
     assert w.found is not None
     rec, etag = w.found
     seen_at = w.first_seen.get(etag, clock.mono)
@@ -279,4 +220,4 @@ def _judge(w: Wait, clock: Clock) -> tuple[Wait, list[Request]]:
         w, notify = dataclasses.replace(w, last_seen=(rec.txn, rec.state)), [Notify(rec)]
     if w.deadline - clock.mono <= 0:
         return _to(w, Phase.TIMED_OUT), notify
-    return _to(w, Phase.SLEEP), [*notify, Sleep()]
+    return _to(w, Phase.LOOK), [*notify, Act.SLEEP, Get()]

@@ -1,10 +1,9 @@
 """The validation lock's record (``_lakevilla/validation.lock``): its states and how it is read.
 
-A record is "validating" or "committing" while a transaction holds the lock, and "free" once it was
-released (older clients deleted the key instead: a missing key is free too). A free record names the
-newest global version at its release (``head``): a holder that takes the lock with PUT-if-match on the
-etag of the free record it wrote itself knows, from that one request, that nobody held the lock since,
-so the global log's head is still the one it published (see :mod:`lv_core.protocol.vlock`).
+"validating" or "committing" while a transaction holds the lock, "free" once released (older clients
+deleted the key: a missing key is free too). A free record names the newest global version at its
+release (``head``): a holder whose PUT-if-match on the etag of its own free record succeeds knows that
+nobody held the lock since, so the global log's head is still the one it published.
 """
 
 from __future__ import annotations
@@ -35,26 +34,19 @@ class LockRecord:
     """The content of the lock object.
 
     Attributes:
-        txn: the holder.
-        state: "validating", "committing", or "free" (released: nobody holds the lock).
+        state: "validating", "committing" or "free"; ``txn`` the holder (or last holder), ``client`` its
+            host:pid (for humans), ``acquired`` when it took the lock (released, for a free record).
         lease_s, lease_expires: the holder's lease (expiry by the holder's clock).
-        client: host:pid of the holder (for humans).
-        acquired: when the holder took it.
         gvl_base: the global version the plan builds on (informational while validating).
-        plan: the table commits to write (committing only).
-        plan_txn: whose commit the plan is (differs from ``txn`` while a taker rolls it forward).
-        additions: read-only tables the global log did not know -> version to add them at.
-        recovering: the crashed holder whose plan a taker is rolling forward.
-        group: other transactions whose commits the plan holds (group commit) -> ``{"tables": [...],
-            "validation": {...}}`` (their tables, and their validation outcome for their widgets).
-        invalid: the record was "committing" but its plan (or additions, gvl base, plan txn) is
-            malformed: ``plan`` and ``additions`` are then empty and it must never be rolled forward
-            (only taken over after its lease, and rolled back). Never encoded.
-        invalid_reason: why (for logs).
-        head: in a "free" record, the newest global version when it was released (None: unknown).
-        queued: in a "free" record, whether commit requests were queued (group commit) while it was held:
-            the releaser then does not take it again without serving them (no starving the queue).
-        nonce: makes every free record's bytes unique (S3 etags are content hashes).
+        plan, plan_txn, additions: committing only: the table commits to write, whose commit they are
+            (not ``txn`` while a taker rolls it forward: then ``recovering`` names it too), read-only
+            tables unknown to the global log -> version to add them at.
+        group: other transactions the plan commits (group commit) -> ``{"tables", "validation"}``.
+        invalid: a "committing" record whose plan (or additions, base, plan txn) is malformed: read with
+            an empty plan, never rolled forward, only taken over after its lease. Never encoded.
+        head, queued, nonce: free only: the newest global version at release (None: unknown); whether
+            commit requests were queued meanwhile (the releaser then serves them before taking the key
+            again: no starving the queue); unique bytes (S3 etags are content hashes).
     """
 
     txn: str
@@ -79,16 +71,13 @@ class LockRecord:
         if self.invalid:
             raise ValueError("an invalid lock record (malformed plan) must not be written back")
         if self.state == FREE:
-            return json.dumps({"txn": self.txn, "state": FREE, "client": self.client, "released": self.acquired,
-                               "head": self.head, "queued": self.queued, "nonce": self.nonce},
-                              separators=(",", ":")).encode()
-        body: dict[str, Any] = {
-            "txn": self.txn, "state": self.state, "lease_s": self.lease_s, "lease_expires": self.lease_expires,
-            "client": self.client, "acquired": self.acquired, "gvl_base": self.gvl_base,
-        }
+            body: dict[str, Any] = {"txn": self.txn, "state": FREE, "client": self.client, "released": self.acquired,
+                                    "head": self.head, "queued": self.queued, "nonce": self.nonce}
+        else:
+            body = {"txn": self.txn, "state": self.state, "lease_s": self.lease_s, "lease_expires": self.lease_expires,
+                    "client": self.client, "acquired": self.acquired, "gvl_base": self.gvl_base}
         if self.state == COMMITTING:
-            body.update(plan=[e.to_json() for e in self.plan], plan_txn=self.plan_txn,
-                        additions=dict(self.additions))
+            body.update(plan=[e.to_json() for e in self.plan], plan_txn=self.plan_txn, additions=dict(self.additions))
             if self.group:
                 body["group"] = {m: {"tables": list(g["tables"]), "validation": g.get("validation") or {}}
                                  for m, g in self.group.items()}
@@ -98,66 +87,53 @@ class LockRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> "LockRecord":
-        """Parse a lock object.
+        """Parse a lock object: an unreadable one reads as an expired "validating" lock (safe to take), a
+        "committing" one with a malformed plan (:func:`~lv_core.protocol.commitplan.parse_plan`) as
+        ``invalid`` (see :class:`LockRecord`). Memoised by content: checking a plan decodes every commit
+        in it, and a waiter polls the same (immutable) record many times."""
+        return _decode(bytes(data))
 
-        An unreadable one reads as an expired "validating" lock (safe to take). A "committing" one
-        whose plan fails :func:`~lv_core.protocol.commitplan.parse_plan` (or whose ``gvl_base`` /
-        ``plan_txn`` is malformed) reads with its lease, ``invalid=True``, an empty plan and no
-        additions: nobody may roll it forward; it is taken over (rolled back) once its lease expired.
 
-        Checking a plan decodes every commit it holds, so results are memoised by content (a waiter
-        polls the same record many times; records are immutable).
-        """
-        if cls is LockRecord:
-            return _decode_cached(bytes(data))
-        return cls._parse(data)
-
-    @classmethod
-    def _parse(cls, data: bytes) -> "LockRecord":
-        try:
-            b = json.loads(data)
-            state = str(b["state"])
-            if state == FREE:
-                head = b.get("head")
-                return cls(txn=str(b.get("txn") or ""), state=FREE, lease_s=0.0, lease_expires=0.0,
-                           client=str(b.get("client") or ""), acquired=float(b.get("released") or 0.0),
-                           head=head if isinstance(head, int) and not isinstance(head, bool) and head >= -1 else None,
-                           nonce=str(b.get("nonce") or ""), queued=b.get("queued") is not False)
-            if state not in (VALIDATING, COMMITTING):
-                raise ValueError(state)
-            head = cls(
-                txn=str(b["txn"]), state=state, lease_s=float(b["lease_s"]), lease_expires=float(b["lease_expires"]),
-                client=str(b.get("client") or ""), acquired=float(b.get("acquired") or 0.0),
-                recovering=None if b.get("recovering") is None else str(b["recovering"]),
-            )
-            if not (math.isfinite(head.lease_s) and math.isfinite(head.lease_expires)):
-                raise ValueError("lease is not a finite number")  # NaN would never expire
-            if state == VALIDATING:  # the gvl base is informational only: never executed
-                return replace(head, gvl_base=None if b.get("gvl_base") is None else int(b["gvl_base"]))
-        except (ValueError, TypeError, KeyError, AttributeError):
-            log.warning("unreadable %s: treating it as expired", LOCK_KEY)
-            return cls(txn="?", state=VALIDATING, lease_s=0.0, lease_expires=0.0)
-        gvl_base, plan_txn = b.get("gvl_base"), b.get("plan_txn")
-        try:
-            if gvl_base is not None and (isinstance(gvl_base, bool) or not isinstance(gvl_base, int) or gvl_base < -1):
-                raise InvalidPlan(f"gvl_base must be an integer >= -1, not {gvl_base!r}")
-            if plan_txn is not None and not (isinstance(plan_txn, str) and plan_txn):
-                raise InvalidPlan(f"plan_txn must be a transaction id, not {plan_txn!r}")
-            plan, additions = parse_plan(b.get("plan"), b.get("additions"))
-            group = parse_group(b.get("group"), plan)
-        except InvalidPlan as e:
-            log.debug("%s of %s holds an invalid plan: %s", LOCK_KEY, head.txn, e)
-            return replace(head, gvl_base=gvl_base if isinstance(gvl_base, int) and not isinstance(gvl_base, bool)
-                           else None, plan_txn=plan_txn if isinstance(plan_txn, str) else None,
-                           invalid=True, invalid_reason=str(e))
-        # read-only view: decoded records are shared (memoised)
-        return replace(head, gvl_base=gvl_base, plan=plan, plan_txn=plan_txn, additions=MappingProxyType(additions),
-                       group=MappingProxyType(group))
+def _version(v: object) -> int | None:
+    """``v`` if it is a global version (an int >= -1, not a bool), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= -1 else None
 
 
 @functools.lru_cache(maxsize=8)
-def _decode_cached(data: bytes) -> LockRecord:
-    return LockRecord._parse(data)
+def _decode(data: bytes) -> LockRecord:
+    try:
+        b = json.loads(data)
+        state = str(b["state"])
+        if state == FREE:
+            return LockRecord(str(b.get("txn") or ""), FREE, 0.0, 0.0, str(b.get("client") or ""),
+                              float(b.get("released") or 0.0), head=_version(b.get("head")),
+                              nonce=str(b.get("nonce") or ""), queued=b.get("queued") is not False)
+        if state not in (VALIDATING, COMMITTING):
+            raise ValueError(state)
+        rec = LockRecord(str(b["txn"]), state, float(b["lease_s"]), float(b["lease_expires"]),
+                         str(b.get("client") or ""), float(b.get("acquired") or 0.0),
+                         recovering=None if b.get("recovering") is None else str(b["recovering"]))
+        if not (math.isfinite(rec.lease_s) and math.isfinite(rec.lease_expires)):
+            raise ValueError("lease is not a finite number")  # NaN would never expire
+        if state == VALIDATING:  # the gvl base is informational only: never executed
+            return replace(rec, gvl_base=None if b.get("gvl_base") is None else int(b["gvl_base"]))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        log.warning("unreadable %s: treating it as expired", LOCK_KEY)
+        return LockRecord(txn="?", state=VALIDATING, lease_s=0.0, lease_expires=0.0)
+    gvl_base, plan_txn = b.get("gvl_base"), b.get("plan_txn")
+    rec = replace(rec, gvl_base=_version(gvl_base), plan_txn=plan_txn if isinstance(plan_txn, str) else None)
+    try:
+        if gvl_base is not None and rec.gvl_base is None:
+            raise InvalidPlan(f"gvl_base must be an integer >= -1, not {gvl_base!r}")
+        if plan_txn is not None and not (isinstance(plan_txn, str) and plan_txn):
+            raise InvalidPlan(f"plan_txn must be a transaction id, not {plan_txn!r}")
+        plan, additions = parse_plan(b.get("plan"), b.get("additions"))
+        group = parse_group(b.get("group"), plan)
+    except InvalidPlan as e:
+        log.debug("%s of %s holds an invalid plan: %s", LOCK_KEY, rec.txn, e)
+        return replace(rec, invalid=True, invalid_reason=str(e))
+    # read-only views: decoded records are shared (memoised)
+    return replace(rec, plan=plan, additions=MappingProxyType(additions), group=MappingProxyType(group))
 
 
 @dataclass(frozen=True)
@@ -170,8 +146,8 @@ class FreeSlot:
 
 
 def slot_of(found: tuple[LockRecord, str] | None) -> FreeSlot | None:
-    """The free record :meth:`ValidationLock.look` found, if it can be claimed with a plan (it names its
-    head); None for a held lock, no key, or a free record of an older release without head."""
+    """The free record found, if it can be claimed with a plan (it names its head); None for a held
+    lock, no key, or a free record of an older release without head."""
     if found is None or found[0].state != FREE or found[0].head is None:
         return None
     return FreeSlot(found[1], found[0].head, found[0].queued)
@@ -179,28 +155,31 @@ def slot_of(found: tuple[LockRecord, str] | None) -> FreeSlot | None:
 
 @dataclass(frozen=True)
 class Takeover:
-    """A lock taken over from a crashed holder.
+    """A lock taken over from a crashed holder (``previous_txn``, ``previous_state``: the expired record).
 
-    Attributes:
-        previous_txn, previous_state: the record found expired.
-        action: "rolled-back" (was validating: nothing to do), "rolled-forward" (its plan is now
-            committed and published), "plan-rolled-back" (its plan broke, see ``result``),
-            "invalid-plan-rolled-back" (was committing a malformed plan: it was not executed).
-        result: the roll forward's outcome (None for "rolled-back" and "invalid-plan-rolled-back").
+    ``action``: "rolled-back" (was validating: nothing to do), "rolled-forward" (its plan is now committed
+    and published), "plan-rolled-back" (its plan broke, see ``result``), "impossible-plan-rolled-back" (its
+    plan could never complete), "invalid-plan-rolled-back" (a malformed plan: not executed).
     """
 
     previous_txn: str
     previous_state: str
     action: str
-    result: PlanResult | None = None
+    result: PlanResult | None = None  # the roll forward's outcome
+
+
+def holding(txn: str, lease_s: float, gvl_base: int | None, state: str = VALIDATING, **more: Any) -> LockRecord:
+    """The record of a holder taking the lock now (``more``: a plan's fields, for state "committing")."""
+    now = time.time()
+    return LockRecord(txn, state, lease_s, now + lease_s, client_label(), now, gvl_base, **more)
 
 
 def free_record(txn: str, head: int | None, queued: bool = True) -> LockRecord:
-    """The record a holder leaves when it releases the lock (``head``: the newest global version it knows;
-    ``queued``: requests were (or may have been) queued meanwhile)."""
+    """The record a holder leaves at release (``head``: the newest global version it knows; ``queued``:
+    requests were, or may have been, queued meanwhile)."""
     return LockRecord(txn, FREE, 0.0, 0.0, client_label(), time.time(), head=head, nonce=secrets.token_hex(8),
                       queued=queued)
 
 
 __all__ = ["COMMITTING", "FREE", "LOCK_KEY", "VALIDATING", "FreeSlot", "LockRecord", "Takeover",
-           "free_record", "slot_of"]
+           "free_record", "holding", "slot_of"]

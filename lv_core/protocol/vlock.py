@@ -1,43 +1,23 @@
 """The validation lock (#4.2): one validating transaction at a time, with a lease and takeover.
 
-``_lakevilla/validation.lock`` (record: :mod:`lv_core.protocol.lockrecord`). State machine::
+``_lakevilla/validation.lock`` (:mod:`~lv_core.protocol.lockrecord`): free (or absent) -> "validating"
+(PUT-if-match on the free record, or PUT-create) -> "committing" with the plan -> table commits, global
+version n+1 -> free naming head n+1 (each a PUT-if-match on the holder's etag: a holder that was taken
+over changes nothing); "validating" -> free when nothing is written. The holder renews its lease every
+``lease_s / 3`` (:mod:`~lv_core.protocol.heldlock`); a waiter polls (:mod:`~lv_core.protocol.keywait`)
+until the key is free or the holder's lease expired, then takes it over by PUT-if-match on the etag it
+read: a "validating" holder wrote nothing (roll back); a "committing" one is rolled forward (the taker
+keeps the plan, ``recovering`` naming the crashed txn, runs
+:func:`~lv_core.protocol.commitplan.execute_plan`, then holds the key "validating"). So no LV[I] reader
+sees part of a multi-table commit, and a crashed validator blocks others at most ``lease_s`` plus a poll.
+An unreadable record reads as expired; a malformed plan (a buggy or foreign client) is never executed,
+only rolled back after its lease (nor by :func:`~lv_core.protocol.recovery.recover`): it cannot block
+the warehouse.
 
-    free/(absent) --PUT-if-match/PUT-create {validating}--> validating --PUT-if-match {committing, plan}--> committing
-    validating --PUT-if-match {free, head}--> free        (incompatible, or read-only: nothing written)
-    committing --table commits, publish gvl n+1, PUT-if-match {free, head n+1}--> free
-    free --PUT-if-match {committing, plan}--> committing  (the fast path: see below)
-
-The holder renews its lease (PUT-if-match with a new ``lease_expires``) every ``lease_s / 3`` from
-a daemon thread. A waiter polls (GET, backoff ``poll_min_s`` doubling to ``poll_max_s``) until the
-key is free (then PUT-if-match on the free record's etag, or PUT-create when there is no key) or the
-holder's lease expired, which it decides in one of two ways: the record's ``lease_expires`` is more
-than ``skew_s`` in the past by the waiter's clock, or the record's etag has not changed for
-``lease_s`` as measured by the waiter (needs no synchronised clocks: a live holder changes it every
-``lease_s / 3``). It then takes the lock over with PUT-if-match on the etag it read:
-
-- state "validating": roll back = nothing to undo (the holder wrote nothing); the taker simply
-  holds the lock now (state "validating", its own txn);
-- state "committing": roll forward = the taker keeps the plan in the record (state "committing",
-  ``recovering`` = the crashed txn) and runs :func:`~lv_core.protocol.commitplan.execute_plan`
-  (table commits not yet present, then the global version), then switches the record to its own
-  "validating" state and holds the lock.
-
-So no LV[I] reader ever sees part of a multi-table commit, and a crashed validator blocks others
-at most ``lease_s`` plus one poll interval.
-
-A record is checked when read (:meth:`LockRecord.decode`): an unreadable one reads as an expired
-"validating" lock (taken over at once); a "committing" one whose plan is malformed (written by a
-buggy or foreign client: an invalid table name, a bad version or mode, commit bytes that are not
-a Delta commit, see :func:`~lv_core.protocol.commitplan.parse_plan`) reads with ``invalid=True``
-and an empty plan: after its lease it is taken over and rolled back (its plan is never executed,
-by a taker nor by :func:`~lv_core.protocol.recovery.recover`), so it cannot block the warehouse.
-
-Release overwrites the record with a "free" one (PUT-if-match on the holder's etag: a holder that
-was taken over changes nothing) naming the newest global version the holder knows. Only a holder
-publishes global versions, so when the next PUT-if-match on the etag of that free record succeeds,
-nobody held the lock in between and the head is still the one it names: a process that released the
-lock last (:meth:`ValidationLock.free_slot`) validates against its cached head without reading the
-log, and takes the lock with its plan in one request (:meth:`ValidationLock.acquire_planned`).
+Fast path: only a holder publishes global versions, so when a PUT-if-match on the etag of the free record
+a release left succeeds, nobody held the key in between and the head it names is still the newest. The
+process that released last (:meth:`ValidationLock.free_slot`) validates against that head without reading
+the log and takes the key with its plan in one request (:meth:`ValidationLock.acquire_planned`).
 """
 
 from __future__ import annotations
@@ -46,6 +26,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from lv_core import concurrency
@@ -56,7 +37,6 @@ from lv_core.protocol.commitplan import PlannedCommit
 from lv_core.protocol.gvl import GlobalLog, GvlState
 from lv_core.protocol.heldlock import CommitPending, HeldLock, Serving, ValidationLockLost, take_over
 from lv_core.protocol.keywait import FreeAnswer, KeyLook
-from lv_core.protocol.layout import client_label
 from lv_core.protocol.lockrecord import (
     COMMITTING,
     FREE,
@@ -65,18 +45,13 @@ from lv_core.protocol.lockrecord import (
     FreeSlot,
     LockRecord,
     Takeover,
+    holding,
     slot_of,
 )
 from lv_core.storage.base import CREATE, IfMatch, ObjectStore
 from lv_core.storage.readback import put_or_confirm
 
 log = logging.getLogger(__name__)
-
-#: A waiter that queued a commit request polls at least this often (its outcome may be published any time).
-QUEUED_POLL_S = 0.05
-#: How long after finding the lock held (or losing a claim) a client queues at once instead of trying
-#: to take the lock with its plan (:meth:`ValidationLock.contended`).
-CONTENDED_S = 2.0
 
 
 class ValidationTimeout(TransactionAborted):
@@ -87,43 +62,39 @@ class ValidationTimeout(TransactionAborted):
 
 
 class Queued(Protocol):
-    """A waiter that queued a commit request (see :meth:`ValidationLock.acquire_or_join`)."""
+    """A waiter that queues a commit request when the lock is busy (group commit, :mod:`lv_core.txn.group`)."""
 
     def busy(self) -> None:
         """The lock is held by someone else: queue the request."""
 
     def done(self, record: "LockRecord | None") -> bool:
-        """Whether the wait is over (the request was decided by a holder); ``record``: the lock now."""
+        """Whether a holder decided the request (the wait is over); ``record``: the lock now (None: free)."""
 
     def free(self, found: "tuple[LockRecord, str]") -> FreeAnswer:
         """The lock is free (``found``: its free record and etag): what the waiter did with it."""
 
 
 class ValidationLock:
-    """Acquires the validation lock of a warehouse (thread-safe; one instance may serve many transactions).
+    """Acquires the validation lock of a warehouse (thread-safe; one instance serves many transactions).
 
-    Args:
-        store: the object store.
-        glog: the global version log (for roll forwards); share the lakehouse's instance.
-        lease_s: the holder's lease (renewed every ``lease_s / 3`` while held).
-        poll_min_s, poll_max_s: waiting backoff bounds (doubling, with jitter).
-        skew_s: clock skew tolerated before a record's ``lease_expires`` alone proves it expired
-            (default ``lease_s``); expiry by observation (etag unchanged for ``lease_s``) is always used.
+    ``glog``: the lakehouse's global log (for roll forwards); ``lease_s``: the holder's lease;
+    ``poll_min_s``, ``poll_max_s``: the waiting backoff; ``skew_s``: clock skew tolerated before a
+    record's ``lease_expires`` alone proves it expired (default ``lease_s``); ``queued_poll_s``,
+    ``contended_s``, ``plan_attempts``: see :class:`lv_core.txn.core.Tuning`.
     """
 
     def __init__(self, store: ObjectStore, glog: GlobalLog | None = None, *, lease_s: float = 30.0,
-                 poll_min_s: float = 0.005, poll_max_s: float = 0.2, skew_s: float | None = None) -> None:
-        if lease_s <= 0 or poll_min_s <= 0 or poll_max_s < poll_min_s:
-            raise ValueError("need lease_s > 0 and 0 < poll_min_s <= poll_max_s")
-        self.store = store
-        self.glog = glog if glog is not None else GlobalLog(store)
-        self.lease_s = lease_s
-        self.poll_min_s = poll_min_s
-        self.poll_max_s = poll_max_s
+                 poll_min_s: float = 0.005, poll_max_s: float = 0.2, skew_s: float | None = None,
+                 queued_poll_s: float = 0.05, contended_s: float = 2.0, plan_attempts: int = 3) -> None:
+        if lease_s <= 0 or poll_min_s <= 0 or poll_max_s < poll_min_s or queued_poll_s <= 0 or plan_attempts < 1:
+            raise ValueError("need lease_s, queued_poll_s > 0, 0 < poll_min_s <= poll_max_s, plan_attempts >= 1")
+        self.store, self.glog = store, glog if glog is not None else GlobalLog(store)
+        self.lease_s, self.poll_min_s, self.poll_max_s = lease_s, poll_min_s, poll_max_s
         self.skew_s = lease_s if skew_s is None else skew_s
+        self.queued_poll_s, self.contended_s, self.plan_attempts = queued_poll_s, contended_s, plan_attempts
         self._free_mu = threading.Lock()
         self._free: FreeSlot | None = None  # the free record this instance wrote last
-        self._contended_until = 0.0  # monotonic: until then, commits of this instance go the usual way
+        self._contended_until = 0.0  # monotonic: until then, commits of this instance queue at once
 
     def read(self) -> tuple[LockRecord, str] | None:
         """The current record and its etag, or None when nobody holds the lock. Cost: 1 GET."""
@@ -138,57 +109,47 @@ class ValidationLock:
             return None
         return LockRecord.decode(res.data), res.etag
 
-    def free_slot(self) -> "FreeSlot | None":
-        """The free record this instance wrote last, while it may still be current (None: another holder
-        was seen since, or none was written). No request."""
+    def free_slot(self) -> FreeSlot | None:
+        """The free record this instance wrote last, while it may still be current. No request."""
         with self._free_mu:
             return self._free
 
-    def contended(self) -> bool:
-        """Whether this instance recently found the lock held or lost a claim with a plan: then taking
-        it with a plan would mostly fail (others validate all the time) and queueing at once (group
-        commit) is faster. No request."""
-        return time.monotonic() < self._contended_until
-
-    def note_contention(self) -> None:
-        """The lock was found held, or a claim with a plan lost: see :meth:`contended`."""
-        self._contended_until = time.monotonic() + CONTENDED_S
-
-    def remember_free(self, slot: "FreeSlot | None") -> None:
+    def remember_free(self, slot: FreeSlot | None) -> None:
         with self._free_mu:
             self._free = slot
 
+    def contended(self) -> bool:
+        """Whether this instance found the lock held or lost a claim with a plan in the last ``contended_s``:
+        taking it with a plan would then mostly fail, and queueing at once (group commit) is faster."""
+        return time.monotonic() < self._contended_until
+
+    def note_contention(self) -> None:
+        self._contended_until = time.monotonic() + self.contended_s
+
     def _claim(self, rec: LockRecord, free_etag: str | None) -> str | None:
-        """Write ``rec`` over the free record ``free_etag`` (PUT-if-match) or, without one, where there
-        is no key (PUT-create). Returns the new etag, None when the lock is not free that way."""
+        """Write ``rec`` over the free record ``free_etag`` (PUT-if-match) or, without one, where there is
+        no key (PUT-create). The new etag; None: the lock is not free that way."""
         try:
-            if free_etag is not None:
-                return put_or_confirm(self.store, LOCK_KEY, rec.encode(), mode=IfMatch(free_etag))
-            return put_or_confirm(self.store, LOCK_KEY, rec.encode(), mode=CREATE)
+            return put_or_confirm(self.store, LOCK_KEY, rec.encode(), mode=CREATE if free_etag is None
+                                  else IfMatch(free_etag))
         except (AlreadyExists, PreconditionFailed, NotFound):
             return None
         finally:
             self.remember_free(None)
 
-    def acquire_planned(self, txn: str, plan: Sequence[PlannedCommit], base: GvlState, slot: "FreeSlot", *,
+    def acquire_planned(self, txn: str, plan: Sequence[PlannedCommit], base: GvlState, slot: FreeSlot, *,
                         additions: Mapping[str, int] | None = None,
                         group: Mapping[str, Mapping[str, Any]] | None = None,
-                        serving: Serving | None = None) -> "HeldLock | None":
-        """Take the lock straight into state "committing" with ``plan`` (validated against ``base``), by
-        one PUT-if-match on the free record ``slot`` (:meth:`free_slot`, or :func:`slot_of` :meth:`look`), whose head
-        is ``base``.
-
-        Success proves that nobody held the lock since that record was written, so ``base`` is still
-        the newest global version: the caller then runs :meth:`HeldLock.execute`. Returns None
-        (nothing written) when the record is not that one any more: validate the usual way.
-        ``group``: queued transactions whose commits ``plan`` also holds (as for :meth:`HeldLock.commit`);
-        ``serving``: what the holder does for the queue (:class:`~lv_core.protocol.heldlock.Serving`).
-        """
+                        serving: Serving | None = None) -> HeldLock | None:
+        """Take the lock straight into "committing" with ``plan`` (validated against ``base``) by one
+        PUT-if-match on the free record ``slot`` whose head is ``base``: success proves nobody held the
+        lock since, so ``base`` is still the newest global version (the caller runs :meth:`HeldLock.execute`).
+        None (nothing written): the record changed; validate the usual way. ``group``, ``serving``: as for
+        :meth:`HeldLock.commit` and :meth:`acquire`."""
         if slot.head != base.version:
             return None
-        now = time.time()
-        rec = LockRecord(txn, COMMITTING, self.lease_s, now + self.lease_s, client_label(), now, base.version,
-                         plan=tuple(plan), plan_txn=txn, additions=dict(additions or {}), group=dict(group or {}))
+        rec = holding(txn, self.lease_s, base.version, COMMITTING, plan=tuple(plan), plan_txn=txn,
+                      additions=dict(additions or {}), group=dict(group or {}))
         etag = self._claim(rec, slot.etag)
         if etag is None:
             self.note_contention()
@@ -196,132 +157,114 @@ class ValidationLock:
         return HeldLock(self, rec, etag, [], serving=serving)
 
     def acquire(self, txn: str, *, timeout_s: float, gvl_base: int | None = None,
-                on_wait: Callable[[LockRecord], None] | None = None, serving: Serving | None = None) -> "HeldLock":
-        """Take the lock for ``txn``, waiting (polling) for the holder and taking over an expired one
-        (the wait is the machine of :mod:`lv_core.protocol.keywait`; this method sends its requests).
+                on_wait: Callable[[LockRecord], None] | None = None, serving: Serving | None = None) -> HeldLock:
+        """Take the lock for ``txn``, waiting for the holder and taking over an expired one.
 
-        ``on_wait`` is called with the holder's record whenever the waited-for holder or its state
-        changes (for ``Waiting`` events). Cost: 1 PUT-if-match when this instance released the lock last
-        (1 PUT-create when there is no key); otherwise 1 GET per poll round, then 1 PUT-if-match on the
-        free record (or PUT-create), or on an expired holder's record (takeover; a roll forward adds the
-        plan's writes, see :func:`~lv_core.protocol.commitplan.execute_plan`, and 1 PUT-if-match).
+        ``on_wait(record)``: the waited-for holder or its state changed (``Waiting`` events); ``serving``:
+        what the holder does for the queue. Cost: 1 PUT-if-match on the free record this instance wrote
+        last; otherwise 1 GET per poll round, then 1 PUT-if-match on the free record (PUT-create without
+        a key) or on an expired holder's record (a roll forward adds the plan's writes and 1 PUT-if-match).
 
         Raises:
             ValidationTimeout: not acquired within ``timeout_s`` (``.rule == "timeout"``).
             GlobalLogConflict: a roll forward found its global version taken (mutual exclusion broken).
-            StorageError: the store failed; if it failed during a roll forward, the crashed holder's plan
-                stays recorded and the next waiter completes it after this one's lease.
+            StorageError: the store failed; during a roll forward, the plan stays recorded for the next.
         """
-        held = self._acquire(txn, timeout_s, gvl_base, on_wait, None, None, serving)
+        held = self.acquire_or_join(txn, None, timeout_s=timeout_s, gvl_base=gvl_base, on_wait=on_wait,
+                                    serving=serving)
         assert held is not None
         return held
 
-    def acquire_or_join(self, txn: str, queue: "Queued", *, timeout_s: float, gvl_base: int | None = None,
+    def acquire_or_join(self, txn: str, queue: Queued | None, *, timeout_s: float, gvl_base: int | None = None,
                         on_wait: Callable[[LockRecord], None] | None = None, seen: KeyLook | None = None,
-                        serving: Serving | None = None) -> "HeldLock | None":
-        """:meth:`acquire`, for a transaction that queues a commit request when the lock is busy
-        (group commit): ``queue.busy()`` is called once, when the lock is first found held, and
-        ``queue.done(record)`` with every record polled (None: the lock is free) before anything is
-        done with it; once it returns True the wait ends without the lock (None is returned: another
-        holder decided the transaction). ``seen``: what :meth:`look` returned just before (saves a GET).
-        Raises what :meth:`acquire` raises, and what ``queue`` raises."""
-        return self._acquire(txn, timeout_s, gvl_base, on_wait, queue, seen, serving)
-
-    def _acquire(self, txn: str, timeout_s: float, gvl_base: int | None, on_wait: Callable[[LockRecord], None] | None,
-                 queue: "Queued | None", seen: KeyLook | None, serving: Serving | None) -> "HeldLock | None":
-        """The driver of :mod:`lv_core.protocol.keywait`: sends each request of a step, feeds back the answer
-        of the last one."""
-        deadline = time.monotonic() + timeout_s
-        # a queued waiter's outcome can be published by any holder: it looks at most QUEUED_POLL_S later
-        # (after its first step: a waiter told to poll slowly, poll_min_s above that, waits poll_min_s once)
-        cap = self.poll_max_s if queue is None else min(self.poll_max_s, QUEUED_POLL_S)
-        backoff = Backoff(min(self.poll_min_s, cap), cap, jitter=0.5)
+                        serving: Serving | None = None) -> HeldLock | None:
+        """:meth:`acquire` for a transaction that queues its commit request while the lock is busy (group
+        commit): None when a holder decided it (``queue.done``). ``seen``: what :meth:`look` returned just
+        before (saves a GET). Raises what :meth:`acquire` and ``queue`` raise. Drives
+        :mod:`~lv_core.protocol.keywait`: sends each request of a step, feeds back the last one's answer."""
+        # a queued waiter's outcome can be published by any holder: it looks at least every queued_poll_s
+        cap = self.poll_max_s if queue is None else min(self.poll_max_s, self.queued_poll_s)
+        run = _Run(self, txn, gvl_base, queue, serving, on_wait, Backoff(min(self.poll_min_s, cap), cap, jitter=0.5),
+                   time.monotonic() + timeout_s)
+        if self.poll_min_s > cap:  # (a waiter told to poll slowly waits poll_min_s once)
+            run.sleeps.append(Backoff(self.poll_min_s, self.poll_min_s, jitter=0.5))
         slot = self.free_slot()
-        wait, requests = kw.start(queued=queue is not None, deadline=deadline, skew_s=self.skew_s,
+        wait, requests = kw.start(queued=queue is not None, deadline=run.deadline, skew_s=self.skew_s,
                                   free_etag=slot.etag if slot is not None else None, seen=seen,
                                   contended=self.contended())
-        run = _Run(self, txn, gvl_base, queue, serving, on_wait, backoff, deadline,
-                   self.poll_min_s if self.poll_min_s > cap else None)
-        while True:
+        while not wait.phase.final:
             answer: kw.Answer = None
             for request in requests:
                 answer = run.send(request, wait)
             wait, requests = kw.step(wait, answer)
-            if wait.phase is kw.Phase.HELD:
-                assert run.held is not None
-                return run.held
-            if wait.phase is kw.Phase.DECIDED:
-                return None
-            if wait.phase is kw.Phase.TIMED_OUT:
-                for request in requests:  # (the last notice)
-                    run.send(request, wait)
-                assert wait.found is not None
-                rec = wait.found[0]
-                raise ValidationTimeout(
-                    f"timed out after {timeout_s:g}s waiting for the validation lock, held by transaction "
-                    f"{rec.txn} ({rec.state}). Help: retry, or raise `timeout`; a crashed holder is taken "
-                    f"over after its lease ({rec.lease_s:g}s).", details={"holder": rec.txn, "state": rec.state})
+        for request in requests:  # (TIMED_OUT: its last notice)
+            run.send(request, wait)
+        if wait.phase is kw.Phase.TIMED_OUT:
+            assert wait.found is not None
+            rec = wait.found[0]
+            raise ValidationTimeout(
+                f"timed out after {timeout_s:g}s waiting for the validation lock, held by transaction {rec.txn} "
+                f"({rec.state}). Help: retry, or raise `timeout`; a crashed holder is taken over after its lease "
+                f"({rec.lease_s:g}s).", details={"holder": rec.txn, "state": rec.state})
+        return run.held
 
 
+@dataclass
 class _Run:
-    """What one wait for the key sends (the side effects of :mod:`lv_core.protocol.keywait`'s requests)."""
+    """What one wait for the key sends: the side effects of :mod:`~lv_core.protocol.keywait`'s requests."""
 
-    def __init__(self, lock: ValidationLock, txn: str, gvl_base: int | None, queue: "Queued | None",
-                 serving: Serving | None, on_wait: Callable[[LockRecord], None] | None, backoff: Backoff,
-                 deadline: float, first_sleep: float | None) -> None:
-        self.lock, self.txn, self.gvl_base, self.queue, self.serving = lock, txn, gvl_base, queue, serving
-        self.on_wait, self.backoff, self.deadline, self.first_sleep = on_wait, backoff, deadline, first_sleep
-        self.takeovers: list[Takeover] = []
-        self.held: HeldLock | None = None
-        self.queuing: Future[None] | None = None  # the request's PUT, sent beside a GET
+    lock: ValidationLock
+    txn: str
+    gvl_base: int | None
+    queue: Queued | None
+    serving: Serving | None
+    on_wait: Callable[[LockRecord], None] | None
+    backoff: Backoff
+    deadline: float
+    sleeps: list[Backoff] = field(default_factory=list)  # before the backoff's
+    takeovers: list[Takeover] = field(default_factory=list)
+    held: HeldLock | None = None
+    queuing: Future[None] | None = None  # the request's PUT, sent beside a GET
 
     def send(self, r: kw.Request, wait: kw.Wait) -> kw.Answer:
-        lock = self.lock
         if isinstance(r, kw.Get):
             try:
-                found = lock.look() if r.cached is None else r.cached.found
+                found = self.lock.look() if r.cached is None else r.cached.found
             finally:
                 if self.queuing is not None:  # (raises what queueing raised; no PUT lands after we return)
                     put, self.queuing = self.queuing, None
                     put.result()
             return kw.Looked(found, _clock())
         if isinstance(r, kw.Claim):
-            now = time.time()
-            mine = LockRecord(self.txn, VALIDATING, lock.lease_s, now + lock.lease_s, client_label(), now,
-                              self.gvl_base)
-            etag = lock._claim(mine, r.free_etag)
+            mine = holding(self.txn, self.lock.lease_s, self.gvl_base)
+            etag = self.lock._claim(mine, r.free_etag)
             if etag is not None:
-                self.held = HeldLock(lock, mine, etag, self.takeovers, waited=wait.tried or lock.contended(),
+                self.held = HeldLock(self.lock, mine, etag, self.takeovers, waited=wait.tried or self.lock.contended(),
                                      serving=self.serving)
-            return kw.Claimed(etag)
+            return kw.Claimed(etag is not None)
         if isinstance(r, kw.TakeOver):
-            self.held = take_over(lock, self.txn, r.record, r.etag, self.gvl_base, self.takeovers,
-                                  serving=self.serving)
-            return kw.TookOver(self.held is not None)
-        if isinstance(r, kw.Sleep):
-            if self.first_sleep is not None:
-                Backoff(self.first_sleep, self.first_sleep, jitter=0.5).sleep(self.deadline)
-                self.first_sleep = None
-            else:
-                self.backoff.sleep(self.deadline)
-            return kw.Slept()
-        assert self.queue is not None or not isinstance(r, (kw.Enqueue, kw.AskDone, kw.AskFree))
-        if isinstance(r, kw.Enqueue) and self.queue is not None:
-            if r.background:  # (a leaf PUT: the REQUESTS pool)
+            self.held = take_over(self.lock, self.txn, r.record, r.etag, self.gvl_base, self.takeovers, self.serving)
+            return kw.Claimed(self.held is not None)
+        if r is kw.Act.SLEEP:
+            (self.sleeps.pop() if self.sleeps else self.backoff).sleep(self.deadline)
+        elif r is kw.Act.NOTE_CONTENTION:
+            self.lock.note_contention()
+        elif isinstance(r, kw.Notify):
+            try:
+                if self.on_wait is not None:
+                    self.on_wait(r.record)
+            except Exception:  # a broken callback must not break validation
+                log.exception("on_wait callback failed")
+        else:  # the queue's requests: only a queued wait sends them
+            assert self.queue is not None, r
+            if isinstance(r, kw.AskDone):
+                return kw.Done(self.queue.done(r.record), _clock())
+            if isinstance(r, kw.AskFree):
+                return self.queue.free(r.found)
+            if r is kw.Act.ENQUEUE_BESIDE:  # (a leaf PUT: the REQUESTS pool)
                 self.queuing = concurrency.submit(concurrency.Pool.REQUESTS, self.queue.busy)
             else:
                 self.queue.busy()
-        elif isinstance(r, kw.AskDone) and self.queue is not None:
-            return kw.Done(self.queue.done(r.record), _clock())
-        elif isinstance(r, kw.AskFree) and self.queue is not None:
-            return self.queue.free(r.found)
-        elif isinstance(r, kw.NoteContention):
-            lock.note_contention()
-        elif isinstance(r, kw.Notify) and self.on_wait is not None:
-            try:
-                self.on_wait(r.record)
-            except Exception:  # a broken callback must not break validation
-                log.exception("on_wait callback failed")
         return None
 
 
@@ -329,22 +272,6 @@ def _clock() -> kw.Clock:
     return kw.Clock(time.time(), time.monotonic())
 
 
-__all__ = [
-    "COMMITTING",
-    "FREE",
-    "LOCK_KEY",
-    "VALIDATING",
-    "CommitPending",
-    "FreeSlot",
-    "HeldLock",
-    "LockRecord",
-    "FreeAnswer",
-    "KeyLook",
-    "Queued",
-    "Serving",
-    "Takeover",
-    "ValidationLock",
-    "ValidationLockLost",
-    "ValidationTimeout",
-    "slot_of",
-]
+__all__ = ["COMMITTING", "FREE", "LOCK_KEY", "VALIDATING", "CommitPending", "FreeAnswer", "FreeSlot", "HeldLock",
+           "KeyLook", "LockRecord", "Queued", "Serving", "Takeover", "ValidationLock", "ValidationLockLost",
+           "ValidationTimeout", "slot_of"]

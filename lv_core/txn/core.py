@@ -57,11 +57,23 @@ class Tuning:
     precedence_probes: int = 8
     #: Global versions read one by one past the last one known before re-reading the hint and galloping.
     gvl_linear_probes: int = 4
+    #: A waiter that queued a commit request looks at least this often (its outcome may be published
+    #: by any holder at any time).
+    queued_poll_s: float = 0.05
+    #: For this long after finding the validation key held (or losing a claim with a plan), commits
+    #: queue at once instead of trying to take the key with their plan.
+    contended_s: float = 2.0
+    #: Tries of a recorded plan whose requests failed before the holder leaves it to a roll forward.
+    plan_attempts: int = 3
 
     def __post_init__(self) -> None:
         if not 0 < self.silence_share <= 1:
             raise ValueError(f"silence_share must be in (0, 1], not {self.silence_share!r}")
-        for name in ("read_ahead", "read_ahead_parallel", "footprint_max", "precedence_probes", "gvl_linear_probes"):
+        if not self.queued_poll_s > 0 or not self.contended_s >= 0:
+            raise ValueError(f"need queued_poll_s > 0 and contended_s >= 0, not {self.queued_poll_s!r}, "
+                             f"{self.contended_s!r}")
+        for name in ("read_ahead", "read_ahead_parallel", "footprint_max", "precedence_probes", "gvl_linear_probes",
+                     "plan_attempts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")

@@ -331,7 +331,7 @@ def test_a_request_whose_markers_outlived_their_lease_is_left_to_its_owner(tmp_p
 
 
 @pytest.mark.parametrize("point", ["validation-key-held", "plan-recorded", "gvl-published"])
-def test_sigkill_of_a_group_holder(tmp_path: Any, point: str, monkeypatch: Any) -> None:
+def test_sigkill_of_a_group_holder(tmp_path: Any, point: str) -> None:
     """A holder process serving a queued transaction is SIGKILLed: before its plan is recorded nothing
     of either is committed by it (its own request is committed by the next holder only while its markers'
     lease runs, all or nothing); once recorded, the waiting member takes the lock over, rolls the whole
@@ -339,15 +339,14 @@ def test_sigkill_of_a_group_holder(tmp_path: Any, point: str, monkeypatch: Any) 
     import os
     import signal
 
-    from lv_core.protocol import vlock
     from tests.unit.test_lv_r_processes import _worker
 
     wh, lh, base = crash_setup(tmp_path)
     blocker = lh.validation_lock.acquire("blocker", timeout_s=5)
     # the member polls every 5-10 s (queued too): the holder process (polling every few ms) gets the lock first
-    monkeypatch.setattr(vlock, "QUEUED_POLL_S", 10.0)
     # (its markers stay live while the worker process starts: a holder commits only a live request)
-    member_lh = Lakehouse(lh.store, lease_s=30.0, poll_min_s=10.0, poll_max_s=10.0)
+    member_lh = Lakehouse(lh.store, lease_s=30.0, poll_min_s=10.0, poll_max_s=10.0,
+                          tuning=lv_core.Tuning(queued_poll_s=10.0))
 
     def member() -> Any:
         txn = member_lh.begin("serializable", timeout_s=120)
@@ -383,20 +382,18 @@ def test_sigkill_of_a_group_holder(tmp_path: Any, point: str, monkeypatch: Any) 
         assert grouped.tables["solo"] == grouped.group[member_id]["versions"]["solo"]
 
 
-def test_a_commit_that_finds_the_key_free_commits_the_queued_requests_with_its_own(tmp_path: Any,
-                                                                                    monkeypatch: Any) -> None:
+def test_a_commit_that_finds_the_key_free_commits_the_queued_requests_with_its_own(tmp_path: Any) -> None:
     """The fast path (validate against a free record's head, take the key with the plan) serves the
     queue as a holder that waited would: one global version names the queued transactions too."""
-    from lv_core.protocol import vlock
-
     tables = ["t0", "t1", "t2", "t3"]
     lh = _setup(tmp_path, tables)
-    monkeypatch.setattr(vlock, "QUEUED_POLL_S", 5.0)  # the queued owners look again only seconds later
     blocker = lh.validation_lock.acquire("blocker", timeout_s=5)
     txns = {}
 
     def commit(t: str) -> Any:
-        txn = Lakehouse(lh.store, lease_s=30.0, poll_min_s=2.0, poll_max_s=5.0).begin("serializable", timeout_s=60)
+        # the queued owners look again only seconds later
+        txn = Lakehouse(lh.store, lease_s=30.0, poll_min_s=2.0, poll_max_s=5.0,
+                        tuning=lv_core.Tuning(queued_poll_s=5.0)).begin("serializable", timeout_s=60)
         txns[t] = txn
         add_kv(txn, t, 1, 1.0)
         return txn.commit()

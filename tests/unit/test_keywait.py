@@ -1,7 +1,7 @@
 """The wait for the validation key as a machine (lv_core.protocol.keywait): its transitions, without a store.
 
 Each test feeds answers to the pure ``step`` function and checks the phase reached and the requests it
-asks to send; the driver (ValidationLock._acquire) is tested against real stores in test_vlock.py."""
+asks to send; the driver (ValidationLock.acquire_or_join) is tested against real stores in test_vlock.py."""
 
 from __future__ import annotations
 
@@ -34,13 +34,13 @@ def waiting(queued: bool = False, deadline: float = 60.0) -> kw.Wait:
 def test_a_process_that_released_the_key_last_claims_its_free_record_at_once() -> None:
     w, reqs = kw.start(queued=False, deadline=60.0, skew_s=30.0, free_etag="e1", seen=None, contended=False)
     assert w.phase is Phase.CLAIM and reqs == [kw.Claim("e1")]
-    w, reqs = kw.step(w, kw.Claimed("e2"))
+    w, reqs = kw.step(w, kw.Claimed(True))
     assert w.phase is Phase.HELD and reqs == []
 
 
 def test_a_lost_claim_looks_at_the_key() -> None:
     w, _ = kw.start(queued=False, deadline=60.0, skew_s=30.0, free_etag="e1", seen=None, contended=False)
-    w, reqs = kw.step(w, kw.Claimed(None))
+    w, reqs = kw.step(w, kw.Claimed(False))
     assert w.phase is Phase.LOOK and reqs == [kw.Get()]
 
 
@@ -48,7 +48,7 @@ def test_without_a_free_record_of_its_own_it_looks_first_and_a_contended_queued_
     w, reqs = kw.start(queued=False, deadline=60.0, skew_s=30.0, free_etag=None, seen=None, contended=True)
     assert w.phase is Phase.LOOK and reqs == [kw.Get()]
     w, reqs = kw.start(queued=True, deadline=60.0, skew_s=30.0, free_etag=None, seen=None, contended=True)
-    assert w.phase is Phase.LOOK and w.tried and reqs == [kw.Enqueue(background=True), kw.Get()]
+    assert w.phase is Phase.LOOK and w.tried and reqs == [kw.Act.ENQUEUE_BESIDE, kw.Get()]
     seen = kw.KeyLook(None)
     w, reqs = kw.start(queued=False, deadline=60.0, skew_s=30.0, free_etag="e1", seen=seen, contended=False)
     assert w.phase is Phase.LOOK and reqs == [kw.Get(seen)]  # read just before: no second GET
@@ -63,14 +63,12 @@ def test_a_free_or_missing_key_is_claimed_on_its_etag_or_created() -> None:
 
 def test_a_held_key_notes_contention_once_and_waits_one_step() -> None:
     w, reqs = kw.step(waiting(), kw.Looked((held(), "h1"), T0))
-    assert w.phase is Phase.SLEEP and w.tried
-    assert reqs == [kw.NoteContention(), kw.Notify(held()), kw.Sleep()]
-    w, reqs = kw.step(w, kw.Slept())
-    assert w.phase is Phase.LOOK and reqs == [kw.Get()]
+    assert w.phase is Phase.LOOK and w.tried
+    assert reqs == [kw.Act.NOTE_CONTENTION, kw.Notify(held()), kw.Act.SLEEP, kw.Get()]
     w, reqs = kw.step(w, kw.Looked((held(), "h2"), T0._replace(mono=51.0)))  # renewed: same holder and state
-    assert w.phase is Phase.SLEEP and reqs == [kw.Sleep()]
-    w, reqs = kw.step(kw.step(w, kw.Slept())[0], kw.Looked((held(state=COMMITTING), "h3"), T0))
-    assert reqs == [kw.Notify(held(state=COMMITTING)), kw.Sleep()]  # its state changed: a new notice
+    assert w.phase is Phase.LOOK and reqs == [kw.Act.SLEEP, kw.Get()]
+    w, reqs = kw.step(w, kw.Looked((held(state=COMMITTING), "h3"), T0))
+    assert reqs == [kw.Notify(held(state=COMMITTING)), kw.Act.SLEEP, kw.Get()]  # its state changed: a new notice
 
 
 @pytest.mark.parametrize("clock, expired", [
@@ -88,29 +86,29 @@ def test_expiry_by_observation_needs_the_same_etag_for_a_lease() -> None:
     """No synchronised clocks: an etag unchanged for lease_s by our clock proves the holder gone."""
     rec = held(lease_s=2.0, expires=1e12)  # a holder clock far ahead: its lease never looks past
     w, _ = kw.step(waiting(deadline=1e9), kw.Looked((rec, "h1"), kw.Clock(0.0, 10.0)))
-    w, _ = kw.step(kw.step(w, kw.Slept())[0], kw.Looked((rec, "h2"), kw.Clock(0.0, 11.5)))  # renewed
-    w, _ = kw.step(kw.step(w, kw.Slept())[0], kw.Looked((rec, "h2"), kw.Clock(0.0, 13.0)))
-    assert w.phase is Phase.SLEEP  # h2 seen for 1.5 s only
-    w, reqs = kw.step(kw.step(w, kw.Slept())[0], kw.Looked((rec, "h2"), kw.Clock(0.0, 13.6)))
+    w, _ = kw.step(w, kw.Looked((rec, "h2"), kw.Clock(0.0, 11.5)))  # renewed
+    w, reqs = kw.step(w, kw.Looked((rec, "h2"), kw.Clock(0.0, 13.0)))
+    assert w.phase is Phase.LOOK and reqs[-2:] == [kw.Act.SLEEP, kw.Get()]  # h2 seen for 1.5 s only
+    w, reqs = kw.step(w, kw.Looked((rec, "h2"), kw.Clock(0.0, 13.6)))
     assert w.phase is Phase.TAKE_OVER and reqs == [kw.TakeOver(rec, "h2")]
-    w2, reqs = kw.step(w, kw.TookOver(False))  # someone changed it first
+    w2, reqs = kw.step(w, kw.Claimed(False))  # someone changed it first
     assert w2.phase is Phase.LOOK and reqs == [kw.Get()]
-    assert kw.step(w, kw.TookOver(True))[0].phase is Phase.HELD
+    assert kw.step(w, kw.Claimed(True))[0].phase is Phase.HELD
 
 
 def test_the_deadline_ends_the_wait_after_the_last_notice() -> None:
     w, reqs = kw.step(waiting(deadline=50.0), kw.Looked((held(), "h1"), T0))
-    assert w.phase is Phase.TIMED_OUT and w.phase.final and reqs == [kw.NoteContention(), kw.Notify(held())]
+    assert w.phase is Phase.TIMED_OUT and w.phase.final and reqs == [kw.Act.NOTE_CONTENTION, kw.Notify(held())]
     assert w.found == (held(), "h1")
 
 
 def test_a_queued_waiter_queues_once_and_asks_the_queue_before_judging() -> None:
     w, reqs = kw.step(waiting(queued=True), kw.Looked((held(), "h1"), T0))
-    assert w.phase is Phase.ASK and reqs == [kw.NoteContention(), kw.Enqueue(), kw.AskDone(held())]
+    assert w.phase is Phase.ASK and reqs == [kw.Act.NOTE_CONTENTION, kw.Act.ENQUEUE, kw.AskDone(held())]
     assert kw.step(w, kw.Done(True, T0))[0].phase is Phase.DECIDED
     w, reqs = kw.step(w, kw.Done(False, T0))
-    assert w.phase is Phase.SLEEP and reqs == [kw.Notify(held()), kw.Sleep()]
-    w, reqs = kw.step(kw.step(w, kw.Slept())[0], kw.Looked((held(), "h1"), T0))
+    assert w.phase is Phase.LOOK and reqs == [kw.Notify(held()), kw.Act.SLEEP, kw.Get()]
+    w, reqs = kw.step(w, kw.Looked((held(), "h1"), T0))
     assert reqs == [kw.AskDone(held())]  # queued already: no second request
 
 
@@ -138,7 +136,7 @@ def test_a_queued_waiter_that_finds_no_key_creates_it_unless_decided() -> None:
 def test_an_answer_that_does_not_fit_the_phase_is_refused() -> None:
     with pytest.raises(ValueError, match="no transition from CLAIM"):
         kw.step(kw.start(queued=False, deadline=1.0, skew_s=1.0, free_etag="e", seen=None, contended=False)[0],
-                kw.Slept())
+                kw.Done(True, T0))
 
 
 def test_every_phase_is_in_the_architecture_diagram() -> None:

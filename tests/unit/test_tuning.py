@@ -14,8 +14,10 @@ from lv_core.txn.ops import Operation, OpResult
 def test_defaults_and_bounds() -> None:
     t = lv_core.Tuning()
     assert (t.silence_share, t.read_ahead, t.read_ahead_parallel, t.footprint_max, t.precedence_probes,
-            t.gvl_linear_probes) == (0.5, 32, 8, 256, 8, 4)
-    for bad in ({"silence_share": 0.0}, {"read_ahead": 0}, {"footprint_max": True}, {"gvl_linear_probes": 1.5}):
+            t.gvl_linear_probes, t.queued_poll_s, t.contended_s, t.plan_attempts) == (0.5, 32, 8, 256, 8, 4, 0.05,
+                                                                                     2.0, 3)
+    for bad in ({"silence_share": 0.0}, {"read_ahead": 0}, {"footprint_max": True}, {"gvl_linear_probes": 1.5},
+                {"queued_poll_s": 0.0}, {"contended_s": -1.0}, {"plan_attempts": 0}):
         with pytest.raises(ValueError):
             lv_core.Tuning(**bad)  # type: ignore[arg-type]
 
@@ -23,8 +25,11 @@ def test_defaults_and_bounds() -> None:
 def test_a_lakehouse_hands_its_tuning_to_every_transaction(tmp_path) -> None:
     with pytest.raises(ConfigError):
         lv_core.connect(str(tmp_path / "bad"), tuning={"footprint_max": 2})
-    lh = lv_core.connect(str(tmp_path / "wh"), tuning=lv_core.Tuning(footprint_max=2, gvl_linear_probes=1))
+    tuning = lv_core.Tuning(footprint_max=2, gvl_linear_probes=1, queued_poll_s=0.5, contended_s=0.0, plan_attempts=1)
+    lh = lv_core.connect(str(tmp_path / "wh"), tuning=tuning)
     assert lh.global_log.linear_probes == 1
+    vl = lh.validation_lock
+    assert (vl.queued_poll_s, vl.contended_s, vl.plan_attempts) == (0.5, 0.0, 1)
     t = lh.begin("serializable")
     assert t.core.settings.tuning is lh.tuning
     reads = OpResult(reads={"t": {"a.parquet", "b.parquet"}})
