@@ -143,12 +143,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ops", type=int, default=120, help="YCSB operations per configuration")
     ap.add_argument("--log-txns", type=int, default=40)
     ap.add_argument("--out", default=str(HERE / "benchmarks" / "results" / "immutable_log.json"))
+    ap.add_argument("--only", choices=("log", "ycsb"), help="run one part only")
     args = ap.parse_args(argv)
     trees = {"before": Path(args.base).resolve(), "after": Path(args.head).resolve()}
     rows: list[dict[str, Any]] = []
     for rnd in range(args.rounds):
-        tasks = [{"kind": "log", "system": s, "n": args.log_txns} for s in LOG_PRESETS]
-        tasks += [{"kind": "ycsb", "system": s, "clients": c, "ops": args.ops} for c in (1, 8) for s in SYSTEMS]
+        tasks = [{"kind": "log", "system": s, "n": args.log_txns} for s in LOG_PRESETS] if args.only != "ycsb" else []
+        if args.only != "log":
+            tasks += [{"kind": "ycsb", "system": s, "clients": c, "ops": args.ops} for c in (1, 8) for s in SYSTEMS]
         for task in tasks:
             for label in (("before", "after") if rnd % 2 == 0 else ("after", "before")):  # interleaved
                 res = _run(trees[label], task)

@@ -1,6 +1,6 @@
 """Issue 21 before/after in one run: LakeVilla's cost per transaction next to plain Delta.
 
-    python -m benchmarks.protocol_speed --base /path/to/old/checkout [--rounds 2] [--ops 120]
+    python -m benchmarks.protocol_speed --base /path/to/old/checkout [--rounds 2] [--ops 120] [--only ycsb]
 
 The harness of :mod:`benchmarks.immutable_log` (child processes per source tree, interleaved round by
 round, a store with 20 ms per request): YCSB A with 1 and 8 client processes for ``delta``, LV[R] and

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 VQ_PREFIX = f"{LV_ROOT}/vq/"
 #: the most requests one holder validates with its own
 MAX_GROUP = 32
-_CHUNK = 16  # global versions read in parallel when looking for an outcome
+CHUNK = 16  # global versions read in parallel when looking for an outcome
 
 
 #: above this many tables a request's key says ``all`` instead of naming each table's tag
@@ -197,12 +197,12 @@ def outcome_of(glog: GlobalLog, txn: str, after: int,
         except LvError:  # GlobalVersionNotFound included
             return None
 
-    for start in range(after + 1, head.version + 1, _CHUNK):
-        for state in concurrency.gather(Pool.REQUESTS, at, range(start, min(start + _CHUNK, head.version + 1))):
+    for start in range(after + 1, head.version + 1, CHUNK):
+        for state in concurrency.gather(Pool.REQUESTS, at, range(start, min(start + CHUNK, head.version + 1))):
             if state is not None and (got := state.group.get(txn)) is not None:
                 return state, got
     return None
 
 
-__all__ = ["MAX_GROUP", "MAX_TAGS", "VQ_PREFIX", "Request", "RequestCommit", "any_queued", "outcome_of", "parse_key",
-           "pending", "put_request", "request_key", "tag", "withdraw"]
+__all__ = ["CHUNK", "MAX_GROUP", "MAX_TAGS", "VQ_PREFIX", "Request", "RequestCommit", "any_queued", "outcome_of",
+           "parse_key", "pending", "put_request", "request_key", "tag", "withdraw"]

@@ -14,10 +14,23 @@ checks R1 by versions (a request carries no footprint predicates), which fails w
 file-level R1 would fail, and it leaves to the owner every request it does not pass, and every one
 needing more than plain rules (foreign or pending versions, blind appends that moved, parts of
 multi-table commits outside the log): the owner validates those itself once it holds the lock.
+
+Writers of one table (YCSB A with 8 clients, issue 38) never group: markers order them, and each waits
+for the commit before its marker, so its request is queued only after that commit landed, by which
+time its holder is publishing: a holder's own commit skips it (its tags show the holder's table) and
+the session's look ran while the plan was written, before the request existed (measured with
+:mod:`benchmarks.group_trace`: no request served, none left to its owner). Each writer then takes the key itself as
+soon as it is free (:meth:`Waiter.free`), and what it reads between seeing the key free and claiming it
+is on the path of every commit to the table: the global versions it needs are read ahead
+(:meth:`Waiter._read_ahead`), and tables behind settled markers are not probed (``isolation._fast_basis``).
+Serving such a request from the holder would cost more round trips than the owner's own claim
+(reading the queue and the request, validating, recording the plan, versus seeing the key free and
+claiming it), so same-table requests are left as they are.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -40,7 +53,7 @@ from lv_core.protocol.markers import KEY, classify, lakevilla_commit_info
 from lv_core.protocol.parts import close_parts
 from lv_core.protocol.validation import TableAccess, validate
 from lv_core.protocol.vlock import COMMITTING, FreeAnswer, HeldLock, LockRecord, Serving, ValidationTimeout
-from lv_core.protocol.vqueue import Request, RequestCommit, outcome_of, pending, put_request, withdraw
+from lv_core.protocol.vqueue import CHUNK, Request, RequestCommit, outcome_of, pending, put_request, withdraw
 from lv_core.storage.base import ObjectStore
 from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
@@ -118,6 +131,13 @@ class Waiter:
         self.decided: Decided | None = None
         self._round: tuple[Session, int | None] | None = None  # the holder session and gvl base last looked at
         self._withdrawn: _Withdrawn | None = None
+        self._read_to = self.known  # the global versions up to this one are in the log's cache
+        #: a free key may be claimed on settled tails (unprobed; see isolation._fast_basis): False once such
+        #: a claim came back without a decision (a writer that ignores markers took a marker's version:
+        #: the void plan's release changed the free record, so the usual claim fails and the key is seen
+        #: free again; probing then finds the version taken and the commit goes the usual way)
+        self.settled = True
+        self._reading: Future[int] | None = None  # (:meth:`_read_ahead`)
 
     def busy(self) -> None:
         req = self._request()
@@ -127,6 +147,8 @@ class Waiter:
             self.queued = True
 
     def done(self, record: LockRecord | None) -> bool:
+        if self.queued and record is not None and record.gvl_base is not None:
+            self._read_ahead(record.gvl_base + (1 if record.state == COMMITTING else 0))
         ident = _session(record)
         rnd = (ident, record.gvl_base if record is not None else None)
         if (self.queued and record is not None and record.state == COMMITTING and record.gvl_base is not None
@@ -174,10 +196,55 @@ class Waiter:
     def free(self, found: tuple[LockRecord, str]) -> FreeAnswer:
         if not self.queued or self._withdrawn is not None:
             return FreeAnswer.USUAL
+        if found[0].head is not None:
+            self._read_ahead(found[0].head, wait=True)
         answer, decided = self._on_free(self, found)
         if decided is not None:
             self.decided = decided
         return answer
+
+    def _read_ahead(self, upto: int, *, wait: bool = False) -> None:
+        """Read the global versions after those read so far up to ``upto`` (in parallel; in the
+        background unless ``wait``): what deciding the wait needs once the key is free (the head its
+        free record names, and every version since :attr:`known`, where
+        :func:`~lv_core.protocol.vqueue.outcome_of` looks for the transaction) is then in the log's
+        cache, read in one round trip (or before the key is free) instead of two after it: the head,
+        then the versions before it. While a holder writes its plan, ``upto`` includes the version it
+        publishes, which may not be there yet (then it is read again at the next poll). Reads only:
+        it changes no decision. Cost: 1 GET per global version read (as reading them later would),
+        plus 1 per poll while the holder's version is not published."""
+        if self._reading is not None and self._reading.done():
+            if self._reading.exception() is None:  # (a failed read: read again)
+                self._read_to = max(self._read_to, self._reading.result())
+            self._reading = None
+        if upto <= self._read_to:
+            return
+        if self._reading is not None:  # one read at a time
+            if not wait:
+                return
+            with contextlib.suppress(LvError):
+                self._read_to = max(self._read_to, self._reading.result())
+            self._reading = None
+            if upto <= self._read_to:
+                return
+        glog, first = self.core.services.glog, max(self._read_to + 1, upto - CHUNK + 1)  # (the newest)
+
+        def at(v: int) -> bool:
+            try:
+                glog.at(v)
+                return True
+            except LvError:  # GlobalVersionNotFound included: not published yet
+                return False
+
+        def read() -> int:
+            versions = list(range(first, upto + 1))
+            found = concurrency.gather(Pool.REQUESTS, at, versions)
+            return next((v - 1 for v, ok in zip(versions, found, strict=True) if not ok), upto)
+
+        if wait:
+            self._read_to = max(self._read_to, read())
+        else:
+            self._reading = concurrency.submit(Pool.TASKS, read)
 
     def _named_in(self, version: int) -> "_Named":
         """Whether global version ``version`` names the outcome (then in :attr:`decided`)."""
@@ -258,30 +325,39 @@ def _markers_live(store: ObjectStore, req: Request) -> bool:
     return True
 
 
-def _check(store: ObjectStore, state: GvlState, req: Request) -> tuple[list[PlannedCommit], dict, dict] | None:
+_Checked = tuple[list[PlannedCommit], dict, dict]  # a request's plan entries, validation outcome, additions
+
+
+def _left(req: Request, why: str) -> _Checked | None:
+    """None: the request is left to its owner (logged at DEBUG with why: benchmarks.group_trace counts them)."""
+    log.debug("left to owner: %s (%s)", why, req.txn)
+    return None
+
+
+def _check(store: ObjectStore, state: GvlState, req: Request) -> _Checked | None:
     """Validate one request as its owner would (R1 by versions); its plan entries, validation outcome and
     additions, or None to leave it to its owner."""
     live = concurrency.submit(Pool.REQUESTS, _markers_live, store, req)  # (GETs one after another: a leaf)
     try:
         outcome = validate(collect(store, state, req.accesses, req.policy, own_txn=req.txn, parallel=1), req.policy)
         if not live.result():
-            return None
+            return _left(req, "markers not live")
     except (LvError, ValueError) as e:  # e.g. a table dropped meanwhile: its owner finds out itself
         log.info("leaving the validation request of %s to its owner: %s", req.txn, e)
         return None
     if not outcome.compatible:
-        return None
+        return _left(req, f"incompatible {outcome.rule}")
     if any(v.written and (v.pending or v.foreign or v.moved_from is not None) for v in outcome.tables.values()):
-        return None
+        return _left(req, "pending, foreign or moved")
     names = outcome.write_versions()
     if any(names.get(t) != m for t, (m, _etag) in req.markers.items()):
-        return None
+        return _left(req, "not at its markers")
     additions = outcome.additions()
     try:
         if close_parts(store, state, {**names, **additions}, own_txn=req.txn, fixed=frozenset(names)):
-            return None
+            return _left(req, "parts")
     except LvError:  # PartMissing included
-        return None
+        return _left(req, "parts missing")
     commits = {}
     for t, c in req.commits.items():
         info = dict(c.info)

@@ -264,7 +264,7 @@ class _Basis:
 
 
 def _fast_basis(core: TxnCore, accesses: list[TableAccess],
-                given: tuple[FreeSlot, GvlState] | None) -> _Basis | _Fast:
+                given: tuple[FreeSlot, GvlState] | None, settled: bool = True) -> _Basis | _Fast:
     """The fast path's basis (see :func:`_commit_fast`), or why there is none (:data:`Route.USUAL`)."""
     glog, vlock = core.services.glog, core.services.vlock
     if not accesses or any(a.marker is None and a.written for a in accesses):
@@ -274,12 +274,13 @@ def _fast_basis(core: TxnCore, accesses: list[TableAccess],
     slot, state = given if given is not None else (vlock.free_slot(), glog.known_state())
     warm = (given is None and slot is not None and not slot.queued and state is not None
             and slot.head == state.version)  # (requests queued: serve them, cold)
-    if warm:
+    early = {}
+    if state is not None and all(a.written and a.marker is not None and not (a.blind and len(accesses) > 1)
+                                 and ((known := state.table_version(a.table)) is None or known < a.marker)
+                                 for a in accesses):
+        early = {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
+    if warm or (given is not None and settled and early):  # (given: the queue waits for keep_serving)
         assert slot is not None and state is not None
-        early = {}
-        if all(a.written and a.marker is not None and not (a.blind and len(accesses) > 1)
-               and ((known := state.table_version(a.table)) is None or known < a.marker) for a in accesses):
-            early = {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
         return _Basis(slot, state, early, None)
     # the tails and the queue are read in the round trip of the key's GET (or right after it)
     early = probe_early(core.store, accesses, own_txn=core.id)
@@ -300,7 +301,8 @@ def _fast_basis(core: TxnCore, accesses: list[TableAccess],
 
 
 def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], *,
-                 given: tuple[FreeSlot, GvlState] | None = None, own_request: str | None = None) -> _Fast:
+                 given: tuple[FreeSlot, GvlState] | None = None, own_request: str | None = None,
+                 settled: bool = True) -> _Fast:
     """Validate against the head a free validation key names, then take the key with the plan in one
     PUT-if-match on that free record (see :class:`_Fast` for what it returns).
 
@@ -318,7 +320,7 @@ def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
     ``given``: a queued transaction that found the key free (its free record, and the head it names);
     ``own_request``: its request, withdrawn once the key is taken (a committed request left behind
     fails R3 for any later holder: the head names its tables at its markers)."""
-    basis = _fast_basis(core, accesses, given)
+    basis = _fast_basis(core, accesses, given, settled)
     if isinstance(basis, _Fast):
         return basis
     state = basis.state
@@ -447,13 +449,15 @@ def _on_free(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAcce
     if result is not None:
         return FreeAnswer.DECIDED, result
     try:
-        fast = _commit_fast(core, writes, accesses, given=(slot, state), own_request=waiter.key)
+        fast = _commit_fast(core, writes, accesses, given=(slot, state), own_request=waiter.key,
+                            settled=waiter.settled)
     except BaseException:  # aborted: no holder may commit the request of a transaction that gives up
         with contextlib.suppress(LvError):
             withdraw(core.store, waiter.key)
         raise
     if fast.route is Route.PUBLISHED:
         return FreeAnswer.DECIDED, fast.published
+    waiter.settled = waiter.settled and fast.route is not Route.USUAL  # (a void plan: probe next time)
     return (FreeAnswer.TAKEN if fast.route is Route.LOST else FreeAnswer.USUAL), None
 
 

@@ -54,13 +54,14 @@ class Scenario:
     tables: tuple[str, ...]
     actors: tuple[Actor, ...]
     pausable: frozenset[str] = frozenset()  # actors the explorer may pause past their lease
+    keys: int = 1  # lists per table (each in its own data file)
 
     def setup(self) -> MemStore:
         """The warehouse every schedule starts from: each table created with one empty list (plain Delta)."""
         store = MemStore()
         lh = Lakehouse(store, lease_s=LEASE_S)
         for t in self.tables:
-            create_list_table(lh, t, 1)
+            create_list_table(lh, t, self.keys)
         cleaner.drain(30.0)
         return store
 

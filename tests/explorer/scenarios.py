@@ -1,11 +1,11 @@
-"""The explorer's scenarios: two or three small list-append transactions over two tables."""
+"""The explorer's scenarios: two or three small list-append transactions over one or two tables."""
 
 from __future__ import annotations
 
 from lv_core.blackbox.history import MicroOp
 from tests.explorer.run import Actor, Scenario
 
-__all__ = ["READ_SKEW", "THREE", "WRITE_SKEW_AFTER_PAUSE"]
+__all__ = ["READ_SKEW", "SAME_TABLE", "THREE", "WRITE_SKEW_AFTER_PAUSE"]
 
 r, a = MicroOp.read, MicroOp.append
 
@@ -31,3 +31,13 @@ THREE = Scenario("three", ("ta", "tb"), (
     Actor("W2", "serializable", (r("tb/0", None), a("ta/0", 1))),
     Actor("W3", "serializable", (r("ta/0", None), a("tb/0", 2))),
 ))
+
+#: Issue 38: three serializable writers of one table (YCSB's contention in small): W1 and W2 update
+#: different lists (files), W3 reads both and appends to W2's. Markers order them; a writer that finds
+#: the validation key held queues its commit request behind the holder and waits for the key (or for
+#: the global version naming it), reading ahead the global versions it will need.
+SAME_TABLE = Scenario("same-table-writers", ("ta",), (
+    Actor("W1", "serializable", (r("ta/0", None), a("ta/0", 1))),
+    Actor("W2", "serializable", (r("ta/1", None), a("ta/1", 2))),
+    Actor("W3", "serializable", (r("ta/0", None), r("ta/1", None), a("ta/1", 3))),
+), keys=2)

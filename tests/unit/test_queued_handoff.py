@@ -1,0 +1,129 @@
+"""Issue 38: the path from a released validation key to the next same-table writer's claim.
+
+With one table and many serializable writers, markers order the writers and no holder can group them
+(each waits for the commit before its marker): every writer takes the key itself, most after queueing
+(they find it held while its last holder publishes). What it reads between seeing the key free and
+claiming it is on every writer's path; these tests pin it down and run the cases that must still read
+(a version taken behind the marker's back; a transaction already decided by a holder)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import lv_core
+from lv_core import Lakehouse
+from lv_core.protocol.lockrecord import FREE, LOCK_KEY, LockRecord, slot_of
+from lv_core.protocol.vlock import FreeAnswer
+from lv_core.storage.instrumented import InstrumentedStore
+from lv_core.txn import isolation
+from lv_core.txn.cleaner import drain
+from lv_core.txn.group import Waiter
+from tests.helpers.bank import add_kv, committed_kv, make_kv
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _setup(tmp_path) -> tuple[InstrumentedStore, Lakehouse, Lakehouse]:
+    """Tables x, y; one serializable commit by ``a`` (the key is free, naming its head); ``b``: another
+    process, which knows an older head."""
+    plain = lv_core.connect(str(tmp_path / "wh"), lease_s=5.0)
+    for t in ("x", "y"):
+        make_kv(plain, t, {1: 100.0})
+    store = InstrumentedStore(plain.store)
+    a, b = Lakehouse(store, lease_s=5.0), Lakehouse(store, lease_s=5.0)
+    b.global_log.head()
+    txn = a.begin("serializable")
+    add_kv(txn, "x", 1, -1.0)
+    add_kv(txn, "y", 1, 1.0)
+    txn.commit()
+    drain(30.0)
+    return store, a, b
+
+
+def _given(lh: Lakehouse, txn):
+    """What a queued transaction of ``lh`` holds once it sees the key free: its writes, accesses, and the
+    free record with the head it names."""
+    core = txn.core
+    writes = core.book.writes()
+    slot = slot_of(lh.validation_lock.look())
+    assert slot is not None and slot.head is not None
+    return core, writes, isolation.table_accesses(core, writes), (slot, lh.global_log.at(slot.head))
+
+
+def test_a_queued_writer_given_the_free_key_claims_it_without_reading_when_its_markers_are_settled(tmp_path):
+    """Every written table behind a settled marker the head does not reach: the tails are known (the own
+    marker, then nothing), as on the warm path, so nothing is probed and the queue is left to the
+    session's further rounds (keep_serving). Fails on the code before: it probed each table's tail and
+    listed the queue (4 GETs and 1 LIST more)."""
+    store, a, b = _setup(tmp_path)
+    txn = b.begin("serializable")
+    add_kv(txn, "x", 1, -5.0)
+    add_kv(txn, "y", 1, 5.0)
+    core, writes, accesses, given = _given(b, txn)
+    store.reset()
+    fast = isolation._commit_fast(core, writes, accesses, given=given)
+    drain(30.0)
+    c = store.counts()  # (the commit's and the release's, on pool threads too)
+    assert fast.route is isolation.Route.PUBLISHED, fast
+    assert (c["GET"], c["HEAD"]) == (0, 0), c  # nothing read before the claim
+    assert (c["PUT-if-match"], c["PUT-create"]) == (2, 3), c  # claim with the plan, release; 2 commits, the version
+    assert c["LIST"] == 1, c  # the queue, read while the plan is written (serving looks)
+    state = a.global_log.head()
+    assert state.version == given[1].version + 1 and state.txn == txn.id
+    assert committed_kv(a, "x") == {1: 94.0} and committed_kv(a, "y") == {1: 106.0}
+
+
+def test_a_queued_writer_given_the_free_key_still_fails_when_a_plain_writer_took_its_marker_version(tmp_path):
+    """The case the settled tails must not hide: a writer that ignores markers took the marker's version
+    after it was placed. The plan's PUT-create finds it taken: nothing is written or published, the key is
+    free again, and the commit goes the usual way (which probes and decides)."""
+    import deltalake
+
+    store, a, b = _setup(tmp_path)
+    txn = b.begin("serializable")
+    add_kv(txn, "x", 1, -5.0)
+    core, writes, accesses, given = _given(b, txn)
+    opts = store.storage_options_for_deltalake() or None
+    deltalake.write_deltalake(store.url("x"), pd.DataFrame({"id": [2], "val": [2.0]}), mode="append",
+                              storage_options=opts)
+    fast = isolation._commit_fast(core, writes, accesses, given=given)
+    drain(30.0)
+    assert fast.route is isolation.Route.USUAL, fast
+    assert a.global_log.head().version == given[1].version  # nothing published
+    assert committed_kv(a, "x") == {1: 99.0, 2: 2.0}
+    free = LockRecord.decode(store.get(LOCK_KEY).data)
+    assert free.state == FREE
+
+
+def test_a_waiter_reads_the_global_versions_it_needs_in_one_round_trip(tmp_path):
+    """Once the key is free the waiter needs the head the free record names and every version since the
+    one it knew (to see whether a holder committed it). Read together, in parallel, before the
+    transaction's own decision: then that decision reads none of them. Fails on the code before: the head
+    was read first, then the versions before it (two round trips)."""
+    store, a, b = _setup(tmp_path)
+    txn = b.begin("serializable")
+    add_kv(txn, "y", 1, 1.0)
+    for _ in range(3):  # three more global versions b does not know
+        other = a.begin("serializable")
+        add_kv(other, "x", 1, -1.0)
+        other.commit()
+    drain(30.0)
+    seen: dict[str, object] = {}
+
+    def on_free(waiter, found):
+        from lv_core.protocol.vqueue import outcome_of
+
+        store.reset()
+        state = b.global_log.at(found[0].head)
+        seen["outcome"] = outcome_of(b.global_log, txn.core.id, waiter.known, head=state)
+        seen["gets"] = store.counts()["GET"]
+        return FreeAnswer.USUAL, None
+
+    waiter = Waiter(txn.core, lambda: None, deadline=1e12, on_free=on_free)
+    waiter.queued = True  # (as after busy(): its request was put)
+    found = b.validation_lock.look()
+    assert found is not None and found[0].head == a.global_log.head().version
+    assert found[0].head - waiter.known == 3
+    waiter.free(found)
+    assert seen == {"outcome": None, "gets": 0}, seen
