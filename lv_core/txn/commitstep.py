@@ -4,21 +4,8 @@ commit so far, what the store or the lock answered) to (the commit now, the requ
 This module only decides, it sends nothing: :func:`lv_core.txn.isolation.commit_isolated` is the driver
 that performs each request and feeds the answer of the last one back. Errors of the store (and aborts
 raised while a plan is written) are not answers: they propagate, and the transaction ends by what
-``Bookkeeping.decision`` says. Phases (the diagram is in docs/ARCHITECTURE.md)::
-
-    READ_ONLY   nothing written: validate at the head without the key   -> COMMITTED | CATCH_UP
-    FREE_KEY    the free key's head (warm: the record we released last; else 1 GET beside the probes)
-                                                                       -> FAST | WAIT | JOINED (queued)
-    FAST        validate at that head, plan                             -> CLAIM | ABORTED | WAIT
-    CLAIM       take the free key with the plan (PUT-if-match)          -> EXECUTE | WAIT (taken meanwhile)
-    EXECUTE     write the plan, publish                                 -> COMMITTED | WAIT (void)
-    WAIT        wait for the key, queued for group commit (keywait)     -> HELD | JOINED | COMMITTED | TIMED_OUT
-    HELD        read the head, the queue and the tails under the key    -> VALIDATE | PUBLISH_GROUP
-    VALIDATE    validate R1-R3 at that head, plan                       -> COMMIT | CATCH_UP | ABORTED
-    COMMIT      write the plan (and the group's), publish               -> COMMITTED
-    PUBLISH_GROUP  decided by the holder before: publish the group      -> JOINED
-    CATCH_UP    publish the group and the foreign versions found        -> ABORTED
-    COMMITTED, JOINED, ABORTED, TIMED_OUT, BACK_IN_QUEUE: the end.
+``Bookkeeping.decision`` says. The transitions are the table :data:`_NEXT`, (phase, answer) -> phase, and
+what each phase asks for is :data:`_SEND`; the diagram in docs/ARCHITECTURE.md is checked against them.
 
 A queued transaction that finds the key free (keywait's FREE_KEY) runs the same machine from FREE_KEY
 with ``queued``: where the others would wait, it ends BACK_IN_QUEUE (its wait goes on).
@@ -34,24 +21,24 @@ __all__ = ["Answer", "Commit", "Phase", "Request", "start", "step"]
 
 
 class Phase(Enum):
-    """Where the commit is (see the module doc)."""
+    """Where the commit is."""
 
-    READ_ONLY = "read-only"
-    FREE_KEY = "free-key"
-    FAST = "fast"
-    CLAIM = "claim"
-    EXECUTE = "execute"
-    WAIT = "wait"
-    HELD = "held"
-    VALIDATE = "validate"
-    COMMIT = "commit"
-    PUBLISH_GROUP = "publish-group"
-    CATCH_UP = "catch-up"
+    READ_ONLY = "read-only"  # nothing written: validate at the head without the key
+    FREE_KEY = "free-key"  # the free key's head (warm: the record we released last; else 1 GET)
+    FAST = "fast"  # validate at that head, plan
+    CLAIM = "claim"  # take the free key with the plan (PUT-if-match on the free record)
+    EXECUTE = "execute"  # write the plan, publish
+    WAIT = "wait"  # wait for the key, queued for group commit (lv_core.protocol.keywait)
+    HELD = "held"  # read the head, the queue and the tails under the key
+    VALIDATE = "validate"  # validate R1-R3 at that head, plan
+    COMMIT = "commit"  # write the plan (and the group's), publish
+    PUBLISH_GROUP = "publish-group"  # decided by the holder before: publish the group we served
+    CATCH_UP = "catch-up"  # incompatible: publish the group and the foreign versions found
     COMMITTED = "committed"
-    JOINED = "joined"
+    JOINED = "joined"  # decided by another holder's global version
     ABORTED = "aborted"
     TIMED_OUT = "timed-out"
-    BACK_IN_QUEUE = "back-in-queue"
+    BACK_IN_QUEUE = "back-in-queue"  # a queued try of the free key that decided nothing
 
     @property
     def final(self) -> bool:
@@ -75,8 +62,7 @@ class Request(Enum):
     VALIDATE_UNDER_KEY = "validate-under-key"
     FILL_MARKERS = "fill-markers"  # an empty commit at each marker the plan does not commit at
     COMMIT_PLAN = "commit-plan"
-    PUBLISH_GROUP = "publish-group"
-    CATCH_UP = "catch-up"
+    PUBLISH_OTHERS = "publish-others"  # the group served, and the catch-ups of an R1 failure
 
 
 class Answer(Enum):
@@ -151,8 +137,8 @@ _SEND: dict[Phase, tuple[Request, ...]] = {
     Phase.HELD: (Request.READ_UNDER_KEY,),
     Phase.VALIDATE: (Request.VALIDATE_UNDER_KEY,),
     Phase.COMMIT: (Request.COMMIT_PLAN,),
-    Phase.PUBLISH_GROUP: (Request.PUBLISH_GROUP,),
-    Phase.CATCH_UP: (Request.CATCH_UP,),
+    Phase.PUBLISH_GROUP: (Request.PUBLISH_OTHERS,),
+    Phase.CATCH_UP: (Request.PUBLISH_OTHERS,),
 }
 
 

@@ -51,10 +51,11 @@ from lv_core.txn.group import (
     serve,
 )
 from lv_core.txn.publish import Published
+from lv_core.txn.readonly import from_log_version, one_global_version
 from lv_core.txn.settle import settle_markers
 from lv_core.txn.state import Decision
 
-__all__ = ["commit_isolated", "one_global_version", "table_accesses"]
+__all__ = ["commit_isolated", "table_accesses"]
 
 def table_accesses(core: TxnCore, writes: dict[str, list]) -> list[TableAccess]:
     """What validation needs to know of each table the transaction touched."""
@@ -69,31 +70,6 @@ def table_accesses(core: TxnCore, writes: dict[str, list]) -> list[TableAccess]:
         else:
             out.append(TableAccess(t, read=read, written=written, read_version=ts.read_version, blind=blind))
     return out
-
-
-def one_global_version(core: TxnCore) -> bool:
-    """Whether every table the transaction holds was read at the version its one global-log head
-    names (no marker anywhere; tables the log did not know are outside LV[I]'s isolation and are
-    always compatible, so they do not count)."""
-    head = core.book.head
-    if head is None:
-        return not core.book.tables
-    for t, ts in core.book.tables.items():
-        if ts.marker_version is not None:
-            return False
-        known = head.table_version(t)
-        if known is not None and ts.read_version != known:
-            return False
-    return True
-
-
-def _from_log_version(a: TableAccess, state: GvlState) -> TableAccess:
-    """``a`` as if read at the log's current version of its table (a one-snapshot reader's R1 looks
-    only past it); unchanged for a table the log does not know."""
-    known = state.table_version(a.table)
-    if known is None or a.read_version is None or known <= a.read_version:
-        return a
-    return dataclasses.replace(a, read_version=known)
 
 
 def _emit(core: TxnCore, outcome: ValidationOutcome, gvl_version: int | None) -> None:
@@ -218,17 +194,6 @@ def _published(core: TxnCore, writes: Mapping[str, list], result: PlanResult, fr
     return Published(dict(result.versions), freed, result.gvl or state)
 
 
-@dataclass(frozen=True)
-class _Basis:
-    """What the fast route validates against: the free record it claims, the head that record names, the
-    tails of the written tables (probed, or known when warm) and the queued requests (cold: read beside)."""
-
-    slot: FreeSlot
-    state: GvlState
-    early: dict[str, tuple[int, Future[LogTail]]]
-    queued: Future[list] | None
-
-
 def commit_isolated(core: TxnCore, deadline: float) -> Published:
     """Validate and commit under LV[I]: settle marker tables (LV[R]), then run the commit's state machine
     (:mod:`lv_core.txn.commitstep`): read-only; else take the free key with the plan; else wait for the
@@ -259,9 +224,10 @@ class _Run:
         self.core, self.writes, self.accesses, self.deadline = core, writes, accesses, deadline
         self.waiter, self.found = waiter, found
         self.seen: KeyLook | None = None  # the key as the fast route read it (saves the wait a GET)
-        self.basis: _Basis | None = None
+        self.slot: FreeSlot | None = None  # the free record the fast route claims
         self.state: GvlState | None = None  # the head validated against
-        self.early: dict[str, tuple[int, Future[LogTail]]] = {}
+        self.early: dict[str, tuple[int, Future[LogTail]]] = {}  # the written tables' tails, probed or known
+        self.chosen: Future[list] | None = None  # the queued requests to serve, read beside
         self.group = Group()  # the queued requests committed with ours
         self.outcome: ValidationOutcome | None = None
         self.planned: Planned | None = None
@@ -299,7 +265,7 @@ class _Run:
             # versions the log published since then are ordered after it. Only commits the log does
             # not know yet (writers outside it) are checked: one that changed what it read aborts it
             # once and is caught up, so the retry reads it (freshness, not serializability).
-            accesses = [_from_log_version(a, state) for a in accesses]
+            accesses = [from_log_version(a, state) for a in accesses]
         self.outcome = validate(collect(core.store, state, accesses, policy, own_txn=core.id, parallel=1,
                                         footprints=book.footprints()), policy)
         _emit(core, self.outcome, None)
@@ -308,78 +274,81 @@ class _Run:
 
     # ------------------------------------------------------------ the fast route: the free key, with the plan
     def find_free_key(self) -> Answer:
-        """The free record to take the key over and the head it names. Warm (the record this process
-        wrote at its last release, its head still the newest this process knows): no request, and with
-        every table written behind a settled marker (every version below it in the log and read, none
-        named by the head at or past it; no blind append among several tables) no probe either: each
-        table's tail is its own marker (a version a writer that ignores markers took meanwhile breaks the
-        plan's PUT-create instead, as one taken after a probe does). Cold: 1 GET, the tails and the queue
-        read in its round trip. Queued (``found``): first, whether a holder before decided it."""
-        core, accesses = self.core, self.accesses
+        """The free record to take the key with and the head it names. Warm (the record this process wrote
+        at its last release, its head still the newest this process knows): no request, and with every
+        table written behind a settled marker (every version below it in the log and read, none named by
+        the head at or past it; no blind append among several tables) no probe either: each table's tail
+        is its own marker (a version a writer that ignores markers took meanwhile breaks the plan's
+        PUT-create instead, as one taken after a probe does). Cold: 1 GET, the tails and the queue read
+        in its round trip. Queued (``found``): first, whether a holder before decided it."""
+        core, accesses, queued = self.core, self.accesses, self.found is not None
         glog, vlock = core.services.glog, core.services.vlock
-        queued = self.found is not None
-        got = self._free_head(self.found) if queued else None
         if queued:
-            if got is None:
-                return Answer.BUSY
             assert self.waiter is not None
-            self.decided = outcome_of(glog, core.id, self.waiter.known, head=got[1])
+            if not self._free_head(self.found):
+                return Answer.BUSY
+            assert self.state is not None
+            self.decided = outcome_of(glog, core.id, self.waiter.known, head=self.state)
             if self.decided is not None:
                 return Answer.DECIDED
         if not accesses or any(a.marker is None and a.written for a in accesses):
             return Answer.BUSY  # a write without marker is placed by the usual route (next free version, moves)
-        if not queued and vlock.contended():
-            return Answer.BUSY  # others validate all the time: queue at once (group commit)
-        slot, state = vlock.free_slot(), glog.known_state()
-        if not queued and slot is not None and not slot.queued and state is not None and slot.head == state.version:
-            early = {}  # warm (requests queued: serve them, cold)
-            if all(a.written and a.marker is not None and not (a.blind and len(accesses) > 1)
-                   and ((known := state.table_version(a.table)) is None or known < a.marker) for a in accesses):
-                early = {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
-            self.basis = _Basis(slot, state, early, None)
-            return Answer.FREE
-        early = probe_early(core.store, accesses, own_txn=core.id)
-        chosen = in_background(gather, core.store, core.id, frozenset(a.table for a in accesses))
         if not queued:
-            self.seen = KeyLook(vlock.look())
-            got = self._free_head(self.seen.found)
-            if got is None:
-                if self.seen.found is not None and self.seen.found[0].state != FREE:
-                    vlock.note_contention()
-                return Answer.BUSY
-        assert got is not None
-        self.basis = _Basis(got[0], got[1], early, chosen)
-        return Answer.FREE
+            if vlock.contended():
+                return Answer.BUSY  # others validate all the time: queue at once (group commit)
+            self.slot, self.state = slot, state = vlock.free_slot(), glog.known_state()
+            if slot is not None and not slot.queued and state is not None and slot.head == state.version:
+                # warm (with requests queued: cold, to serve them)
+                if all(a.written and a.marker is not None and not (a.blind and len(accesses) > 1)
+                       and ((known := state.table_version(a.table)) is None or known < a.marker) for a in accesses):
+                    self.early = {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses
+                                  if a.marker is not None}
+                return Answer.FREE
+        self.early = probe_early(core.store, accesses, own_txn=core.id)
+        self.chosen = in_background(gather, core.store, core.id, frozenset(a.table for a in accesses))
+        if queued:
+            return Answer.FREE
+        self.seen = KeyLook(vlock.look())
+        if self._free_head(self.seen.found):
+            return Answer.FREE
+        if self.seen.found is not None and self.seen.found[0].state != FREE:
+            vlock.note_contention()
+        return Answer.BUSY
 
-    def _free_head(self, found: tuple[LockRecord, str] | None) -> tuple[FreeSlot, GvlState] | None:
+    def _free_head(self, found: tuple[LockRecord, str] | None) -> bool:
+        """Whether ``found`` is a free record naming a head this process knows (no request): then claimed
+        (:attr:`slot`) against that head (:attr:`state`)."""
         slot = slot_of(found)
         if slot is None or slot.head is None:
-            return None
+            return False
         try:
-            return slot, self.core.services.glog.at(slot.head)  # the head this process knows: no request
+            self.slot, self.state = slot, self.core.services.glog.at(slot.head)
         except LvError:  # a free record naming a version that is not there: the usual route reads the head
-            return None
+            return False
+        return True
 
     def validate_at_free_head(self) -> Answer:
         """Validate at the free key's head (cold: serving the queue as a holder would)."""
-        b = self.basis
-        assert b is not None
-        self.state = b.state
-        if b.queued is not None:
-            self.group = serve(self.core.store, b.state, b.queued.result())
-        return self._verdict(b.early, fast=True)
+        assert self.state is not None
+        if self.chosen is not None:
+            self.group = serve(self.core.store, self.state, self.chosen.result())
+        return self._verdict(fast=True)
 
     def claim_with_plan(self) -> Answer:
         """PUT-if-match "committing" with the plan on the free record: success proves nobody held the key
         since, so the head validated against is still the head (only a holder publishes)."""
-        b, p, g = self.basis, self.planned, self.group
-        assert b is not None and p is not None
+        p, g, state, slot = self.planned, self.group, self.state, self.slot
+        assert p is not None and state is not None and slot is not None
         # Validated, nothing recorded: what the usual route's crash point sees with the key "validating".
         crashpoint("validation-key-held")
         self.held = self.core.services.vlock.acquire_planned(
-            self.core.id, p.plan + g.plan, b.state, b.slot, additions={**g.additions, **p.additions},
+            self.core.id, p.plan + g.plan, state, slot, additions={**g.additions, **p.additions},
             group=g.members, serving=SERVING)  # (then serves the queue: read while the plan is written)
-        return Answer.TAKEN if self.held is not None else Answer.LOST
+        if self.held is None:
+            return Answer.LOST
+        assert self.outcome is not None
+        _emit(self.core, self.outcome, state.version + 1)
+        return Answer.TAKEN
 
     def withdraw_request(self) -> None:
         """A committed request left behind would fail R3 for any later holder (the head names its tables
@@ -390,25 +359,7 @@ class _Run:
 
     def execute_plan(self) -> Answer:
         """Write and publish the plan the key was taken with."""
-        core, held, p, state = self.core, self.held, self.planned, self.state
-        assert held is not None and p is not None and state is not None and self.outcome is not None
-        _emit(core, self.outcome, state.version + 1)
-        # (also read by crash clean-up: a decided commit ends "unknown", completed by roll forward)
-        before, core.book.decision = core.book.decision, Decision("plan", p.names)
-        try:
-            with held:
-                result = held.execute(state, background=cleaner.background)
-        except TransactionAborted as e:
-            forget(core, self.group)  # the group's entries were published all the same
-            if e.rule != "R2" or e.details.get("written") or self.group.members:
-                raise
-            # A writer that ignores markers took a marker's version before anything was written: the plan is
-            # void (nothing written or published, the key released); the usual route probes and decides.
-            core.book.decision = before
-            return Answer.VOID
-        forget(core, self.group)
-        self.published = _published(core, self.writes, result, {}, state)
-        return Answer.PUBLISHED
+        return self._write_plan(fast=True)
 
     # ------------------------------------------------------------ the usual route: wait for the key
     def wait_for_key(self) -> Answer:
@@ -470,7 +421,7 @@ class _Run:
 
     def validate_under_key(self) -> Answer:
         assert self.state is not None
-        verdict = self._verdict(self.early, fast=False)
+        verdict = self._verdict(fast=False)
         if verdict is not Answer.REFUSED:
             assert self.outcome is not None
             _emit(self.core, self.outcome, None if verdict is Answer.INCOMPATIBLE else self.state.version + 1)
@@ -481,32 +432,39 @@ class _Run:
         self.freed = _fill_unused_markers(self.core, self.planned.names)
 
     def commit_plan(self) -> Answer:
+        """Record the plan (and the group's) in the key, write and publish it."""
+        return self._write_plan(fast=False)
+
+    def _write_plan(self, *, fast: bool) -> Answer:
         core, held, p, g, state = self.core, self.held, self.planned, self.group, self.state
         assert held is not None and p is not None and state is not None
         # (also read by crash clean-up: a decided commit ends "unknown", completed by roll forward)
-        core.book.decision = Decision("plan", p.names)
+        before, core.book.decision = core.book.decision, Decision("plan", p.names)
         try:
-            result = held.commit(p.plan + g.plan, state, additions={**g.additions, **p.additions},
-                                 group=g.members, background=cleaner.background)
-        except TransactionAborted:  # our entries broke: the group's are published all the same
-            forget(core, g)
-            raise
+            with held:
+                result = (held.execute(state, background=cleaner.background) if fast else
+                          held.commit(p.plan + g.plan, state, additions={**g.additions, **p.additions},
+                                      group=g.members, background=cleaner.background))
+        except TransactionAborted as e:
+            forget(core, g)  # our entries broke: the group's were published all the same
+            if not fast or e.rule != "R2" or e.details.get("written") or g.members:
+                raise
+            # A writer that ignores markers took a marker's version before anything was written: the plan is
+            # void (nothing written or published, the key released); the usual route probes and decides.
+            core.book.decision = before
+            return Answer.VOID
         forget(core, g)
         self.published = _published(core, self.writes, result, self.freed, state)
         return Answer.PUBLISHED
 
-    def publish_group(self) -> Answer:
-        """Decided by the holder before (its global versions were just read): publish the group, then join."""
-        assert self.held is not None and self.state is not None
-        self._publish_others(self.held, self.state, {})
-        return Answer.DONE
-
-    def catch_up(self) -> Answer:
-        """Incompatible: publish the group and the foreign versions an R1 failure found, so a retry reads them
-        (read-only: under the key taken for it, best effort); then abort."""
-        assert self.outcome is not None
-        updates = _catch_up_versions(self.outcome)
-        self.error = self.outcome.to_abort()
+    def publish_others(self) -> Answer:
+        """Publish the group served and, after an R1 failure (then abort), the foreign versions it found so
+        a retry reads them (read-only: under the key taken for it, best effort). Decided by the holder
+        before (its global versions were just read): the group only."""
+        updates = {}
+        if self.decided is None:
+            assert self.outcome is not None
+            updates, self.error = _catch_up_versions(self.outcome), self.outcome.to_abort()
         if self.held is not None:
             assert self.state is not None
             self._publish_others(self.held, self.state, updates)
@@ -529,13 +487,13 @@ class _Run:
                         background=cleaner.background)
             forget(self.core, g)
 
-    def _verdict(self, early: dict[str, tuple[int, Future[LogTail]]], *, fast: bool) -> Answer:
+    def _verdict(self, *, fast: bool) -> Answer:
         """Validate at :attr:`state` and plan. ``fast``: a marker the plan would not commit at is not planned
         here (it is filled under the key)."""
         core, state = self.core, self.state
         assert state is not None
         self.outcome = outcome = validate(collect(core.store, state, self.accesses, core.policy, own_txn=core.id,
-                                                  footprints=core.book.footprints(), early=early), core.policy)
+                                                  footprints=core.book.footprints(), early=self.early), core.policy)
         if not outcome.compatible:
             return Answer.INCOMPATIBLE
         self.error = _refusal(core, outcome)

@@ -28,7 +28,7 @@ def test_a_read_only_transaction_validates_without_the_key() -> None:
     assert (c.phase, reqs) == (Phase.READ_ONLY, [Request.VALIDATE_READ_ONLY])
     assert step(c, A.COMPATIBLE)[0].phase is Phase.COMMITTED
     c, reqs = step(c, A.INCOMPATIBLE)
-    assert (c.phase, reqs) == (Phase.CATCH_UP, [Request.CATCH_UP])
+    assert (c.phase, reqs) == (Phase.CATCH_UP, [Request.PUBLISH_OTHERS])
     assert step(c, A.DONE)[0].phase is Phase.ABORTED
 
 
@@ -69,7 +69,7 @@ def test_the_wait_ends_held_decided_published_or_timed_out() -> None:
 def test_under_the_key() -> None:
     held = run(start(writes=True)[0], A.BUSY, A.HELD)[0]
     c, reqs = step(held, A.DECIDED)  # decided by the holder before: publish the group, then join
-    assert (c.phase, reqs) == (Phase.PUBLISH_GROUP, [Request.PUBLISH_GROUP])
+    assert (c.phase, reqs) == (Phase.PUBLISH_GROUP, [Request.PUBLISH_OTHERS])
     assert step(c, A.DONE)[0].phase is Phase.JOINED
     v, reqs = step(held, A.UNDECIDED)
     assert (v.phase, reqs) == (Phase.VALIDATE, [Request.VALIDATE_UNDER_KEY])
@@ -77,7 +77,7 @@ def test_under_the_key() -> None:
     assert step(v, A.UNUSED_MARKER)[1] == [Request.FILL_MARKERS, Request.COMMIT_PLAN]
     assert step(step(v, A.COMPATIBLE)[0], A.PUBLISHED)[0].phase is Phase.COMMITTED
     c, reqs = step(v, A.INCOMPATIBLE)  # the catch-ups and the group are published before the abort
-    assert (c.phase, reqs) == (Phase.CATCH_UP, [Request.CATCH_UP])
+    assert (c.phase, reqs) == (Phase.CATCH_UP, [Request.PUBLISH_OTHERS])
     assert step(c, A.DONE)[0].phase is Phase.ABORTED
     assert step(v, A.REFUSED)[0].phase is Phase.ABORTED
     assert step(v, A.PART_MISSING)[0].phase is Phase.ABORTED
