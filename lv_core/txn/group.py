@@ -46,7 +46,7 @@ from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
 from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
-from lv_core.txn.state import Decision
+from lv_core.txn.state import Decision, DecisionKind
 
 __all__ = ["SERVE_ROUNDS", "SERVING", "Decided", "Group", "Waiter", "forget", "gather", "in_background", "joined",
            "keep_serving", "make_request", "serve"]
@@ -223,7 +223,7 @@ def joined(core: TxnCore, found: tuple[GvlState, Mapping[str, Any]], writes: Map
                                  str(entry.get("rule") or "R2"), details={"validated_by": state.txn})
     core.events.emit(ev.Validated(core.id, compatible=True, gvl_version=state.version,
                                   tables=validation.get("tables", {}), failed_rule=None))
-    core.book.decision = Decision("plan", versions)
+    core.book.decision = Decision(DecisionKind.PLAN, versions)
     for t, v in versions.items():
         core.book.mark_published(t, v, writes.get(t, []))
     return Published(versions, {}, state)

@@ -53,7 +53,7 @@ from lv_core.txn.group import (
 from lv_core.txn.publish import Published
 from lv_core.txn.readonly import from_log_version, one_global_version
 from lv_core.txn.settle import settle_markers
-from lv_core.txn.state import Decision
+from lv_core.txn.state import Decision, DecisionKind
 
 __all__ = ["commit_isolated", "table_accesses"]
 
@@ -439,7 +439,7 @@ class _Run:
         core, held, p, g, state = self.core, self.held, self.planned, self.group, self.state
         assert held is not None and p is not None and state is not None
         # (also read by crash clean-up: a decided commit ends "unknown", completed by roll forward)
-        before, core.book.decision = core.book.decision, Decision("plan", p.names)
+        before, core.book.decision = core.book.decision, Decision(DecisionKind.PLAN, p.names)
         try:
             with held:
                 result = (held.execute(state, background=cleaner.background) if fast else
