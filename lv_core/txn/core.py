@@ -57,6 +57,10 @@ class Tuning:
     precedence_probes: int = 8
     #: Global versions read one by one past the last one known before re-reading the hint and galloping.
     gvl_linear_probes: int = 4
+    #: At most this many bytes of commits (all parts together) are copied into every part of a multi-table
+    #: LV[R]/LV[CT] commit, which then decides it alone; bigger ones record their decision first (one more
+    #: round trip). 0: always record it.
+    embed_max: int = 64 * 1024
 
     def __post_init__(self) -> None:
         if not 0 < self.silence_share <= 1:
@@ -65,6 +69,8 @@ class Tuning:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        if isinstance(self.embed_max, bool) or not isinstance(self.embed_max, int) or self.embed_max < 0:
+            raise ValueError(f"embed_max must be a non-negative integer, not {self.embed_max!r}")
 
 
 @dataclass(frozen=True)

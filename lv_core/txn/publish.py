@@ -34,11 +34,7 @@ from lv_core.txn.settle import Settled, settle_group
 from lv_core.txn.state import Decision, DecisionKind
 from lv_core.txn.waiting import exposed_markers
 
-__all__ = ["EMBED_MAX", "Prepared", "Published", "commit_markers", "prepare", "publish"]
-
-#: at most this many bytes of commits (all parts together) are copied into every part; bigger
-#: multi-table commits record their decision first (one more round trip)
-EMBED_MAX = 64 * 1024
+__all__ = ["Prepared", "Published", "commit_markers", "prepare", "publish"]
 
 
 @dataclass(frozen=True)
@@ -68,10 +64,10 @@ def _with_siblings(core: TxnCore, extra: dict[str, Any], bodies: dict[str, bytes
     actions; their commitInfo is the part's own without these fields, ``lakevilla.siblingsIct`` naming
     the tables with in-commit timestamps), so that any part in the log is the decision
     (``lv_core.protocol.recovery`` rolls the others forward from it, finding them through the markers
-    the edges object names); None when that cannot be: the parts are too big together, or the edges
-    object does not name every written table's marker. ``parts``: each table's commit with ``token``
-    in place of its siblings."""
-    if sum(map(len, bodies.values())) > EMBED_MAX:
+    the edges object names); None when that cannot be: the parts are too big together
+    (``Tuning.embed_max``), or the edges object does not name every written table's marker. ``parts``:
+    each table's commit with ``token`` in place of its siblings."""
+    if sum(map(len, bodies.values())) > core.settings.tuning.embed_max:
         return None
     exposed = exposed_markers(core, core.settings.timeout_s)
     at = extra["at"]
