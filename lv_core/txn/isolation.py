@@ -24,7 +24,7 @@ from lv_core import events as ev
 from lv_core.delta.actions import decode_commit
 from lv_core.errors import LvError, TransactionAborted
 from lv_core.protocol.aborts import aborted
-from lv_core.protocol.commitplan import PlannedCommit, PlanResult, build_plan
+from lv_core.protocol.commitplan import PlannedCommit, build_plan
 from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect, probe_early
@@ -183,15 +183,6 @@ def _settled_tail(marker: int) -> Future[LogTail]:
     done: Future[LogTail] = Future()
     done.set_result(LogTail(marker - 1, ("own",)))
     return done
-
-
-def _published(core: TxnCore, writes: Mapping[str, list], result: PlanResult, freed: dict[str, int],
-               state: GvlState) -> Published:
-    for t, v in freed.items():
-        core.events.emit(ev.MarkerFreed(core.id, table=t, version=v, reason="read-only"))
-    for t, v in result.versions.items():
-        core.book.mark_published(t, v, writes.get(t, []))
-    return Published(dict(result.versions), freed, result.gvl or state)
 
 
 def commit_isolated(core: TxnCore, deadline: float) -> Published:
@@ -454,7 +445,11 @@ class _Run:
             core.book.decision = before
             return Answer.VOID
         forget(core, g)
-        self.published = _published(core, self.writes, result, self.freed, state)
+        for t, v in self.freed.items():
+            core.events.emit(ev.MarkerFreed(core.id, table=t, version=v, reason="read-only"))
+        for t, v in result.versions.items():
+            core.book.mark_published(t, v, self.writes.get(t, []))
+        self.published = Published(dict(result.versions), self.freed, result.gvl or state)
         return Answer.PUBLISHED
 
     def publish_others(self) -> Answer:
