@@ -36,20 +36,9 @@ from lv_core.protocol.vlock import FREE, FreeAnswer, FreeSlot, HeldLock, KeyLook
 from lv_core.protocol.vqueue import outcome_of, withdraw
 from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
+from lv_core.txn import group as gc
 from lv_core.txn.commitstep import Answer, Commit, Phase, Request, start, step
 from lv_core.txn.core import TxnCore
-from lv_core.txn.group import (
-    SERVING,
-    Decided,
-    Group,
-    Waiter,
-    forget,
-    gather,
-    in_background,
-    joined,
-    make_request,
-    serve,
-)
 from lv_core.txn.publish import Published
 from lv_core.txn.readonly import from_log_version, one_global_version
 from lv_core.txn.settle import settle_markers
@@ -164,11 +153,9 @@ def _planned(core: TxnCore, writes: Mapping[str, list], outcome: ValidationOutco
     """The plan of a validated transaction. Raises PartMissing: a part of a multi-table commit outside the
     log cannot be included."""
     book = core.book
-    commits = {}
-    for t, actions in writes.items():
-        ci = lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
-            "preset": core.preset, "tables": sorted(writes), "redo": book.redo_count, "gvl": state.version + 1})
-        commits[t] = commit_info_first(actions, ci, core.ict(t))
+    ci = lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
+        "preset": core.preset, "tables": sorted(writes), "redo": book.redo_count, "gvl": state.version + 1})
+    commits = {t: commit_info_first(actions, ci, core.ict(t)) for t, actions in writes.items()}
     markers = {t: (ts.marker_version, ts.marker_etag) for t, ts in book.tables.items()
                if ts.marker_version is not None and ts.marker_etag is not None}
     names = outcome.write_versions()
@@ -196,7 +183,7 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
     end = run.drive(*start(writes=bool(writes)))
     if end.phase is Phase.JOINED:
         assert isinstance(run.decided, tuple) and run.waiter is not None
-        return joined(core, run.decided, writes, run.waiter.key)
+        return gc.joined(core, run.decided, writes, run.waiter.key)
     if end.phase is not Phase.COMMITTED:  # ABORTED, TIMED_OUT
         assert run.error is not None
         raise run.error
@@ -211,7 +198,7 @@ class _Run:
     ``waiter`` and ``found``: a queued transaction's try of the free key ``found`` (keywait's FREE_KEY)."""
 
     def __init__(self, core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], deadline: float,
-                 waiter: Waiter | None = None, found: tuple[LockRecord, str] | None = None) -> None:
+                 waiter: gc.Waiter | None = None, found: tuple[LockRecord, str] | None = None) -> None:
         self.core, self.writes, self.accesses, self.deadline = core, writes, accesses, deadline
         self.waiter, self.found = waiter, found
         self.seen: KeyLook | None = None  # the key as the fast route read it (saves the wait a GET)
@@ -219,13 +206,13 @@ class _Run:
         self.state: GvlState | None = None  # the head validated against
         self.early: dict[str, tuple[int, Future[LogTail]]] = {}  # the written tables' tails, probed or known
         self.chosen: Future[list] | None = None  # the queued requests to serve, read beside
-        self.group = Group()  # the queued requests committed with ours
+        self.group = gc.Group()  # the queued requests committed with ours
         self.outcome: ValidationOutcome | None = None
         self.planned: Planned | None = None
         self.held: HeldLock | None = None
         self.freed: dict[str, int] = {}
         self.published: Published | None = None  # COMMITTED
-        self.decided: Decided | None = None  # JOINED: the global version naming the transaction
+        self.decided: gc.Decided | None = None  # JOINED: the global version naming the transaction
         self.error: LvError | None = None  # ABORTED, TIMED_OUT
 
     def drive(self, c: Commit, requests: list[Request]) -> Commit:
@@ -296,7 +283,7 @@ class _Run:
                                   if a.marker is not None}
                 return Answer.FREE
         self.early = probe_early(core.store, accesses, own_txn=core.id)
-        self.chosen = in_background(gather, core.store, core.id, frozenset(a.table for a in accesses))
+        self.chosen = gc.in_background(gc.gather, core.store, core.id, frozenset(a.table for a in accesses))
         if queued:
             return Answer.FREE
         self.seen = KeyLook(vlock.look())
@@ -322,7 +309,7 @@ class _Run:
         """Validate at the free key's head (cold: serving the queue as a holder would)."""
         assert self.state is not None
         if self.chosen is not None:
-            self.group = serve(self.core.store, self.state, self.chosen.result())
+            self.group = gc.serve(self.core.store, self.state, self.chosen.result())
         return self._verdict(fast=True)
 
     def claim_with_plan(self) -> Answer:
@@ -334,7 +321,7 @@ class _Run:
         crashpoint("validation-key-held")
         self.held = self.core.services.vlock.acquire_planned(
             self.core.id, p.plan + g.plan, state, slot, additions={**g.additions, **p.additions},
-            group=g.members, serving=SERVING)  # (then serves the queue: read while the plan is written)
+            group=g.members, serving=gc.SERVING)  # (then serves the queue: read while the plan is written)
         if self.held is None:
             return Answer.LOST
         assert self.outcome is not None
@@ -355,12 +342,12 @@ class _Run:
     # ------------------------------------------------------------ the usual route: wait for the key
     def wait_for_key(self) -> Answer:
         core, vlock, writes, accesses = self.core, self.core.services.vlock, self.writes, self.accesses
-        self.waiter = Waiter(core, lambda: make_request(core, writes, accesses, core.services.glog.known()),
+        self.waiter = gc.Waiter(core, lambda: gc.make_request(core, writes, accesses, core.services.glog.known()),
                              self.deadline, on_free=self._on_free)
         left = max(0.001, self.deadline - time.monotonic())
         try:
             self.held = vlock.acquire_or_join(core.id, self.waiter, timeout_s=left + 3 * vlock.lease_s,
-                                              on_wait=self._on_wait, seen=self.seen, serving=SERVING)
+                                              on_wait=self._on_wait, seen=self.seen, serving=gc.SERVING)
         except ValidationTimeout as e:
             self.error = e
             return Answer.TIMED_OUT
@@ -375,7 +362,7 @@ class _Run:
     def _on_wait(self, rec: LockRecord) -> None:
         self.core.events.emit(ev.Waiting(self.core.id, table="validation lock", version=-1, on_txn=rec.txn))
 
-    def _on_free(self, waiter: Waiter, found: tuple[LockRecord, str]) -> tuple[FreeAnswer, Decided | None]:
+    def _on_free(self, waiter: gc.Waiter, found: tuple[LockRecord, str]) -> tuple[FreeAnswer, gc.Decided | None]:
         """Queued, and the key is free: the fast route from the free record found (a run of its own)."""
         run = _Run(self.core, self.writes, self.accesses, self.deadline, waiter, found)
         try:
@@ -398,15 +385,15 @@ class _Run:
         crashpoint("validation-key-held")
         core, held, waiter = self.core, self.held, self.waiter
         assert held is not None and waiter is not None
-        chosen = (in_background(gather, core.store, core.id, frozenset(a.table for a in self.accesses))
+        chosen = (gc.in_background(gc.gather, core.store, core.id, frozenset(a.table for a in self.accesses))
                   if held.waited else None)
-        gone = in_background(withdraw, core.store, waiter.key) if waiter.queued else None
+        gone = gc.in_background(withdraw, core.store, waiter.key) if waiter.queued else None
         self.early = probe_early(core.store, self.accesses, own_txn=core.id)  # with the head read: one round trip
         self.state = state = core.services.glog.head()
         held.head = state.version
         if gone is not None:
             gone.result()  # no later holder may pick our request up
-        self.group = serve(core.store, state, chosen.result()) if chosen is not None else Group()
+        self.group = gc.serve(core.store, state, chosen.result()) if chosen is not None else gc.Group()
         self.decided = outcome_of(core.services.glog, core.id, waiter.known, head=state) if waiter.queued else None
         return Answer.DECIDED if self.decided is not None else Answer.UNDECIDED
 
@@ -437,14 +424,14 @@ class _Run:
                           held.commit(p.plan + g.plan, state, additions={**g.additions, **p.additions},
                                       group=g.members, background=cleaner.background))
         except TransactionAborted as e:
-            forget(core, g)  # our entries broke: the group's were published all the same
+            gc.forget(core, g)  # our entries broke: the group's were published all the same
             if not fast or e.rule != "R2" or e.details.get("written") or g.members:
                 raise
             # A writer that ignores markers took a marker's version before anything was written: the plan is
             # void (nothing written or published, the key released); the usual route probes and decides.
             core.book.decision = before
             return Answer.VOID
-        forget(core, g)
+        gc.forget(core, g)
         for t, v in self.freed.items():
             core.events.emit(ev.MarkerFreed(core.id, table=t, version=v, reason="read-only"))
         for t, v in result.versions.items():
@@ -480,7 +467,7 @@ class _Run:
         if fresh or g.members:
             held.commit(g.plan, state, additions={**g.additions, **fresh}, group=g.members,
                         background=cleaner.background)
-            forget(self.core, g)
+            gc.forget(self.core, g)
 
     def _verdict(self, *, fast: bool) -> Answer:
         """Validate at :attr:`state` and plan. ``fast``: a marker the plan would not commit at is not planned
