@@ -46,6 +46,7 @@ from lv_core.txn.state import Decision, DecisionKind
 
 __all__ = ["commit_isolated", "table_accesses"]
 
+
 def table_accesses(core: TxnCore, writes: dict[str, list]) -> list[TableAccess]:
     """What validation needs to know of each table the transaction touched."""
     ops = core.book.ops
