@@ -111,3 +111,9 @@ def test_every_phase_and_transition_is_in_the_architecture_diagram() -> None:
     assert edges <= code | {(p, "BACK_IN_QUEUE", a) for p, _, a in code}, edges - code
     words = set(re.findall(r"\b([A-Z][A-Z_]+)\b", diagram.group(1)))
     assert {p.name for p in Phase} <= words
+
+
+def test_the_driver_performs_every_request() -> None:
+    from lv_core.txn.isolation import _Run
+
+    assert all(callable(getattr(_Run, r.name.lower(), None)) for r in Request)
