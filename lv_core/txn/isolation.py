@@ -217,6 +217,7 @@ class _Run:
         self.error: LvError | None = None  # ABORTED, TIMED_OUT
 
     def drive(self, c: Commit, requests: list[Request]) -> Commit:
+        """Run the machine from ``c`` to a final phase; a key held meanwhile is released by then."""
         try:
             while not c.phase.final:
                 answer: Any = None
