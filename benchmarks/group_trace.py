@@ -16,6 +16,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -72,34 +73,34 @@ def _install() -> None:
     lg = logging.getLogger("lv_core.txn.group")
     lg.setLevel(logging.DEBUG)
     lg.addHandler(_Reasons())
-    fast = isolation._commit_fast
+    claim = isolation._Run.claim_with_plan
 
-    def commit_fast(*a: Any, **k: Any) -> Any:
-        out = fast(*a, **k)
-        _count(f"fast path {'queued' if k.get('given') else 'first'}: {out.route.value}")
+    def claim_with_plan(self: Any) -> Any:
+        out = claim(self)
+        _count(f"fast path {'queued' if self.waiter is not None else 'first'}: {out.value}")
         return out
 
-    isolation._commit_fast = commit_fast
-    for name in ("settle_markers", "_commit_held", "commit_isolated"):
+    isolation._Run.claim_with_plan = claim_with_plan  # type: ignore[method-assign]
+    for name in ("settle_markers", "commit_isolated"):
         setattr(isolation, name, _timed(name, getattr(isolation, name)))
-    joined = isolation.joined
+    joined = group.joined
 
     def joined_(*a: Any, **k: Any) -> Any:
         _count("decided in another holder's group")
         return joined(*a, **k)
 
-    isolation.joined = joined_
-    for mod, where in ((group, "keep_serving"), (isolation, "own commit")):
-        serve = mod.serve
+    group.joined = joined_
+    serve = group.serve  # (isolation calls it as group.serve too)
 
-        def serve_(store: Any, state: Any, chosen: list, _serve: Any = serve, _where: str = where) -> Any:
-            g = _serve(store, state, chosen)
-            _count(f"serve ({_where}): rounds")
-            _count(f"serve ({_where}): requests read", len(chosen))
-            _count(f"serve ({_where}): requests served", len(g.members))
-            return g
+    def serve_(store: Any, state: Any, chosen: list) -> Any:
+        where = "keep_serving" if sys._getframe(1).f_code.co_name == "keep_serving" else "own commit"
+        g = serve(store, state, chosen)
+        _count(f"serve ({where}): rounds")
+        _count(f"serve ({where}): requests read", len(chosen))
+        _count(f"serve ({where}): requests served", len(g.members))
+        return g
 
-        mod.serve = serve_
+    group.serve = serve_
 
 
 def client_run(args: dict[str, Any], ready: Callable[[], float]) -> dict[str, Any]:

@@ -65,6 +65,10 @@ class Tuning:
     contended_s: float = 2.0
     #: Tries of a recorded plan whose requests failed before the holder leaves it to a roll forward.
     plan_attempts: int = 3
+    #: At most this many bytes of commits (all parts together) are copied into every part of a multi-table
+    #: LV[R]/LV[CT] commit, which then decides it alone; bigger ones record their decision first (one more
+    #: round trip). 0: always record it.
+    embed_max: int = 64 * 1024
 
     def __post_init__(self) -> None:
         if not 0 < self.silence_share <= 1:
@@ -77,6 +81,8 @@ class Tuning:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        if isinstance(self.embed_max, bool) or not isinstance(self.embed_max, int) or self.embed_max < 0:
+            raise ValueError(f"embed_max must be a non-negative integer, not {self.embed_max!r}")
 
 
 @dataclass(frozen=True)

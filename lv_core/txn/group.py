@@ -22,7 +22,7 @@ the session's look ran while the plan was written, before the request existed (m
 :mod:`benchmarks.group_trace`: no request served, none left to its owner). Each writer then takes the key itself as
 soon as it is free (:meth:`Waiter.free`), and what it reads between seeing the key free and claiming it
 is on the path of every commit to the table: the global versions it needs are read ahead
-(:meth:`Waiter._read_ahead`), and tables behind settled markers are not probed (``isolation._fast_basis``).
+(:meth:`Waiter._read_ahead`), and tables behind settled markers are not probed (``isolation._Run.find_free_key``).
 Serving such a request from the holder would cost more round trips than the owner's own claim
 (reading the queue and the request, validating, recording the plan, versus seeing the key free and
 claiming it), so same-table requests are left as they are.
@@ -59,7 +59,7 @@ from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
 from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
-from lv_core.txn.state import Decision
+from lv_core.txn.state import Decision, DecisionKind
 
 __all__ = ["SERVE_ROUNDS", "SERVING", "Decided", "Group", "Waiter", "forget", "gather", "in_background", "joined",
            "keep_serving", "make_request", "serve"]
@@ -132,7 +132,7 @@ class Waiter:
         self._round: tuple[Session, int | None] | None = None  # the holder session and gvl base last looked at
         self._withdrawn: _Withdrawn | None = None
         self._read_to = self.known  # the global versions up to this one are in the log's cache
-        #: a free key may be claimed on settled tails (unprobed; see isolation._fast_basis): False once such
+        #: a free key may be claimed on settled tails (unprobed; see isolation._Run.find_free_key): False once such
         #: a claim came back without a decision (a writer that ignores markers took a marker's version:
         #: the void plan's release changed the free record, so the usual claim fails and the key is seen
         #: free again; probing then finds the version taken and the commit goes the usual way)
@@ -290,7 +290,7 @@ def joined(core: TxnCore, found: tuple[GvlState, Mapping[str, Any]], writes: Map
                                  str(entry.get("rule") or "R2"), details={"validated_by": state.txn})
     core.events.emit(ev.Validated(core.id, compatible=True, gvl_version=state.version,
                                   tables=validation.get("tables", {}), failed_rule=None))
-    core.book.decision = Decision("plan", versions)
+    core.book.decision = Decision(DecisionKind.PLAN, versions)
     for t, v in versions.items():
         core.book.mark_published(t, v, writes.get(t, []))
     return Published(versions, {}, state)

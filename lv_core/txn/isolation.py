@@ -7,25 +7,24 @@
   then, under the validation lock, rules R1-R3 are checked with the head read under the lock, and a
   compatible transaction records its plan in the lock, writes every table commit and publishes the
   next global version (roll forward by whoever takes the lock over if it crashes). Read-only
-  transactions validate without the lock and write nothing.
+  transactions validate without the lock and write nothing. The route is the state machine of
+  :mod:`lv_core.txn.commitstep`; :class:`_Run` performs its requests.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from enum import Enum
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 from lv_core import events as ev
 from lv_core.delta.actions import decode_commit
 from lv_core.errors import LvError, TransactionAborted
 from lv_core.protocol.aborts import aborted
-from lv_core.protocol.commitplan import PlannedCommit, PlanResult, build_plan
+from lv_core.protocol.commitplan import PlannedCommit, build_plan
 from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect, probe_early
@@ -33,28 +32,19 @@ from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, read_version, write_version
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import LogTail, TableAccess, ValidationOutcome, validate
-from lv_core.protocol.vlock import FREE, FreeAnswer, FreeSlot, HeldLock, KeyLook, LockRecord, slot_of
+from lv_core.protocol.vlock import FREE, FreeAnswer, FreeSlot, HeldLock, KeyLook, LockRecord, ValidationTimeout, slot_of
 from lv_core.protocol.vqueue import outcome_of, withdraw
 from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
+from lv_core.txn import group as gc
+from lv_core.txn.commitstep import Answer, Commit, Phase, Request, start, step
 from lv_core.txn.core import TxnCore
-from lv_core.txn.group import (
-    SERVING,
-    Decided,
-    Group,
-    Waiter,
-    forget,
-    gather,
-    in_background,
-    joined,
-    make_request,
-    serve,
-)
 from lv_core.txn.publish import Published
+from lv_core.txn.readonly import from_log_version, one_global_version
 from lv_core.txn.settle import settle_markers
-from lv_core.txn.state import Decision
+from lv_core.txn.state import Decision, DecisionKind
 
-__all__ = ["commit_isolated", "one_global_version", "table_accesses"]
+__all__ = ["commit_isolated", "table_accesses"]
 
 
 def table_accesses(core: TxnCore, writes: dict[str, list]) -> list[TableAccess]:
@@ -72,31 +62,6 @@ def table_accesses(core: TxnCore, writes: dict[str, list]) -> list[TableAccess]:
     return out
 
 
-def one_global_version(core: TxnCore) -> bool:
-    """Whether every table the transaction holds was read at the version its one global-log head
-    names (no marker anywhere; tables the log did not know are outside LV[I]'s isolation and are
-    always compatible, so they do not count)."""
-    head = core.book.head
-    if head is None:
-        return not core.book.tables
-    for t, ts in core.book.tables.items():
-        if ts.marker_version is not None:
-            return False
-        known = head.table_version(t)
-        if known is not None and ts.read_version != known:
-            return False
-    return True
-
-
-def _from_log_version(a: TableAccess, state: GvlState) -> TableAccess:
-    """``a`` as if read at the log's current version of its table (a one-snapshot reader's R1 looks
-    only past it); unchanged for a table the log does not know."""
-    known = state.table_version(a.table)
-    if known is None or a.read_version is None or known <= a.read_version:
-        return a
-    return dataclasses.replace(a, read_version=known)
-
-
 def _emit(core: TxnCore, outcome: ValidationOutcome, gvl_version: int | None) -> None:
     data = outcome.to_json()
     core.validation = data
@@ -104,30 +69,31 @@ def _emit(core: TxnCore, outcome: ValidationOutcome, gvl_version: int | None) ->
                                  tables=data["tables"], failed_rule=outcome.rule))
 
 
-def _check_foreign(core: TxnCore, outcome: ValidationOutcome) -> None:
+def _refusal(core: TxnCore, outcome: ValidationOutcome) -> TransactionAborted | None:
     """Written tables without a marker move past commits the global log does not know (plain Delta
-    writers) or pending markers: refuse when those touch what the transaction read or rewrote."""
+    writers) or pending markers: the abort when those touch what the transaction read or rewrote."""
     tables = core.book.tables
     for t, v in outcome.tables.items():
         if v.written and v.w is not None and any(p < v.w for p in v.pending) and (
                 v.moved_from is not None or tables[t].marker_version is None):
             # A write placed above a pending marker: when that marker commits, the global version
             # published now would gain content later. Refuse; the retry finds it resolved.
-            raise aborted("pending_above", {"table": t, "pending": list(v.pending)}, table=t,
-                          first=min(p for p in v.pending if p < v.w),
-                          needs=v.moved_from if v.moved_from is not None else v.w)
+            return aborted("pending_above", {"table": t, "pending": list(v.pending)}, table=t,
+                           first=min(p for p in v.pending if p < v.w),
+                           needs=v.moved_from if v.moved_from is not None else v.w)
         if not v.written or tables[t].marker_version is not None:
             continue
         if v.pending and not v.blind:
-            raise aborted("pending_taken", {"table": t, "pending": list(v.pending)}, table=t, first=v.pending[0])
+            return aborted("pending_taken", {"table": t, "pending": list(v.pending)}, table=t, first=v.pending[0])
         preds = []
         for fv in v.foreign:
             st = read_version(core.store, t, fv)
             preds.append(PredecessorCommit(t, fv, st.txn, decode_commit(st.raw, version=fv, table=t)))
         c = first_conflict(core.book.footprints(), preds) if preds else None
         if c is not None:
-            raise aborted("foreign_lost_update", {"table": t, "version": c.version}, table=t, version=c.version,
-                          why=c.why)
+            return aborted("foreign_lost_update", {"table": t, "version": c.version}, table=t, version=c.version,
+                           why=c.why)
+    return None
 
 
 def _whole(core: TxnCore, state: GvlState, versions: dict[str, int]) -> dict[str, int]:
@@ -159,23 +125,6 @@ def _catch_up_versions(outcome: ValidationOutcome) -> dict[str, int]:
     return out
 
 
-def _catch_up(core: TxnCore, outcome: ValidationOutcome, deadline: float) -> None:
-    """Publish the foreign versions an R1 failure found (under the validation lock), best effort."""
-    updates = _catch_up_versions(outcome)
-    if not updates:
-        return
-    try:
-        left = max(0.001, deadline - time.monotonic())
-        with core.services.vlock.acquire(core.id, timeout_s=left) as held:
-            state = core.services.glog.head()
-            held.head = state.version
-            fresh = _whole(core, state, {t: v for t, v in updates.items()
-                                        if (known := state.table_version(t)) is None or known < v})
-            held.commit([], state, additions=fresh, background=cleaner.background) if fresh else held.release()
-    except Exception:  # the abort below is what the caller needs; a retry catches up
-        pass
-
-
 def _fill_unused_markers(core: TxnCore, names: dict[str, int]) -> dict[str, int]:
     """Write an empty commit at each marker the plan does not commit at (read-only tables, a blind
     append that moved): every version below it is resolved (settled), and the plan's versions above
@@ -205,11 +154,9 @@ def _planned(core: TxnCore, writes: Mapping[str, list], outcome: ValidationOutco
     """The plan of a validated transaction. Raises PartMissing: a part of a multi-table commit outside the
     log cannot be included."""
     book = core.book
-    commits = {}
-    for t, actions in writes.items():
-        ci = lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
-            "preset": core.preset, "tables": sorted(writes), "redo": book.redo_count, "gvl": state.version + 1})
-        commits[t] = commit_info_first(actions, ci, core.ict(t))
+    ci = lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
+        "preset": core.preset, "tables": sorted(writes), "redo": book.redo_count, "gvl": state.version + 1})
+    commits = {t: commit_info_first(actions, ci, core.ict(t)) for t, actions in writes.items()}
     markers = {t: (ts.marker_version, ts.marker_etag) for t, ts in book.tables.items()
                if ts.marker_version is not None and ts.marker_etag is not None}
     names = outcome.write_versions()
@@ -226,302 +173,340 @@ def _settled_tail(marker: int) -> Future[LogTail]:
     return done
 
 
-def _published(core: TxnCore, writes: Mapping[str, list], result: PlanResult, freed: dict[str, int],
-               state: GvlState) -> Published:
-    for t, v in freed.items():
-        core.events.emit(ev.MarkerFreed(core.id, table=t, version=v, reason="read-only"))
-    for t, v in result.versions.items():
-        core.book.mark_published(t, v, writes.get(t, []))
-    return Published(dict(result.versions), freed, result.gvl or state)
-
-
-class Route(Enum):
-    """How an attempt to commit by taking the free validation key with the plan ended (:func:`_commit_fast`)."""
-
-    PUBLISHED = "published"  # committed and published
-    USUAL = "usual"  # nothing written: validate under the key the usual way
-    LOST = "lost"  # nothing written: the key was taken by another between the look and the claim
-
-
-class _Fast(NamedTuple):
-    route: Route
-    published: Published | None = None  # (PUBLISHED)
-    seen: KeyLook | None = None  # the key as read here (None: not read)
-
-
-_USUAL = _Fast(Route.USUAL)
-
-
-@dataclass(frozen=True)
-class _Basis:
-    """What the fast path validates against: the free record it claims, the head that record names, the
-    tails of the written tables (probed, or known when warm) and the queued requests (cold: read beside)."""
-
-    slot: FreeSlot
-    state: GvlState
-    early: dict[str, tuple[int, Future[LogTail]]]
-    queued: Future[list] | None
-
-
-def _fast_basis(core: TxnCore, accesses: list[TableAccess],
-                given: tuple[FreeSlot, GvlState] | None, settled: bool = True) -> _Basis | _Fast:
-    """The fast path's basis (see :func:`_commit_fast`), or why there is none (:data:`Route.USUAL`)."""
-    glog, vlock = core.services.glog, core.services.vlock
-    if not accesses or any(a.marker is None and a.written for a in accesses):
-        return _USUAL  # a write without marker is placed by the usual path (next free version, moves)
-    if given is None and vlock.contended():
-        return _USUAL  # others validate all the time: queue at once (group commit)
-    slot, state = given if given is not None else (vlock.free_slot(), glog.known_state())
-    warm = (given is None and slot is not None and not slot.queued and state is not None
-            and slot.head == state.version)  # (requests queued: serve them, cold)
-    early = {}
-    if state is not None and all(a.written and a.marker is not None and not (a.blind and len(accesses) > 1)
-                                 and ((known := state.table_version(a.table)) is None or known < a.marker)
-                                 for a in accesses):
-        early = {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
-    if warm or (given is not None and settled and early):  # (given: the queue waits for keep_serving)
-        assert slot is not None and state is not None
-        return _Basis(slot, state, early, None)
-    # the tails and the queue are read in the round trip of the key's GET (or right after it)
-    early = probe_early(core.store, accesses, own_txn=core.id)
-    queued = in_background(gather, core.store, core.id, frozenset(a.table for a in accesses))
-    if given is None:
-        seen = KeyLook(vlock.look())
-        slot = slot_of(seen.found)
-        if slot is None or slot.head is None:
-            if seen.found is not None and seen.found[0].state != FREE:
-                vlock.note_contention()
-            return _Fast(Route.USUAL, seen=seen)
-        try:
-            state = glog.at(slot.head)  # the head this process knows: no request
-        except LvError:  # a free record naming a version that is not there: the usual path reads the head
-            return _Fast(Route.USUAL, seen=seen)
-    assert slot is not None and state is not None
-    return _Basis(slot, state, early, queued)
-
-
-def _commit_fast(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], *,
-                 given: tuple[FreeSlot, GvlState] | None = None, own_request: str | None = None,
-                 settled: bool = True) -> _Fast:
-    """Validate against the head a free validation key names, then take the key with the plan in one
-    PUT-if-match on that free record (see :class:`_Fast` for what it returns).
-
-    The free record is the one this process wrote at its last release when its head is still the newest
-    global version this process knows (warm: no request), else the one read now (1 GET; a key held by a
-    transaction: the usual way). Success of the PUT-if-match proves nobody held the key since the
-    record was written, so the head validated against is still the head (only a holder publishes).
-    Warm, with every table written behind a settled marker (every version below it in the log and
-    read, none named by the head at or past it; no blind append among several tables), validation makes
-    no request: each table's tail is its own marker (what a probe from just below it finds when nobody
-    took a version there; a version a writer that ignores markers took meanwhile breaks the plan's
-    PUT-create instead, as a version taken after a probe does). Otherwise the tails are probed as usual,
-    before the key is taken. Cold, the requests queued for group commit are served as a holder would.
-
-    ``given``: a queued transaction that found the key free (its free record, and the head it names);
-    ``own_request``: its request, withdrawn once the key is taken (a committed request left behind
-    fails R3 for any later holder: the head names its tables at its markers)."""
-    basis = _fast_basis(core, accesses, given, settled)
-    if isinstance(basis, _Fast):
-        return basis
-    state = basis.state
-    # cold: serve the queue as a holder would
-    group = serve(core.store, state, basis.queued.result()) if basis.queued is not None else Group()
-    outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id,
-                               footprints=core.book.footprints(), early=basis.early), core.policy)
-    if not outcome.compatible:
-        return _USUAL  # decided under the key with the head read there (catch-ups, the abort's numbers)
-    _check_foreign(core, outcome)
-    names = outcome.write_versions()
-    if any(a.marker is not None and names.get(a.table) != a.marker for a in accesses):
-        return _USUAL  # a marker the plan would not commit at: filled under the key as usual
-    try:
-        planned = _planned(core, writes, outcome, state)
-    except PartMissing:
-        return _USUAL
-    # Validated, nothing recorded: what the usual path's crash point sees with the key "validating".
-    crashpoint("validation-key-held")
-    held = core.services.vlock.acquire_planned(
-        core.id, planned.plan + group.plan, state, basis.slot, additions={**group.additions, **planned.additions},
-        group=group.members, serving=SERVING)  # (then serves the queue: read while the plan is written)
-    if held is None:
-        return _Fast(Route.LOST)
-    if own_request:
-        cleaner.background(f"validation request of {core.id}", lambda: withdraw(core.store, own_request))
-    _emit(core, outcome, state.version + 1)
-    return _execute_fast(core, held, writes, planned, state, group)
-
-
-def _execute_fast(core: TxnCore, held: HeldLock, writes: Mapping[str, list], planned: Planned, state: GvlState,
-                  group: Group) -> _Fast:
-    """Write and publish the plan the key was taken with."""
-    book = core.book
-    before, book.decision = book.decision, Decision("plan", planned.names)
-    try:
-        with held:
-            result = held.execute(state, background=cleaner.background)
-    except TransactionAborted as e:
-        forget(core, group)  # the group's entries were published all the same
-        if e.rule != "R2" or e.details.get("written") or group.members:
-            raise
-        # A writer that ignores markers took a marker's version before anything was written: the plan is
-        # void (nothing written or published, the key released); the usual path probes and decides.
-        book.decision = before
-        return _USUAL
-    forget(core, group)
-    return _Fast(Route.PUBLISHED, _published(core, writes, result, {}, state))
-
-
-def _commit_read_only(core: TxnCore, accesses: list[TableAccess], deadline: float) -> Published:
-    """Validate a transaction that writes nothing without the lock; write nothing."""
-    book = core.book
-    policy = core.policy
-    if book.has_markers():
-        # It wrote, but a redo left nothing to write: its reads may no longer be one snapshot,
-        # so it is not a read-only transaction that write_serializable may let pass without R1.
-        policy = dataclasses.replace(policy, r1_read_only=True)
-    state = core.services.glog.head()
-    if not book.has_markers() and policy.snapshot_read_only and one_global_version(core):
-        # Every table read at the one global version it started at: a prefix of the serial order
-        # of validated writers (docs/PROTOCOL.md, "Why the relaxed rules stay serializable"), so
-        # versions the log published since then are ordered after it. Only commits the log does
-        # not know yet (writers outside it) are checked: one that changed what it read aborts it
-        # once and is caught up, so the retry reads it (freshness, not serializability).
-        accesses = [_from_log_version(a, state) for a in accesses]
-    outcome = validate(collect(core.store, state, accesses, policy, own_txn=core.id, parallel=1,
-                               footprints=book.footprints()), policy)
-    _emit(core, outcome, None)
-    if not outcome.compatible:
-        _catch_up(core, outcome, deadline)
-        raise outcome.to_abort()
-    return Published({}, {}, state)
-
-
 def commit_isolated(core: TxnCore, deadline: float) -> Published:
-    """Validate and commit under LV[I]: settle marker tables (LV[R]), then validate R1-R3 under the
-    validation lock and execute the recorded plan; read-only transactions validate without the lock.
-
-    Routes: read-only; the fast path (:func:`_commit_fast`); else wait for the key queued for group
-    commit (:class:`~lv_core.txn.group.Waiter`), which ends decided by another holder, decided by taking the
-    free key with the plan (:func:`_on_free`), or with the key held (:func:`_commit_held`)."""
-    book = core.book
-    if core.markers and book.has_markers():
+    """Validate and commit under LV[I]: settle marker tables (LV[R]), then run the commit's state machine
+    (:mod:`lv_core.txn.commitstep`): read-only; else take the free key with the plan; else wait for the
+    key queued for group commit, and validate under it unless another holder decided the transaction."""
+    if core.markers and core.book.has_markers():
         settle_markers(core, deadline)  # LV[R]: predecessors resolved and redone, nothing published yet
-    writes = book.writes()
-    accesses = table_accesses(core, writes)
-    if not writes:
-        return _commit_read_only(core, accesses, deadline)
-    fast = _commit_fast(core, writes, accesses)
-    if fast.route is Route.PUBLISHED:
-        assert fast.published is not None
-        return fast.published
-    vlock = core.services.vlock
-    waiter = Waiter(core, lambda: make_request(core, writes, accesses, core.services.glog.known()), deadline,
-                    on_free=functools.partial(_on_free, core, writes, accesses))
-    left = max(0.001, deadline - time.monotonic())
-    held = vlock.acquire_or_join(core.id, waiter, timeout_s=left + 3 * vlock.lease_s,
-                                 on_wait=functools.partial(_on_wait, core), seen=fast.seen, serving=SERVING)
-    if held is None:  # committed (or broken) in another holder's group, or by taking the key with its plan
-        if isinstance(waiter.decided, Published):
-            return waiter.decided
-        assert waiter.decided is not None
-        return joined(core, waiter.decided, writes, waiter.key)
-    with held:
-        return _commit_held(core, held, waiter, writes, accesses)
+    writes = core.book.writes()
+    run = _Run(core, writes, table_accesses(core, writes), deadline)
+    end = run.drive(*start(writes=bool(writes)))
+    if end.phase is Phase.JOINED:
+        assert isinstance(run.decided, tuple) and run.waiter is not None
+        return gc.joined(core, run.decided, writes, run.waiter.key)
+    if end.phase is not Phase.COMMITTED:  # ABORTED, TIMED_OUT
+        assert run.error is not None
+        raise run.error
+    assert run.published is not None
+    return run.published
 
 
-def _on_wait(core: TxnCore, rec: LockRecord) -> None:
-    core.events.emit(ev.Waiting(core.id, table="validation lock", version=-1, on_txn=rec.txn))
+class _Run:
+    """Performs the requests of one run of the commit's state machine (a method per :class:`Request`)
+    and keeps what they read; the machine routes on the answers alone.
 
+    ``waiter`` and ``found``: a queued transaction's try of the free key ``found`` (keywait's FREE_KEY)."""
 
-def _on_free(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], waiter: Waiter,
-             found: tuple[LockRecord, str]) -> tuple[FreeAnswer, Decided | None]:
-    """Queued, and the key is free: committed by a holder before (its outcome is published up to the
-    head the free record names), else take the key with the plan, serving the queue."""
-    glog = core.services.glog
-    slot = slot_of(found)
-    if slot is None or slot.head is None:
+    def __init__(self, core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], deadline: float,
+                 waiter: gc.Waiter | None = None, found: tuple[LockRecord, str] | None = None) -> None:
+        self.core, self.writes, self.accesses, self.deadline = core, writes, accesses, deadline
+        self.waiter, self.found = waiter, found
+        self.seen: KeyLook | None = None  # the key as the fast route read it (saves the wait a GET)
+        self.slot: FreeSlot | None = None  # the free record the fast route claims
+        self.state: GvlState | None = None  # the head validated against
+        self.early: dict[str, tuple[int, Future[LogTail]]] = {}  # the written tables' tails, probed or known
+        self.chosen: Future[list] | None = None  # the queued requests to serve, read beside
+        self.group = gc.Group()  # the queued requests committed with ours
+        self.outcome: ValidationOutcome | None = None
+        self.planned: Planned | None = None
+        self.held: HeldLock | None = None
+        self.freed: dict[str, int] = {}
+        self.published: Published | None = None  # COMMITTED
+        self.decided: gc.Decided | None = None  # JOINED: the global version naming the transaction
+        self.error: LvError | None = None  # ABORTED, TIMED_OUT
+
+    def drive(self, c: Commit, requests: list[Request]) -> Commit:
+        """Run the machine from ``c`` to a final phase; a key held meanwhile is released by then."""
+        try:
+            while not c.phase.final:
+                answer: Any = None
+                for r in requests:
+                    answer = getattr(self, r.name.lower())()
+                c, requests = step(c, answer)
+            return c
+        finally:
+            if self.held is not None:
+                self.held.__exit__(None, None, None)  # released unless the plan's release runs in the background
+
+    # ------------------------------------------------------------ read-only
+    def validate_read_only(self) -> Answer:
+        """Validate a transaction that writes nothing without the key; write nothing."""
+        core, book = self.core, self.core.book
+        policy, accesses = core.policy, self.accesses
+        if book.has_markers():
+            # It wrote, but a redo left nothing to write: its reads may no longer be one snapshot,
+            # so it is not a read-only transaction that write_serializable may let pass without R1.
+            policy = dataclasses.replace(policy, r1_read_only=True)
+        self.state = state = core.services.glog.head()
+        if not book.has_markers() and policy.snapshot_read_only and one_global_version(core):
+            # Every table read at the one global version it started at: a prefix of the serial order
+            # of validated writers (docs/PROTOCOL.md, "Why the relaxed rules stay serializable"), so
+            # versions the log published since then are ordered after it. Only commits the log does
+            # not know yet (writers outside it) are checked: one that changed what it read aborts it
+            # once and is caught up, so the retry reads it (freshness, not serializability).
+            accesses = [from_log_version(a, state) for a in accesses]
+        self.outcome = validate(collect(core.store, state, accesses, policy, own_txn=core.id, parallel=1,
+                                        footprints=book.footprints()), policy)
+        _emit(core, self.outcome, None)
+        self.published = Published({}, {}, state)
+        return Answer.COMPATIBLE if self.outcome.compatible else Answer.INCOMPATIBLE
+
+    # ------------------------------------------------------------ the fast route: the free key, with the plan
+    def find_free_key(self) -> Answer:
+        """The free record to take the key with and the head it names. Warm (the record this process wrote
+        at its last release, its head still the newest this process knows): no request, and with every
+        table written behind a settled marker (every version below it in the log and read, none named by
+        the head at or past it; no blind append among several tables) no probe either: each table's tail
+        is its own marker (a version a writer that ignores markers took meanwhile breaks the plan's
+        PUT-create instead, as one taken after a probe does). Cold: 1 GET, the tails and the queue read
+        in its round trip. Queued (``found``): first, whether a holder before decided it."""
+        core, accesses, queued = self.core, self.accesses, self.found is not None
+        glog, vlock = core.services.glog, core.services.vlock
+        if queued:
+            assert self.waiter is not None
+            if not self._free_head(self.found):
+                return Answer.BUSY
+            assert self.state is not None
+            self.decided = outcome_of(glog, core.id, self.waiter.known, head=self.state)
+            if self.decided is not None:
+                return Answer.DECIDED
+        if not accesses or any(a.marker is None and a.written for a in accesses):
+            return Answer.BUSY  # a write without marker is placed by the usual route (next free version, moves)
+        if not queued:
+            if vlock.contended():
+                return Answer.BUSY  # others validate all the time: queue at once (group commit)
+            self.slot, self.state = slot, state = vlock.free_slot(), glog.known_state()
+            if slot is not None and not slot.queued and state is not None and slot.head == state.version:
+                self.early = self._settled(state)  # warm (with requests queued: cold, to serve them)
+                return Answer.FREE
+        elif self.waiter is not None and self.waiter.settled:
+            assert self.state is not None
+            # queued: every table behind a settled marker needs no probe as when warm, and the queue waits
+            # for keep_serving (a void claim, docs/PROTOCOL.md "Special cases", turns this off)
+            self.early = self._settled(self.state)
+            if self.early:
+                return Answer.FREE
+        self.early = probe_early(core.store, accesses, own_txn=core.id)
+        self.chosen = gc.in_background(gc.gather, core.store, core.id, frozenset(a.table for a in accesses))
+        if queued:
+            return Answer.FREE
+        self.seen = KeyLook(vlock.look())
+        if self._free_head(self.seen.found):
+            return Answer.FREE
+        if self.seen.found is not None and self.seen.found[0].state != FREE:
+            vlock.note_contention()
+        return Answer.BUSY
+
+    def _settled(self, state: GvlState) -> dict[str, tuple[int, Future[LogTail]]]:
+        """Each written table's tail when every table is written behind a settled marker (every version below
+        it in the log and read, none named by ``state`` at or past it; no blind append among several
+        tables): its own marker, no probe. Else none."""
+        accesses = self.accesses
+        if all(a.written and a.marker is not None and not (a.blind and len(accesses) > 1)
+               and ((known := state.table_version(a.table)) is None or known < a.marker) for a in accesses):
+            return {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
+        return {}
+
+    def _free_head(self, found: tuple[LockRecord, str] | None) -> bool:
+        """Whether ``found`` is a free record naming a head this process knows (no request): then claimed
+        (:attr:`slot`) against that head (:attr:`state`)."""
+        slot = slot_of(found)
+        if slot is None or slot.head is None:
+            return False
+        try:
+            self.slot, self.state = slot, self.core.services.glog.at(slot.head)
+        except LvError:  # a free record naming a version that is not there: the usual route reads the head
+            return False
+        return True
+
+    def validate_at_free_head(self) -> Answer:
+        """Validate at the free key's head (cold: serving the queue as a holder would)."""
+        assert self.state is not None
+        if self.chosen is not None:
+            self.group = gc.serve(self.core.store, self.state, self.chosen.result())
+        return self._verdict(fast=True)
+
+    def claim_with_plan(self) -> Answer:
+        """PUT-if-match "committing" with the plan on the free record: success proves nobody held the key
+        since, so the head validated against is still the head (only a holder publishes)."""
+        p, g, state, slot = self.planned, self.group, self.state, self.slot
+        assert p is not None and state is not None and slot is not None
+        # Validated, nothing recorded: what the usual route's crash point sees with the key "validating".
+        crashpoint("validation-key-held")
+        self.held = self.core.services.vlock.acquire_planned(
+            self.core.id, p.plan + g.plan, state, slot, additions={**g.additions, **p.additions},
+            group=g.members, serving=gc.SERVING)  # (then serves the queue: read while the plan is written)
+        if self.held is None:
+            return Answer.LOST
+        assert self.outcome is not None
+        _emit(self.core, self.outcome, state.version + 1)
+        return Answer.TAKEN
+
+    def withdraw_request(self) -> None:
+        """A committed request left behind would fail R3 for any later holder (the head names its tables
+        at its markers)."""
+        core, waiter = self.core, self.waiter
+        assert waiter is not None
+        cleaner.background(f"validation request of {core.id}", lambda: withdraw(core.store, waiter.key))
+
+    def execute_plan(self) -> Answer:
+        """Write and publish the plan the key was taken with."""
+        return self._write_plan(fast=True)
+
+    # ------------------------------------------------------------ the usual route: wait for the key
+    def wait_for_key(self) -> Answer:
+        core, vlock, writes, accesses = self.core, self.core.services.vlock, self.writes, self.accesses
+        self.waiter = gc.Waiter(core, lambda: gc.make_request(core, writes, accesses, core.services.glog.known()),
+                             self.deadline, on_free=self._on_free)
+        left = max(0.001, self.deadline - time.monotonic())
+        try:
+            self.held = vlock.acquire_or_join(core.id, self.waiter, timeout_s=left + 3 * vlock.lease_s,
+                                              on_wait=self._on_wait, seen=self.seen, serving=gc.SERVING)
+        except ValidationTimeout as e:
+            self.error = e
+            return Answer.TIMED_OUT
+        if self.held is not None:
+            return Answer.HELD
+        self.decided = self.waiter.decided  # by another holder, or by taking the free key with its plan
+        if isinstance(self.decided, Published):
+            self.published = self.decided
+            return Answer.PUBLISHED
+        return Answer.DECIDED
+
+    def _on_wait(self, rec: LockRecord) -> None:
+        self.core.events.emit(ev.Waiting(self.core.id, table="validation lock", version=-1, on_txn=rec.txn))
+
+    def _on_free(self, waiter: gc.Waiter, found: tuple[LockRecord, str]) -> tuple[FreeAnswer, gc.Decided | None]:
+        """Queued, and the key is free: the fast route from the free record found (a run of its own)."""
+        run = _Run(self.core, self.writes, self.accesses, self.deadline, waiter, found)
+        try:
+            end = run.drive(*start(writes=True, queued=True))
+            if end.phase is Phase.ABORTED:
+                assert run.error is not None
+                raise run.error
+        except BaseException:  # aborted: no holder may commit the request of a transaction that gives up
+            with contextlib.suppress(LvError):
+                withdraw(self.core.store, waiter.key)
+            raise
+        if end.phase in (Phase.COMMITTED, Phase.JOINED):
+            return FreeAnswer.DECIDED, run.published if end.phase is Phase.COMMITTED else run.decided
+        if end.last is Answer.LOST:
+            return FreeAnswer.TAKEN, None
+        waiter.settled = False  # (a void plan: probe next time)
         return FreeAnswer.USUAL, None
-    try:
-        state = glog.at(slot.head)
-    except LvError:  # a free record naming a version that is not there: take the key as usual
-        return FreeAnswer.USUAL, None
-    result = outcome_of(glog, core.id, waiter.known, head=state)
-    if result is not None:
-        return FreeAnswer.DECIDED, result
-    try:
-        fast = _commit_fast(core, writes, accesses, given=(slot, state), own_request=waiter.key,
-                            settled=waiter.settled)
-    except BaseException:  # aborted: no holder may commit the request of a transaction that gives up
-        with contextlib.suppress(LvError):
-            withdraw(core.store, waiter.key)
-        raise
-    if fast.route is Route.PUBLISHED:
-        return FreeAnswer.DECIDED, fast.published
-    waiter.settled = waiter.settled and fast.route is not Route.USUAL  # (a void plan: probe next time)
-    return (FreeAnswer.TAKEN if fast.route is Route.LOST else FreeAnswer.USUAL), None
 
+    # ------------------------------------------------------------ under the key ("validating")
+    def read_under_key(self) -> Answer:
+        """The head, the queued requests to commit with ours, the tails of the written tables (probing), in one
+        round trip; and whether a holder before decided the transaction (its request was queued)."""
+        crashpoint("validation-key-held")
+        core, held, waiter = self.core, self.held, self.waiter
+        assert held is not None and waiter is not None
+        chosen = (gc.in_background(gc.gather, core.store, core.id, frozenset(a.table for a in self.accesses))
+                  if held.waited else None)
+        gone = gc.in_background(withdraw, core.store, waiter.key) if waiter.queued else None
+        self.early = probe_early(core.store, self.accesses, own_txn=core.id)  # with the head read: one round trip
+        self.state = state = core.services.glog.head()
+        held.head = state.version
+        if gone is not None:
+            gone.result()  # no later holder may pick our request up
+        self.group = gc.serve(core.store, state, chosen.result()) if chosen is not None else gc.Group()
+        self.decided = outcome_of(core.services.glog, core.id, waiter.known, head=state) if waiter.queued else None
+        return Answer.DECIDED if self.decided is not None else Answer.UNDECIDED
 
-@dataclass(frozen=True)
-class _UnderKey:
-    """What the holder read first: the head, the queued requests it commits with its own, the tails of
-    its written tables (probing), and its outcome when a holder before decided it (its request was queued)."""
+    def validate_under_key(self) -> Answer:
+        assert self.state is not None
+        verdict = self._verdict(fast=False)
+        if verdict is not Answer.REFUSED:
+            assert self.outcome is not None
+            _emit(self.core, self.outcome, None if verdict is Answer.INCOMPATIBLE else self.state.version + 1)
+        return verdict
 
-    state: GvlState
-    group: Group
-    early: dict[str, tuple[int, Future[LogTail]]]
-    found: tuple[GvlState, Mapping[str, Any]] | None
+    def fill_markers(self) -> None:
+        assert self.planned is not None
+        self.freed = _fill_unused_markers(self.core, self.planned.names)
 
+    def commit_plan(self) -> Answer:
+        """Record the plan (and the group's) in the key, write and publish it."""
+        return self._write_plan(fast=False)
 
-def _read_under_key(core: TxnCore, held: HeldLock, waiter: Waiter, accesses: list[TableAccess]) -> _UnderKey:
-    taken = frozenset(a.table for a in accesses)
-    chosen = in_background(gather, core.store, core.id, taken) if held.waited else None
-    gone = in_background(withdraw, core.store, waiter.key) if waiter.queued else None
-    early = probe_early(core.store, accesses, own_txn=core.id)  # with the head read: one round trip
-    state = core.services.glog.head()
-    held.head = state.version
-    if gone is not None:
-        gone.result()  # no later holder may pick our request up
-    group = serve(core.store, state, chosen.result()) if chosen is not None else Group()
-    found = outcome_of(core.services.glog, core.id, waiter.known, head=state) if waiter.queued else None
-    return _UnderKey(state, group, early, found)
+    def _write_plan(self, *, fast: bool) -> Answer:
+        core, held, p, g, state = self.core, self.held, self.planned, self.group, self.state
+        assert held is not None and p is not None and state is not None
+        # (also read by crash clean-up: a decided commit ends "unknown", completed by roll forward)
+        before, core.book.decision = core.book.decision, Decision(DecisionKind.PLAN, p.names)
+        try:
+            with held:
+                result = (held.execute(state, background=cleaner.background) if fast else
+                          held.commit(p.plan + g.plan, state, additions={**g.additions, **p.additions},
+                                      group=g.members, background=cleaner.background))
+        except TransactionAborted as e:
+            gc.forget(core, g)  # our entries broke: the group's were published all the same
+            if not fast or e.rule != "R2" or e.details.get("written") or g.members:
+                raise
+            # A writer that ignores markers took a marker's version before anything was written: the plan is
+            # void (nothing written or published, the key released); the usual route probes and decides.
+            core.book.decision = before
+            return Answer.VOID
+        gc.forget(core, g)
+        for t, v in self.freed.items():
+            core.events.emit(ev.MarkerFreed(core.id, table=t, version=v, reason="read-only"))
+        for t, v in result.versions.items():
+            core.book.mark_published(t, v, self.writes.get(t, []))
+        self.published = Published(dict(result.versions), self.freed, result.gvl or state)
+        return Answer.PUBLISHED
 
+    def publish_others(self) -> Answer:
+        """Publish the group served and, after an R1 failure (then abort), the foreign versions it found so
+        a retry reads them (read-only: under the key taken for it, best effort). Decided by the holder
+        before (its global versions were just read): the group only."""
+        updates = {}
+        if self.decided is None:
+            assert self.outcome is not None
+            updates, self.error = _catch_up_versions(self.outcome), self.outcome.to_abort()
+        if self.held is not None:
+            assert self.state is not None
+            self._publish_others(self.held, self.state, updates)
+        elif updates:
+            vlock = self.core.services.vlock
+            with contextlib.suppress(Exception):  # the abort is what the caller needs; a retry catches up
+                with vlock.acquire(self.core.id, timeout_s=max(0.001, self.deadline - time.monotonic())) as held:
+                    state = self.core.services.glog.head()
+                    held.head = state.version
+                    self._publish_others(held, state, updates)
+        return Answer.DONE
 
-def _commit_held(core: TxnCore, held: HeldLock, waiter: Waiter, writes: Mapping[str, list],
-                 accesses: list[TableAccess]) -> Published:
-    """Validate under the key (state "validating") with the head read there, and commit the plan."""
-    crashpoint("validation-key-held")
-    read = _read_under_key(core, held, waiter, accesses)
-    state, group = read.state, read.group
-    if read.found is not None:  # decided by the holder before us (its global versions were just read)
-        if group.members:
-            held.commit(group.plan, state, additions=group.additions, group=group.members,
+    def _publish_others(self, held: HeldLock, state: GvlState, updates: dict[str, int]) -> None:
+        """Publish the group and the versions of ``updates`` the head does not name yet, if any."""
+        fresh = _whole(self.core, state, {t: v for t, v in updates.items()
+                                          if (known := state.table_version(t)) is None or known < v})
+        g = self.group
+        if fresh or g.members:
+            held.commit(g.plan, state, additions={**g.additions, **fresh}, group=g.members,
                         background=cleaner.background)
-            forget(core, group)
-        return joined(core, read.found, writes, waiter.key)
-    outcome = validate(collect(core.store, state, accesses, core.policy, own_txn=core.id,
-                               footprints=core.book.footprints(), early=read.early), core.policy)
-    if outcome.compatible:
-        _check_foreign(core, outcome)
-    _emit(core, outcome, None if not outcome.compatible else state.version + 1)
-    if not outcome.compatible:
-        updates = _whole(core, state, _catch_up_versions(outcome))
-        if updates or group.members:
-            held.commit(group.plan, state, additions={**group.additions, **updates}, group=group.members,
-                        background=cleaner.background)
-            forget(core, group)
-        raise outcome.to_abort()
-    try:
-        planned = _planned(core, writes, outcome, state)
-    except PartMissing as e:
-        raise aborted("part_missing", {"table": e.table, "version": e.version,
-                                       "part": f"{e.sibling}@{e.sibling_version}"}, what=str(e)) from None
-    freed = _fill_unused_markers(core, planned.names)
-    core.book.decision = Decision("plan", planned.names)
-    try:
-        result = held.commit(planned.plan + group.plan, state, additions={**group.additions, **planned.additions},
-                             group=group.members, background=cleaner.background)
-    except TransactionAborted:  # our entries broke: the group's are published all the same
-        forget(core, group)
-        raise
-    forget(core, group)
-    return _published(core, writes, result, freed, state)
+            gc.forget(self.core, g)
+
+    def _verdict(self, *, fast: bool) -> Answer:
+        """Validate at :attr:`state` and plan. ``fast``: a marker the plan would not commit at is not planned
+        here (it is filled under the key)."""
+        core, state = self.core, self.state
+        assert state is not None
+        self.outcome = outcome = validate(collect(core.store, state, self.accesses, core.policy, own_txn=core.id,
+                                                  footprints=core.book.footprints(), early=self.early), core.policy)
+        if not outcome.compatible:
+            return Answer.INCOMPATIBLE
+        self.error = _refusal(core, outcome)
+        if self.error is not None:
+            return Answer.REFUSED
+        names = outcome.write_versions()
+        unused = any(a.marker is not None and names.get(a.table) != a.marker for a in self.accesses)
+        if unused and fast:
+            return Answer.UNUSED_MARKER
+        try:
+            self.planned = _planned(core, self.writes, outcome, state)
+        except PartMissing as e:
+            self.error = aborted("part_missing", {"table": e.table, "version": e.version,
+                                                  "part": f"{e.sibling}@{e.sibling_version}"}, what=str(e))
+            return Answer.PART_MISSING
+        return Answer.UNUSED_MARKER if unused else Answer.COMPATIBLE

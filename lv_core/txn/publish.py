@@ -31,14 +31,10 @@ from lv_core.txn.access import replace_marker, write_marker_version
 from lv_core.txn.core import TxnCore
 from lv_core.txn.fence import reassert_markers, silent_too_long
 from lv_core.txn.settle import Settled, settle_group
-from lv_core.txn.state import Decision
+from lv_core.txn.state import Decision, DecisionKind
 from lv_core.txn.waiting import exposed_markers
 
-__all__ = ["EMBED_MAX", "Prepared", "Published", "commit_markers", "prepare", "publish"]
-
-#: at most this many bytes of commits (all parts together) are copied into every part; bigger
-#: multi-table commits record their decision first (one more round trip)
-EMBED_MAX = 64 * 1024
+__all__ = ["Prepared", "Published", "commit_markers", "prepare", "publish"]
 
 
 @dataclass(frozen=True)
@@ -68,10 +64,10 @@ def _with_siblings(core: TxnCore, extra: dict[str, Any], bodies: dict[str, bytes
     actions; their commitInfo is the part's own without these fields, ``lakevilla.siblingsIct`` naming
     the tables with in-commit timestamps), so that any part in the log is the decision
     (``lv_core.protocol.recovery`` rolls the others forward from it, finding them through the markers
-    the edges object names); None when that cannot be: the parts are too big together, or the edges
-    object does not name every written table's marker. ``parts``: each table's commit with ``token``
-    in place of its siblings."""
-    if sum(map(len, bodies.values())) > EMBED_MAX:
+    the edges object names); None when that cannot be: the parts are too big together
+    (``Tuning.embed_max``), or the edges object does not name every written table's marker. ``parts``:
+    each table's commit with ``token`` in place of its siblings."""
+    if sum(map(len, bodies.values())) > core.settings.tuning.embed_max:
         return None
     exposed = exposed_markers(core, core.settings.timeout_s)
     at = extra["at"]
@@ -122,14 +118,14 @@ def prepare(core: TxnCore, settled: Settled) -> Prepared:
                                                         for t in writes}, token)
         if embedded is not None:
             made = embedded
-            book.decision = Decision("parts", at)  # type: ignore[arg-type]
+            book.decision = Decision(DecisionKind.PARTS, at)  # type: ignore[arg-type]
     plan = {t: made[t] if t in writes else encode_freed(core.id, "read-only", ict=core.ict(t))
             for t in settled.group if t not in book.published and t not in book.freed}
     if len(writes) > 1 and (book.decision is None or dict(book.decision.at) != at):
         decision = {"txn": core.id, "decided": time.time(), "tables": {
             t: {"version": at[t], "commit": commits[t].decode()} for t in writes}}
         _write_decision(core, json.dumps(decision).encode())
-        book.decision = Decision("record", at)  # type: ignore[arg-type]
+        book.decision = Decision(DecisionKind.RECORD, at)  # type: ignore[arg-type]
         crashpoint("decision-written")
     return Prepared(settled.group, writes, plan)
 
@@ -138,7 +134,7 @@ def _write_decision(core: TxnCore, data: bytes) -> None:
     """PUT the commit decision, read back after a lost response (our bytes there: it stands). Else the
     error is raised: not decided; an abort then frees markers, and recovery never rolls a decision
     forward past a freed marker."""
-    core.book.decision_written = True
+    core.book.decision_written = True  # (read by clean-up, which deletes it, after an error too)
     put_or_confirm(core.store, layout.decision_key(core.id), data)
 
 

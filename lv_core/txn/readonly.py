@@ -1,18 +1,21 @@
 """LV[I]: a read-only ``serializable`` transaction whose every table is confirmed unmoved commits without
 validation (issue 38; the argument is in :mod:`lv_core.txn.current` and docs/PROTOCOL.md, "Why the relaxed
-rules stay serializable", point 4)."""
+rules stay serializable", point 4); and what validating one read at one global version may skip
+(:func:`one_global_version`, :func:`from_log_version`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from lv_core import events as ev
 from lv_core.concurrency import Pool, submit
-from lv_core.protocol.validation import RuleCheck, TableVerdict, ValidationOutcome
+from lv_core.protocol.gvl import GvlState
+from lv_core.protocol.validation import RuleCheck, TableAccess, TableVerdict, ValidationOutcome
 from lv_core.txn.core import TxnCore
 from lv_core.txn.current import is_latest
-from lv_core.txn.isolation import one_global_version
 from lv_core.txn.publish import Published
 
-__all__ = ["commit_read_only"]
+__all__ = ["commit_read_only", "from_log_version", "one_global_version"]
 
 
 def commit_read_only(core: TxnCore) -> Published | None:
@@ -46,3 +49,28 @@ def commit_read_only(core: TxnCore) -> Published | None:
     core.events.emit(ev.Validated(core.id, compatible=True, gvl_version=None, tables=data["tables"],
                                   failed_rule=None))
     return Published({}, {}, head)
+
+
+def one_global_version(core: TxnCore) -> bool:
+    """Whether every table the transaction holds was read at the version its one global-log head
+    names (no marker anywhere; tables the log did not know are outside LV[I]'s isolation and are
+    always compatible, so they do not count)."""
+    head = core.book.head
+    if head is None:
+        return not core.book.tables
+    for t, ts in core.book.tables.items():
+        if ts.marker_version is not None:
+            return False
+        known = head.table_version(t)
+        if known is not None and ts.read_version != known:
+            return False
+    return True
+
+
+def from_log_version(a: TableAccess, state: GvlState) -> TableAccess:
+    """``a`` as if read at the log's current version of its table (a one-snapshot reader's R1 looks
+    only past it); unchanged for a table the log does not know."""
+    known = state.table_version(a.table)
+    if known is None or a.read_version is None or known <= a.read_version:
+        return a
+    return dataclasses.replace(a, read_version=known)

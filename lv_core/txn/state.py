@@ -11,6 +11,7 @@ footprints) are methods here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Mapping
 
 from lv_core.delta.actions import Action, AddCDCFile, AddFile, RemoveFile
@@ -48,15 +49,20 @@ class OpRecord:
     attempt: int
 
 
+class DecisionKind(Enum):
+    """Where a commit decision is recorded."""
+
+    RECORD = "record"  # LV[CT]: the decision object names every part
+    PARTS = "parts"  # LV[CT]: every part carries the others, so the first part written decides
+    PLAN = "plan"  # LV[I]: the plan is recorded in the validation key
+
+
 @dataclass(frozen=True)
 class Decision:
-    """A recorded commit decision: from here on the commit is rolled forward, never undone.
+    """A recorded commit decision: from here on the commit is rolled forward, never undone; ``at``:
+    table -> version of its part."""
 
-    ``kind`` is ``"record"`` (LV[CT]: the decision object names every part), ``"parts"`` (LV[CT]:
-    every part carries the others, so the first part written decides) or ``"plan"`` (LV[I]: the plan
-    is recorded in the validation key); ``at``: table -> version of its part."""
-
-    kind: str
+    kind: DecisionKind
     at: Mapping[str, int]
 
 
@@ -109,6 +115,8 @@ class Bookkeeping:
     redo_count: int = 0
     waits: int = 0
     # commit progress
+    #: kept here, not handed on: settling redoes a decided commit to completion, and a crash after it ends
+    #: the transaction "unknown" (rolled forward), never with its files deleted (transaction.commit)
     decision: Decision | None = None
     decision_written: bool = False  # the decision object was PUT (or tried): clean-up deletes it
     edges_written: bool = False  # the edges object (LV[CT]) was PUT (or tried): clean-up deletes it

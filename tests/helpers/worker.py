@@ -21,6 +21,9 @@ import lv_core
 from lv_core.errors import TransactionAborted
 from tests.helpers.bank import add_kv
 
+#: LV_TEST_EMBED_MAX=0: multi-table commits record their decision first (Tuning.embed_max)
+TUNING = lv_core.Tuning(embed_max=int(os.environ["LV_TEST_EMBED_MAX"])) if "LV_TEST_EMBED_MAX" in os.environ else None
+
 
 def say(line: str) -> None:
     """One line on stdout in one write, flushed: a crash point's ``LV-PAUSED`` line, written by a background
@@ -30,7 +33,7 @@ def say(line: str) -> None:
 
 
 def counter(warehouse: str, n: int) -> None:
-    lh = lv_core.connect(warehouse, lease_s=10.0)
+    lh = lv_core.connect(warehouse, lease_s=10.0, tuning=TUNING)
     commits = aborts = redos = 0
     while commits < n:
         txn = lh.begin("repeatable_read", timeout_s=120)
@@ -46,7 +49,7 @@ def counter(warehouse: str, n: int) -> None:
 
 
 def transfer(warehouse: str, lease_s: float, preset: str = "repeatable_read") -> None:
-    lh = lv_core.connect(warehouse, lease_s=lease_s)
+    lh = lv_core.connect(warehouse, lease_s=lease_s, tuning=TUNING)
     txn = lh.begin(preset, timeout_s=60)
     add_kv(txn, "kv", 1, -1)
     add_kv(txn, "kv2", 1, +1)
@@ -64,7 +67,7 @@ def _outcome(txn: lv_core.Transaction) -> None:
 
 
 def hold(warehouse: str, lease_s: float) -> None:
-    lh = lv_core.connect(warehouse, lease_s=lease_s)
+    lh = lv_core.connect(warehouse, lease_s=lease_s, tuning=TUNING)
     txn = lh.begin("repeatable_read", timeout_s=60)
     add_kv(txn, "kv", 1, 1)
     say("HOLDING")
@@ -75,7 +78,7 @@ def hold(warehouse: str, lease_s: float) -> None:
 def add(warehouse: str, lease_s: float) -> None:
     from lv_core import events as ev
 
-    lh = lv_core.connect(warehouse, lease_s=lease_s)
+    lh = lv_core.connect(warehouse, lease_s=lease_s, tuning=TUNING)
     txn = lh.begin("repeatable_read", timeout_s=60)
     txn.events.subscribe(lambda e: say("WAITING") if isinstance(e, ev.Waiting) else None)
     add_kv(txn, "kv", 1, 10)
@@ -88,7 +91,7 @@ def transfers(warehouse: str, n: int, seed: int) -> None:
     import time
 
     rng = random.Random(seed)
-    lh = lv_core.connect(warehouse, lease_s=10.0, cycle_check_s=0.1, shift_after_s=2.0)
+    lh = lv_core.connect(warehouse, lease_s=10.0, cycle_check_s=0.1, shift_after_s=2.0, tuning=TUNING)
     outcomes: dict[str, int] = {}
     longest = 0.0
     for _ in range(n):
@@ -112,10 +115,6 @@ def transfers(warehouse: str, n: int, seed: int) -> None:
 
 
 if __name__ == "__main__":
-    if "LV_TEST_EMBED_MAX" in os.environ:  # 0: multi-table commits record their decision first
-        from lv_core.txn import publish
-
-        publish.EMBED_MAX = int(os.environ["LV_TEST_EMBED_MAX"])
     cmd = sys.argv[1]
     if cmd == "counter":
         counter(sys.argv[2], int(sys.argv[3]))

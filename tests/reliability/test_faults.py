@@ -34,7 +34,6 @@ from lv_core.protocol.lease import keeper
 from lv_core.protocol.markers import read_version
 from lv_core.protocol.vlock import CommitPending
 from lv_core.storage.instrumented import InstrumentedStore
-from lv_core.txn import publish
 from lv_core.txn.cleaner import drain
 from tests.helpers import oracle as O
 from tests.reliability.anomalies import setup_tables
@@ -248,13 +247,13 @@ def test_faults_every_kind_and_preset(tmp_path, capsys):
 # ----------------------------------------------------------------------------------- deterministic faults
 
 
-def _two_tables(tmp_path, lease_s: float = 1.0):
+def _two_tables(tmp_path, lease_s: float = 1.0, tuning=None):
     from lv_core import Lakehouse
 
     plain = lv_core.connect(str(tmp_path / "wh"), lease_s=lease_s)
     setup_tables(plain, {"kv": [(1, 100.0)], "kv2": [(1, 100.0)]})
     store = InstrumentedStore(plain.store)
-    return plain, store, Lakehouse(store, lease_s=lease_s)
+    return plain, store, Lakehouse(store, lease_s=lease_s, tuning=tuning)
 
 
 def _loads(plain, table: str):
@@ -288,9 +287,9 @@ def test_lost_response_to_a_single_table_commit_keeps_its_data(tmp_path):
     assert (got == [(1, 105.0)]) == (txn.state in ("committed", "unknown")), (got, txn.state)
 
 
-def test_lost_response_to_the_decision_never_half_commits(tmp_path, monkeypatch):
-    monkeypatch.setattr(publish, "EMBED_MAX", 0)  # the decision object is what this test is about
-    plain, store, lh = _two_tables(tmp_path)
+def test_lost_response_to_the_decision_never_half_commits(tmp_path):
+    # the decision object is what this test is about: parts never carry each other
+    plain, store, lh = _two_tables(tmp_path, tuning=lv_core.Tuning(embed_max=0))
     txn = lh.begin("repeatable_read")
     O.run_op(txn, O.add("kv", 1, -5))
     O.run_op(txn, O.add("kv2", 1, 5))
@@ -313,13 +312,13 @@ def test_lost_response_to_the_decision_never_half_commits(tmp_path, monkeypatch)
     assert kv[0][1] + kv2[0][1] in (200.0, 201.0), (kv, kv2)  # all or nothing of the transfer
 
 
-def test_unknown_decision_then_abort_is_never_rolled_forward_half_way(tmp_path, monkeypatch):
+def test_unknown_decision_then_abort_is_never_rolled_forward_half_way(tmp_path):
     """The decision lands but neither its PUT response nor a GET of it comes back: the client cannot
     know it decided, so it aborts: it frees kv, cannot free kv2 (another fault) and lets its lease run
     out. The next transaction on kv2 finds the decision, sees that kv's half was freed and frees kv2
     instead of rolling it forward: nothing of the transfer becomes visible."""
-    monkeypatch.setattr(publish, "EMBED_MAX", 0)  # the decision object is what this test is about
-    plain, store, lh = _two_tables(tmp_path)
+    # the decision object is what this test is about: parts never carry each other
+    plain, store, lh = _two_tables(tmp_path, tuning=lv_core.Tuning(embed_max=0))
     txn = lh.begin("repeatable_read")
     O.run_op(txn, O.add("kv", 1, -5))
     O.run_op(txn, O.add("kv2", 1, 5))

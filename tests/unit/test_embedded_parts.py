@@ -17,7 +17,7 @@ from lv_core.protocol import recovery
 from lv_core.protocol.edges import read_edges
 from lv_core.protocol.markers import KEY, read_version
 from lv_core.storage.instrumented import InstrumentedStore
-from lv_core.txn import cleaner, publish
+from lv_core.txn import cleaner
 from tests.helpers import oracle as O
 from tests.reliability.anomalies import setup_tables
 
@@ -26,11 +26,11 @@ pytestmark = pytest.mark.usefixtures("log_immutability")
 LEASE = 1.0
 
 
-def _three(tmp_path):
+def _three(tmp_path, tuning=None):
     plain = lv_core.connect(str(tmp_path / "wh"), lease_s=LEASE)
     setup_tables(plain, {"a": [(1, 100.0)], "b": [(1, 100.0)], "c": [(1, 100.0)]}, register=False)
     store = InstrumentedStore(plain.store)
-    return plain, store, lv_core.Lakehouse(store, lease_s=LEASE)
+    return plain, store, lv_core.Lakehouse(store, lease_s=LEASE, tuning=tuning)
 
 
 def _info(lh, table: str, version: int) -> dict:
@@ -127,9 +127,8 @@ def test_without_a_part_in_the_log_the_markers_are_freed(tmp_path):
     assert [O.table_rows(plain.store.url(x)) for x in "abc"] == [[(1, 100.0)]] * 3
 
 
-def test_big_commits_record_the_decision_first(tmp_path, monkeypatch):
-    monkeypatch.setattr(publish, "EMBED_MAX", 10)
-    plain, store, lh = _three(tmp_path)
+def test_big_commits_record_the_decision_first(tmp_path):
+    plain, store, lh = _three(tmp_path, lv_core.Tuning(embed_max=10))
     txn = _transfer(lh)
     fault = store.fail("PUT", key_contains="decision.json", after=True)  # lands; the response is lost
     res = txn.commit()  # it reads the decision back

@@ -147,19 +147,6 @@ def test_every_phase_is_in_the_architecture_diagram() -> None:
     assert {p.name for p in Phase} <= states, {p.name for p in Phase} - states
 
 
-def test_every_route_of_the_serializable_commit_is_in_its_diagram() -> None:
-    from lv_core.txn.isolation import Route
-
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md").read_text()
-    diagram = re.search(r"```mermaid\n(stateDiagram-v2\n%% isolation.*?)```", doc, re.S)
-    assert diagram is not None, "the serializable commit's route diagram is missing"
-    words = set(re.findall(r"\b([A-Za-z_]+)\b", diagram.group(1)))
-    assert {r.name for r in Route} | {a.name for a in kw.FreeAnswer} <= words
-    assert {"_commit_fast", "_commit_held", "_on_free"} <= words  # the functions named there exist
-    import lv_core.txn.isolation as iso
-    assert all(callable(getattr(iso, f)) for f in ("_commit_fast", "_commit_held", "_on_free"))
-
-
 def test_every_state_of_a_held_key_is_in_its_diagram() -> None:
     from lv_core.protocol.heldlock import Hold
 

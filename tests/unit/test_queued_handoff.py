@@ -18,7 +18,8 @@ from lv_core.protocol.vlock import FreeAnswer
 from lv_core.storage.instrumented import InstrumentedStore
 from lv_core.txn import isolation
 from lv_core.txn.cleaner import drain
-from lv_core.txn.group import Waiter
+from lv_core.txn.commitstep import Answer, Commit, Phase, start
+from lv_core.txn.group import Waiter, make_request
 from tests.helpers.bank import add_kv, committed_kv, make_kv
 
 pytestmark = pytest.mark.timeout(120)
@@ -41,14 +42,24 @@ def _setup(tmp_path) -> tuple[InstrumentedStore, Lakehouse, Lakehouse]:
     return store, a, b
 
 
-def _given(lh: Lakehouse, txn):
-    """What a queued transaction of ``lh`` holds once it sees the key free: its writes, accesses, and the
-    free record with the head it names."""
+def _given(lh: Lakehouse, txn) -> isolation._Run:
+    """A queued transaction of ``lh`` that sees the key free (its request queued, the head the free record
+    names known): the commit's try of the free key, ready to drive."""
     core = txn.core
     writes = core.book.writes()
-    slot = slot_of(lh.validation_lock.look())
-    assert slot is not None and slot.head is not None
-    return core, writes, isolation.table_accesses(core, writes), (slot, lh.global_log.at(slot.head))
+    accesses = isolation.table_accesses(core, writes)
+    found = lh.validation_lock.look()
+    slot = slot_of(found)
+    assert found is not None and slot is not None and slot.head is not None
+    lh.global_log.at(slot.head)  # (known: the waiter reads it ahead, test below)
+    waiter = Waiter(core, lambda: make_request(core, writes, accesses, waiter.known), deadline=1e12,
+                    on_free=lambda _w, _f: (FreeAnswer.USUAL, None))
+    waiter.busy()
+    return isolation._Run(core, writes, accesses, 1e12, waiter, found)
+
+
+def _try(run: isolation._Run) -> Commit:
+    return run.drive(*start(writes=True, queued=True))
 
 
 def test_a_queued_writer_given_the_free_key_claims_it_without_reading_when_its_markers_are_settled(tmp_path):
@@ -60,17 +71,17 @@ def test_a_queued_writer_given_the_free_key_claims_it_without_reading_when_its_m
     txn = b.begin("serializable")
     add_kv(txn, "x", 1, -5.0)
     add_kv(txn, "y", 1, 5.0)
-    core, writes, accesses, given = _given(b, txn)
+    run = _given(b, txn)
     store.reset()
-    fast = isolation._commit_fast(core, writes, accesses, given=given)
+    end = _try(run)
     drain(30.0)
     c = store.counts()  # (the commit's and the release's, on pool threads too)
-    assert fast.route is isolation.Route.PUBLISHED, fast
+    assert end.phase is Phase.COMMITTED, end
     assert (c["GET"], c["HEAD"]) == (0, 0), c  # nothing read before the claim
     assert (c["PUT-if-match"], c["PUT-create"]) == (2, 3), c  # claim with the plan, release; 2 commits, the version
     assert c["LIST"] == 1, c  # the queue, read while the plan is written (serving looks)
     state = a.global_log.head()
-    assert state.version == given[1].version + 1 and state.txn == txn.id
+    assert run.state is not None and state.version == run.state.version + 1 and state.txn == txn.id
     assert committed_kv(a, "x") == {1: 94.0} and committed_kv(a, "y") == {1: 106.0}
 
 
@@ -83,14 +94,14 @@ def test_a_queued_writer_given_the_free_key_still_fails_when_a_plain_writer_took
     store, a, b = _setup(tmp_path)
     txn = b.begin("serializable")
     add_kv(txn, "x", 1, -5.0)
-    core, writes, accesses, given = _given(b, txn)
+    run = _given(b, txn)
     opts = store.storage_options_for_deltalake() or None
     deltalake.write_deltalake(store.url("x"), pd.DataFrame({"id": [2], "val": [2.0]}), mode="append",
                               storage_options=opts)
-    fast = isolation._commit_fast(core, writes, accesses, given=given)
+    end = _try(run)
     drain(30.0)
-    assert fast.route is isolation.Route.USUAL, fast
-    assert a.global_log.head().version == given[1].version  # nothing published
+    assert (end.phase, end.last) == (Phase.BACK_IN_QUEUE, Answer.VOID), end  # back to the usual way
+    assert run.state is not None and a.global_log.head().version == run.state.version  # nothing published
     assert committed_kv(a, "x") == {1: 99.0, 2: 2.0}
     free = LockRecord.decode(store.get(LOCK_KEY).data)
     assert free.state == FREE

@@ -14,10 +14,12 @@ from lv_core.txn.ops import Operation, OpResult
 def test_defaults_and_bounds() -> None:
     t = lv_core.Tuning()
     assert (t.silence_share, t.read_ahead, t.read_ahead_parallel, t.footprint_max, t.precedence_probes,
-            t.gvl_linear_probes, t.queued_poll_s, t.contended_s, t.plan_attempts) == (0.5, 32, 8, 256, 8, 4, 0.05,
-                                                                                     2.0, 3)
+            t.gvl_linear_probes, t.queued_poll_s, t.contended_s, t.plan_attempts, t.embed_max) == (
+        0.5, 32, 8, 256, 8, 4, 0.05, 2.0, 3, 64 * 1024)
+    assert lv_core.Tuning(embed_max=0).embed_max == 0  # parts never carry each other: the decision is recorded
     for bad in ({"silence_share": 0.0}, {"read_ahead": 0}, {"footprint_max": True}, {"gvl_linear_probes": 1.5},
-                {"queued_poll_s": 0.0}, {"contended_s": -1.0}, {"plan_attempts": 0}):
+                {"queued_poll_s": 0.0}, {"contended_s": -1.0}, {"plan_attempts": 0}, {"embed_max": -1},
+                {"embed_max": 1.0}):
         with pytest.raises(ValueError):
             lv_core.Tuning(**bad)  # type: ignore[arg-type]
 
