@@ -126,7 +126,7 @@ def write_report(out: Path, report: Path) -> None:
     :mod:`benchmarks.report_sections`): issue 38's targets first, then the workloads of the paper, the
     default-profile grid, and the earlier issues' before/after notes."""
     from benchmarks.report_sections import cold_connect_section, history, listappend_section, note
-    from benchmarks.report_targets import targets, tpcds_main, ycsb_section
+    from benchmarks.report_targets import targets, tpcds_runs, ycsb_section
     from benchmarks.tpcc_report import section as tpcc_section
 
     rel: Any = Path(*[".."] * 0)
@@ -156,9 +156,8 @@ def write_report(out: Path, report: Path) -> None:
               _table(["target", "goal", "measured", "status"], old_targets), ""]
     L += ycsb_section(out, _table)
     L += tpcc_section(_load(out, "tpcc"), str(rel)) + note("tpcc")
-    main = tpcds_main(out)
-    names = sorted((p.stem for p in out.glob("tpcds*.json")), key=lambda n: (n != main, n))
-    for name in names:
+    runs = tpcds_runs(out)
+    for name in runs + sorted(p.stem for p in out.glob("tpcds*.json") if p.stem not in runs):
         L += tpcds.report_section(_load(out, name), rel, name)
     for name in sorted(p.stem for p in out.glob("cab*.json")):
         L += cab.report_section(_load(out, name), rel, name)
