@@ -20,9 +20,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-#: The side-by-side YCSB runs of issue 38 (``python -m benchmarks.protocol_speed``); older runs of the
-#: same harness (issue 21) are kept under other names and cited by the history notes.
-YCSB_RUNS = ("protocol_speed", "protocol_speed_run2")
+#: The side-by-side YCSB runs of issue 38 (``python -m benchmarks.protocol_speed``), grouped by the pair of
+#: trees they compare, newest first; older runs of the same harness (issue 21) are kept under other names
+#: and cited by the history notes.
+YCSB_RUNS = (("protocol_speed_head",), ("protocol_speed", "protocol_speed_run2"))
 #: (system, clients, goal as a ratio of ``delta``'s throughput): issue 38's acceptance.
 YCSB_GOALS = (("serializable", 1, 0.9), ("serializable", 8, 1.0), ("LV[R]", 1, 0.98))
 #: Presets that must keep every TPC-C condition under concurrency, and those expected to break one.
@@ -62,24 +63,38 @@ def ycsb_rounds(runs: dict[str, dict[str, Any]], tree: str = "after") -> dict[tu
     return out
 
 
-def _ycsb(out: Path) -> tuple[list[list[Any]], dict[str, dict[str, Any]]]:
-    runs = {n: d for n in YCSB_RUNS if (d := _load(out, n)) is not None}
-    if not runs:
-        return [], runs
-    rounds = ycsb_rounds(runs)
-    src = " + ".join(f"`{n}.json`" for n in runs)
+def _groups(out: Path) -> list[dict[str, dict[str, Any]]]:
+    """The groups of :data:`YCSB_RUNS` present in ``out``: run name -> its data."""
+    groups = []
+    for names in YCSB_RUNS:
+        runs = {n: d for n in names if (d := _load(out, n)) is not None}
+        if runs:
+            groups.append(runs)
+    return groups
+
+
+def _after(runs: dict[str, dict[str, Any]]) -> str:
+    """The "after" tree of a group, by its folder's name (the runs record paths)."""
+    return ", ".join(sorted({Path(d.get("trees", {}).get("after", "?")).name for d in runs.values()}))
+
+
+def _ycsb(out: Path) -> list[list[Any]]:
     rows = []
-    for system, clients, goal in YCSB_GOALS:
-        got = rounds.get((system, clients), [])
-        if not got:
-            rows.append([f"YCSB A, {system} / delta, {clients} client(s)", f">= {goal:g}x", "not measured", "-", src])
-            continue
-        ratios = [g["ratio"] for g in got]
-        med = statistics.median(ratios)
-        rows.append([f"YCSB A, {system} / delta throughput, {clients} client(s)", f">= {goal:g}x",
-                     f"{med:.2f}x (median of {len(ratios)} rounds, {min(ratios):.2f}-{max(ratios):.2f})",
-                     _status(med >= goal), src])
-    return rows, runs
+    for runs in _groups(out):
+        rounds = ycsb_rounds(runs)
+        src = " + ".join(f"`{n}.json`" for n in runs)
+        for system, clients, goal in YCSB_GOALS:
+            label = f"YCSB A, {system} / delta throughput, {clients} client(s), tree `{_after(runs)}`"
+            got = rounds.get((system, clients), [])
+            if not got:
+                rows.append([label, f">= {goal:g}x", "not measured", "-", src])
+                continue
+            ratios = [g["ratio"] for g in got]
+            med = statistics.median(ratios)
+            rows.append([label, f">= {goal:g}x",
+                         f"{med:.2f}x (median of {len(ratios)} rounds, {min(ratios):.2f}-{max(ratios):.2f})",
+                         _status(med >= goal), src])
+    return rows
 
 
 def _tpcc(out: Path) -> list[list[Any]]:
@@ -153,16 +168,22 @@ def _cab(out: Path) -> list[list[Any]]:
 
 def targets(out: Path) -> list[list[Any]]:
     """Rows of the targets table: target, goal, measured, status, source."""
-    ycsb, _ = _ycsb(out)
-    return ycsb + _tpcc(out) + _tpcds(out) + _cab(out)
+    return _ycsb(out) + _tpcc(out) + _tpcds(out) + _cab(out)
 
 
 def ycsb_section(out: Path, table: Any) -> list[str]:
-    """Issue 38's side-by-side YCSB runs: per system and client count, before and after, as ratios of
-    ``delta`` in the same round and tree."""
-    runs = {n: d for n in YCSB_RUNS if (d := _load(out, n)) is not None}
-    if not runs:
+    """Issue 38's side-by-side YCSB runs, a table per pair of trees: per system and client count, before
+    and after, as ratios of ``delta`` in the same round and tree."""
+    groups = _groups(out)
+    if not groups:
         return []
+    L = ["## Serializable vs plain Delta: YCSB A side by side (issue 38)", ""]
+    for runs in groups:
+        L += _ycsb_group(runs, table)
+    return L
+
+
+def _ycsb_group(runs: dict[str, dict[str, Any]], table: Any) -> list[str]:
     before, after = ycsb_rounds(runs, "before"), ycsb_rounds(runs, "after")
     rows = []
     for key in sorted(set(before) | set(after), key=lambda k: (k[1], k[0])):
@@ -181,8 +202,7 @@ def ycsb_section(out: Path, table: Any) -> list[str]:
     first = next(iter(runs.values()))
     task = next((r for r in first["rows"] if r["task"]["kind"] == "ycsb"), None)
     res = task["result"] if task else {}
-    return ["## Serializable vs plain Delta: YCSB A side by side (issue 38)", "",
-            f"`python -m benchmarks.protocol_speed --base <before tree>`: YCSB A, {res.get('records', '?')} records, "
+    return [f"`python -m benchmarks.protocol_speed --base <before tree>`: YCSB A, {res.get('records', '?')} records, "
             f"{res.get('per_file', '?')} per file, {res.get('ops_per_client', '?')} operations per client, store "
             f"`{res.get('store', '?')}`; the two trees ({where}) "
             f"run in child processes, interleaved round by round ({nrounds} rounds over "
