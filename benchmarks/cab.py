@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import statistics
 import threading
 import time
@@ -214,24 +213,17 @@ def run(*, scale: float = 0.1, ops: int = 6, rounds: int = 2, readers: int = 2, 
               "reads": sorted(READS), "updates": sorted(UPDATES), "insert_share": 0.8}
     if not ok:
         return {"skipped": why, "params": params}
-    import lv_core
-    from benchmarks.tpcgen import generate, load
+    from benchmarks.tpcgen import loaded
 
     res: dict[str, Any] = {"params": params, "machine": environment(), "load_average_before": os.getloadavg()}
-    folder, gen_s = generate("tpch", scale, workdir, parts=parts)
-    res["generate_s"] = round(gen_s, 2)
-    wh = workdir / f"wh-{os.getpid()}"
-    shutil.rmtree(wh, ignore_errors=True)
-    conf = {"spark.driver.memory": driver_memory}
-    lhs = [lv_core.connect(str(wh), spark_conf=conf) for _ in range(max(readers + writers, 2))]
     samples: list[dict[str, Any]] = []
     errors: list[str] = []
-    try:
-        t0 = time.perf_counter()
-        res["tables"] = load(lhs[0], folder, list(TABLES))
-        res["load_s"] = round(time.perf_counter() - t0, 2)
-        log(f"cab: loaded {len(res['tables'])} tables in {res['load_s']} s")
-        streams = Streams(folder, seed)
+    with loaded("tpch", scale, workdir, parts=parts, spark_conf={"spark.driver.memory": driver_memory},
+                tables=list(TABLES), connections=max(readers + writers, 2)) as setup:
+        lhs = setup.lakehouses
+        res.update(setup.timings)
+        res["tables"] = setup.tables
+        streams = Streams(setup.folder, seed)
         # warm-up, untimed: every query once, one insert and one update
         warm: list[dict[str, Any]] = []
         for tables, text in READS.values():
@@ -267,10 +259,6 @@ def run(*, scale: float = 0.1, ops: int = 6, rounds: int = 2, readers: int = 2, 
                     f"{sum('aborted' in g for g in got)} aborts, {sum('error' in g for g in got)} errors")
             res["partial"] = summarize(samples, list(presets))
         errors += [f"{s['mode']} {s['preset']} {s['op']}: {s['error']}" for s in samples if "error" in s]
-    finally:
-        for lh in lhs:
-            lh.close()
-        shutil.rmtree(wh, ignore_errors=True)
     res.pop("partial", None)
     res["summary"] = summarize(samples, list(presets))
     res["samples"] = samples

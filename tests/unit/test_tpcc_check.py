@@ -65,3 +65,31 @@ def test_half_committed_new_order_and_doubled_order_id(loaded: Any) -> None:
     got = _conditions(loc)
     assert {"4", "5", "6", "keys"} <= set(got), got
     assert d["d_next_o_id"] == CUSTOMERS + 1
+
+
+def test_statements_read_only_the_files_their_where_may_match(tmp_path: Path) -> None:
+    """tpcc_ops' statements are arrow_ops' own with a file filter: an UPDATE of a key reads and rewrites
+    only the data file whose statistics may hold it, and declares that filter as its predicate read
+    (so a concurrent statement on another file's keys does not conflict)."""
+    import pyarrow as pa
+
+    lh = Lakehouse(LocalStore(str(tmp_path)))
+    schema = pa.schema([pa.field("k", pa.int64()), pa.field("v", pa.int64())])
+    lh.create_table("t", schema)
+    for keys in ((1, 2), (10, 11)):  # two files with disjoint key ranges
+        txn = lh.begin("delta")
+        txn.execute(insert("t", pa.table({"k": list(keys), "v": [0, 0]}, schema=schema)))
+        txn.commit()
+    files = lh.snapshot("t").files
+    results: list[Any] = []
+    op = update("t", {"k": 10}, set_columns({"v": 7}), "v = 7")
+    run = op.run
+    op.run = lambda ctx: results.append(run(ctx)) or results[-1]
+    txn = lh.begin("serializable")
+    assert txn.execute(op) == 1
+    txn.commit()
+    res = results[-1]
+    assert len(res.reads["t"]) == 1 and len(res.removes["t"]) == 1
+    read = next(iter(res.reads["t"]))
+    assert read in files and res.may_match["t"] is not None
+    lh.close()
