@@ -55,6 +55,10 @@ class Tuning:
     footprint_max: int = FOOTPRINT_MAX
     #: At most this many marker objects above ours are looked at for a first updater to give way to.
     precedence_probes: int = 8
+    #: A waiter looks at the lease of the transaction it waits behind at most this often (and at once
+    #: when the wait starts); never less often than every tenth of the lease (issue 38: once per poll,
+    #: it was a GET per poll round).
+    lease_check_s: float = 1.0
     #: Global versions read one by one past the last one known before re-reading the hint and galloping.
     gvl_linear_probes: int = 4
     #: A waiter that queued a commit request looks at least this often (its outcome may be published
@@ -69,6 +73,8 @@ class Tuning:
     def __post_init__(self) -> None:
         if not 0 < self.silence_share <= 1:
             raise ValueError(f"silence_share must be in (0, 1], not {self.silence_share!r}")
+        if not self.lease_check_s > 0:
+            raise ValueError(f"lease_check_s must be > 0, not {self.lease_check_s!r}")
         if not self.queued_poll_s > 0 or not self.contended_s >= 0:
             raise ValueError(f"need queued_poll_s > 0 and contended_s >= 0, not {self.queued_poll_s!r}, "
                              f"{self.contended_s!r}")
@@ -92,6 +98,10 @@ class Settings:
     shift_after_s: float
     max_shifts: int = 8
     tuning: Tuning = Tuning()
+
+    def lease_check(self) -> float:
+        """How often a waiter looks at the lease of the transaction it waits behind."""
+        return min(self.tuning.lease_check_s, self.lease_s / 10)
 
     def shift_after(self) -> float:
         """How long a waiter waits before shifting pre-emptively."""

@@ -86,8 +86,18 @@ def _marker_edges(core: TxnCore, node: str, via: Edge | None, seen: Mapping[tupl
 
 def _cycle_through(core: TxnCore, new_edges: list[Edge],
                    seen: Mapping[tuple[str, int], VersionState] | None = None) -> list[Edge] | None:
+    """The cycle ``new_edges`` close, if any. An edge into us counts only while it points at a marker we
+    hold now: another transaction's edges object still names our markers from before a shift until it
+    rewrites it, and such a stale edge closes no cycle (issue 38: it made waiters shift again and again
+    until ``max_shifts`` aborted them as deadlocked)."""
     known: dict[str, TxnEdges | None] = {}
-    return closes_cycle(core.id, new_edges, lambda node, via: _marker_edges(core, node, via, seen or {}, known))
+    held = {t: ts.marker_version for t, ts in core.book.tables.items() if ts.marker_version is not None}
+
+    def out(node: str, via: Edge | None) -> list[Edge]:
+        return [e for e in _marker_edges(core, node, via, seen or {}, known)
+                if e.dst != core.id or held.get(e.table) == e.version]
+
+    return closes_cycle(core.id, new_edges, out)
 
 
 def _note_cycle(core: TxnCore, cycle: list[Edge]) -> None:
@@ -285,6 +295,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
         backoff = concurrency.Backoff(s.poll_min_s, max(s.poll_min_s, s.poll_max_s), factor=1.5)
         wait_t0 = time.monotonic()
         next_check = wait_t0 + s.cycle_check_s
+        next_lease = wait_t0  # the owner's lease: at once, then every lease_check()
         st: VersionState | None = None
         polls = 0
         while True:
@@ -300,8 +311,11 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
             if not (on.pending and on.txn != core.id):
                 break
             # (a state known only from the snapshot, without the marker's bookkeeping, is read whole first)
-            if on.marker is not None and core.services.leases.expired(core.store, on.txn or "", on.marker, on.etag,
-                                                                     f"{on_table}@{on.version}"):
+            look = on.marker is not None and time.monotonic() >= next_lease
+            if look:
+                next_lease = time.monotonic() + s.lease_check()
+            if look and on.marker is not None and core.services.leases.expired(
+                    core.store, on.txn or "", on.marker, on.etag, f"{on_table}@{on.version}"):
                 try:
                     if resolve_expired(core.store, on_table, on, by=core.id,
                                        below_known=on_table == ts.name) == "freed":
@@ -310,6 +324,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
                 except PreconditionFailed:
                     pass
                 st = None  # read it whole again
+                next_lease = time.monotonic()
                 continue
             if waited_on is None:
                 waited_on = st.txn
@@ -340,19 +355,22 @@ def _predecessor(table: str, st: VersionState) -> PredecessorCommit:
 
 
 def _read_ahead(core: TxnCore, table: str, versions: list[int]) -> dict[int, VersionState]:
-    """The versions among ``versions`` that the log holds (their Delta files, read in parallel: one
-    round trip however many predecessors committed since the snapshot). Stops at the first one
-    missing: the log has no gaps, so nothing above it is there either."""
-    if len(versions) < 2:
-        return {}
-    found = concurrency.gather(concurrency.Pool.REQUESTS, lambda v: read_log_version(core.store, table, v),
-                               versions[:core.settings.tuning.read_ahead],
-                               limit=core.settings.tuning.read_ahead_parallel)
+    """The versions among the first ``read_ahead`` of ``versions`` that the log holds (their Delta
+    files, ``read_ahead_parallel`` at a time in parallel: one round trip per window). Stops at the
+    first one missing: the log has no gaps, so nothing above it is there either; so a window is read
+    only when the one before was all there (issue 38: reading all ``read_ahead`` at once cost that many
+    GETs after every wait, mostly for versions still pending)."""
+    tuning = core.settings.tuning
+    ahead = versions[:tuning.read_ahead] if len(versions) >= 2 else []
     out: dict[int, VersionState] = {}
-    for v, st in zip(versions, found, strict=False):
-        if st is None:
-            break
-        out[v] = st
+    for i in range(0, len(ahead), tuning.read_ahead_parallel):
+        window = ahead[i:i + tuning.read_ahead_parallel]
+        found = concurrency.gather(concurrency.Pool.REQUESTS, lambda v: read_log_version(core.store, table, v),
+                                   window, limit=tuning.read_ahead_parallel)
+        for v, st in zip(window, found, strict=True):
+            if st is None:
+                return out
+            out[v] = st
     return out
 
 

@@ -231,3 +231,30 @@ def test_a_written_part_lost_after_the_read_only_frees_claims_the_read_tables_ag
     assert r1.versions["bank_x"] > before["bank_x"]
     assert committed_kv(lh, "bank_x") == {1: 990.0, 2: 1000.0, 9: 9.0}
     assert read_version(lh.store, "bank_y", before["bank_y"]).kind == "freed"
+
+
+def test_a_stale_edge_into_a_moved_marker_closes_no_cycle(tmp_path):
+    """Issue 38: another transaction's edges object names our marker from before a shift until it is
+    rewritten; that edge is no cycle, and a waiter must not shift (again) for it. An edge at the marker
+    we hold now still is one."""
+    from lv_core.protocol.edges import write_edges
+    from lv_core.protocol.layout import new_txn_id
+    from lv_core.txn import waiting
+
+    lh = lv_core.connect(str(tmp_path), lease_s=10.0, cycle_check_s=1000, shift_after_s=1000)
+    make_kv(lh, "a", {1: 0.0})
+    make_kv(lh, "b", {1: 0.0})
+    t1 = lh.begin(CT, timeout_s=20)
+    add_kv(t1, "a", 1, 1)
+    add_kv(t1, "b", 1, 1)
+    core, held = t1.core, t1.marker_versions()
+    other = new_txn_id()
+    waits_at = held["b"] + 1  # (t1 waiting behind a marker of ``other`` in b, as far as the search goes)
+    write_edges(lh.store, other, [Edge(other, t1.id, "a", held["a"] - 1)], {"b": waits_at})  # stale: not t1's marker
+    waiting._check_while_waiting(core, core.book.tables["b"], waits_at, other, waited_s=0.0)
+    assert not core.book.shifts and t1.marker_versions() == held
+    write_edges(lh.store, other, [Edge(other, t1.id, "a", held["a"])], {"b": waits_at})  # t1's marker now: a cycle
+    with pytest.raises(waiting.Restart):
+        waiting._check_while_waiting(core, core.book.tables["b"], waits_at, other, waited_s=0.0)
+    assert core.book.shifts and t1.marker_versions()["a"] > held["a"]
+    t1.rollback()
