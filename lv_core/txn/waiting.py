@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from lv_core import concurrency
 from lv_core import events as ev
 from lv_core.delta.actions import decode_commit
-from lv_core.errors import PreconditionFailed
+from lv_core.errors import NotFound, PreconditionFailed
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import PredecessorCommit
 from lv_core.protocol.dag import Edge, closes_cycle, edges_from_json, shift_tables
@@ -86,18 +86,44 @@ def _marker_edges(core: TxnCore, node: str, via: Edge | None, seen: Mapping[tupl
 
 def _cycle_through(core: TxnCore, new_edges: list[Edge],
                    seen: Mapping[tuple[str, int], VersionState] | None = None) -> list[Edge] | None:
-    """The cycle ``new_edges`` close, if any. An edge into us counts only while it points at a marker we
-    hold now: another transaction's edges object still names our markers from before a shift until it
-    rewrites it, and such a stale edge closes no cycle (issue 38: it made waiters shift again and again
-    until ``max_shifts`` aborted them as deadlocked)."""
+    """A live cycle ``new_edges`` close, if any (issue 38: waiters shifted for dead ones again and
+    again, until ``max_shifts`` aborted them as deadlocked).
+
+    Edges objects outlive what they say: one names our marker from before a shift until its owner
+    rewrites it (an edge into us counts only at a marker we hold now), and an ended transaction's is
+    deleted in the background after its markers were freed. So before a cycle is reported, every edge
+    on it into another transaction is checked against the marker it points at (2 GETs each, only when
+    a cycle was found; ``seen`` states count): an edge to a marker no longer pending is dropped and
+    the search runs again without it."""
     known: dict[str, TxnEdges | None] = {}
+    seen = seen or {}
     held = {t: ts.marker_version for t, ts in core.book.tables.items() if ts.marker_version is not None}
+    live: dict[Edge, bool] = {}
 
     def out(node: str, via: Edge | None) -> list[Edge]:
-        return [e for e in _marker_edges(core, node, via, seen or {}, known)
-                if e.dst != core.id or held.get(e.table) == e.version]
+        return [e for e in _marker_edges(core, node, via, seen, known)
+                if live.get(e, True) and (e.dst != core.id or held.get(e.table) == e.version)]
 
-    return closes_cycle(core.id, new_edges, out)
+    while True:
+        cycle = closes_cycle(core.id, [e for e in new_edges if live.get(e, True)], out)
+        if cycle is None:
+            return None
+        for e in cycle:
+            if e.dst != core.id and e not in live:
+                live[e] = _pending_at(core, e, seen)
+        if all(live.get(e, True) for e in cycle):
+            return cycle
+
+
+def _pending_at(core: TxnCore, e: Edge, seen: Mapping[tuple[str, int], VersionState]) -> bool:
+    """Is ``e.dst``'s marker at ``e.table@e.version`` still pending (so that ``e.src`` waits for it)?"""
+    st = seen.get((e.table, e.version))
+    if st is None:
+        try:
+            st = read_version(core.store, e.table, e.version)
+        except NotFound:
+            return False
+    return st.pending and st.txn == e.dst
 
 
 def _note_cycle(core: TxnCore, cycle: list[Edge]) -> None:
@@ -284,7 +310,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
     s = core.settings
     assert ts.marker_version is not None
     versions = sorted(set(ts.pending) | set(range(ts.base.version + 1, ts.marker_version)))
-    logged = _read_ahead(core, ts.name, versions)
+    logged, missed = _read_ahead(core, ts.name, versions)
     for i, v in enumerate(versions):
         got = logged.get(v)
         if got is not None and not (core.iso and got.parts and got.txn != core.id):  # in the log: final
@@ -298,6 +324,8 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
         next_lease = wait_t0  # the owner's lease: at once, then every lease_check()
         st: VersionState | None = None
         polls = 0
+        if v == missed:  # the log was read for it just now: its first poll comes after a pause
+            backoff.sleep(deadline)
         while True:
             polls += 1
             st = _poll(core, ts, v, st, polls)
@@ -344,7 +372,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
             core.events.emit(ev.WaitEnded(core.id, table=ts.name, version=v, on_txn=waited_on, outcome=outcome))
         out.append(_predecessor(ts.name, st))
         if polls > 1:  # time passed: the versions above may have landed meanwhile
-            logged = _read_ahead(core, ts.name, versions[i + 1:])
+            logged, missed = _read_ahead(core, ts.name, versions[i + 1:], first=1)
     return out
 
 
@@ -354,24 +382,31 @@ def _predecessor(table: str, st: VersionState) -> PredecessorCommit:
     return PredecessorCommit(table, st.version, st.txn, actions)
 
 
-def _read_ahead(core: TxnCore, table: str, versions: list[int]) -> dict[int, VersionState]:
+def _read_ahead(core: TxnCore, table: str, versions: list[int],
+                first: int | None = None) -> tuple[dict[int, VersionState], int | None]:
     """The versions among the first ``read_ahead`` of ``versions`` that the log holds (their Delta
-    files, ``read_ahead_parallel`` at a time in parallel: one round trip per window). Stops at the
-    first one missing: the log has no gaps, so nothing above it is there either; so a window is read
-    only when the one before was all there (issue 38: reading all ``read_ahead`` at once cost that many
-    GETs after every wait, mostly for versions still pending)."""
+    files read in parallel, in windows: the first of ``first`` versions, default
+    ``read_ahead_parallel``, each next one twice as large up to that), and the version found missing
+    (None: none was). Stops at the first one missing: the log has no gaps, so nothing above it is
+    there either; so a window is read only when the one before was all there.
+
+    At first, predecessors committed since the snapshot are read in one round trip. After a wait the
+    versions above are mostly still pending: a window of one, growing while they are found (issue 38:
+    reading ``read_ahead`` of them at once after every wait cost that many GETs, mostly misses)."""
     tuning = core.settings.tuning
     ahead = versions[:tuning.read_ahead] if len(versions) >= 2 else []
     out: dict[int, VersionState] = {}
-    for i in range(0, len(ahead), tuning.read_ahead_parallel):
-        window = ahead[i:i + tuning.read_ahead_parallel]
+    size, i = min(first or tuning.read_ahead_parallel, tuning.read_ahead_parallel), 0
+    while i < len(ahead):
+        window = ahead[i:i + size]
         found = concurrency.gather(concurrency.Pool.REQUESTS, lambda v: read_log_version(core.store, table, v),
                                    window, limit=tuning.read_ahead_parallel)
         for v, st in zip(window, found, strict=True):
             if st is None:
-                return out
+                return out, v
             out[v] = st
-    return out
+        i, size = i + size, min(size * 2, tuning.read_ahead_parallel)
+    return out, None
 
 
 def resolve_all(core: TxnCore, group: list[str], deadline: float) -> list[PredecessorCommit]:
