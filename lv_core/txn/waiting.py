@@ -310,7 +310,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
     s = core.settings
     assert ts.marker_version is not None
     versions = sorted(set(ts.pending) | set(range(ts.base.version + 1, ts.marker_version)))
-    logged, missed = _read_ahead(core, ts.name, versions)
+    logged, missed = _read_ahead(core, ts.name, versions, first=_landed_lead(ts, versions))
     for i, v in enumerate(versions):
         got = logged.get(v)
         if got is not None and not (core.iso and got.parts and got.txn != core.id):  # in the log: final
@@ -372,7 +372,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
             core.events.emit(ev.WaitEnded(core.id, table=ts.name, version=v, on_txn=waited_on, outcome=outcome))
         out.append(_predecessor(ts.name, st))
         if polls > 1:  # time passed: the versions above may have landed meanwhile
-            logged, missed = _read_ahead(core, ts.name, versions[i + 1:], first=1)
+            logged, missed = _read_ahead(core, ts.name, versions[i + 1:], first=_landed_lead(ts, versions[i + 1:]))
     return out
 
 
@@ -380,6 +380,12 @@ def _predecessor(table: str, st: VersionState) -> PredecessorCommit:
     """A resolved version below our marker as a predecessor (a freed one changes nothing)."""
     actions = [] if st.kind == "freed" else decode_commit(st.raw, version=st.version, table=table)
     return PredecessorCommit(table, st.version, st.txn, actions)
+
+
+def _landed_lead(ts: TableState, versions: list[int]) -> int:
+    """How many of ``versions``, from the first, were not pending when last looked at (at least 1):
+    those are most likely in the log now, the first one known pending most likely not."""
+    return max(1, next((k for k, v in enumerate(versions) if v in ts.pending), len(versions)))
 
 
 def _read_ahead(core: TxnCore, table: str, versions: list[int],
@@ -390,9 +396,9 @@ def _read_ahead(core: TxnCore, table: str, versions: list[int],
     (None: none was). Stops at the first one missing: the log has no gaps, so nothing above it is
     there either; so a window is read only when the one before was all there.
 
-    At first, predecessors committed since the snapshot are read in one round trip. After a wait the
-    versions above are mostly still pending: a window of one, growing while they are found (issue 38:
-    reading ``read_ahead`` of them at once after every wait cost that many GETs, mostly misses)."""
+    The first window holds the versions not pending when last looked at (:func:`_landed_lead`):
+    predecessors committed since the snapshot are read in one round trip, and a version known pending
+    next costs one GET, not ``read_ahead`` (issue 38: read after every wait, mostly misses)."""
     tuning = core.settings.tuning
     ahead = versions[:tuning.read_ahead] if len(versions) >= 2 else []
     out: dict[int, VersionState] = {}
