@@ -21,7 +21,7 @@ from lv_core.protocol import clock, ict, layout
 from lv_core.protocol.dag import Edge
 from lv_core.protocol.gvl import GlobalLog
 from lv_core.protocol.lease import LeaseObserver
-from lv_core.protocol.markers import Footprint, MarkerInfo
+from lv_core.protocol.markers import Footprint, MarkerInfo, VersionState
 from lv_core.protocol.tablelog import TableLogs
 from lv_core.protocol.validation import Policy
 from lv_core.protocol.vlock import ValidationLock
@@ -148,6 +148,9 @@ class TxnCore:
     #: LV[I]: tables found to have no log version past the version read, after the head was known
     #: (:mod:`lv_core.txn.current`); a read-only transaction needs no validation for them
     confirmed: set[str] = field(default_factory=set)
+    #: log versions read while waiting, (table, version) -> state: a Delta file is written once and
+    #: never rewritten, so a wait restarted by a marker shift does not read them again (issue 38)
+    logged: dict[tuple[str, int], VersionState] = field(default_factory=dict)
     #: LV[I]: tables whose look runs beside the first operation (confirmed or taken back after it)
     looking: set[str] = field(default_factory=set)
 

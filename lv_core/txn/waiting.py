@@ -370,6 +370,8 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
         if waited_on is not None:
             outcome = "committed" if st.kind == "commit" else "freed"
             core.events.emit(ev.WaitEnded(core.id, table=ts.name, version=v, on_txn=waited_on, outcome=outcome))
+        if st.filled:
+            core.logged[(ts.name, v)] = st
         out.append(_predecessor(ts.name, st))
         if polls > 1:  # time passed: the versions above may have landed meanwhile
             logged, missed = _read_ahead(core, ts.name, versions[i + 1:], first=_landed_lead(ts, versions[i + 1:]))
@@ -399,18 +401,24 @@ def _read_ahead(core: TxnCore, table: str, versions: list[int],
     The first window holds the versions not pending when last looked at (:func:`_landed_lead`):
     predecessors committed since the snapshot are read in one round trip, and a version known pending
     next costs one GET, not ``read_ahead`` (issue 38: read after every wait, mostly misses)."""
-    tuning = core.settings.tuning
+    tuning, cache = core.settings.tuning, core.logged
     ahead = versions[:tuning.read_ahead] if len(versions) >= 2 else []
     out: dict[int, VersionState] = {}
     size, i = min(first or tuning.read_ahead_parallel, tuning.read_ahead_parallel), 0
     while i < len(ahead):
-        window = ahead[i:i + size]
+        if (table, ahead[i]) in cache:  # read before this wait restarted
+            out[ahead[i]] = cache[(table, ahead[i])]
+            i += 1
+            continue
+        window = [v for v in ahead[i:i + size] if (table, v) not in cache]
         found = concurrency.gather(concurrency.Pool.REQUESTS, lambda v: read_log_version(core.store, table, v),
                                    window, limit=tuning.read_ahead_parallel)
         for v, st in zip(window, found, strict=True):
             if st is None:
                 return out, v
-            out[v] = st
+            out[v] = cache[(table, v)] = st
+        for v in ahead[i:i + size]:
+            out.setdefault(v, cache[(table, v)])
         i, size = i + size, min(size * 2, tuning.read_ahead_parallel)
     return out, None
 
