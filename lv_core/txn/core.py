@@ -21,7 +21,7 @@ from lv_core.protocol import clock, ict, layout
 from lv_core.protocol.dag import Edge
 from lv_core.protocol.gvl import GlobalLog
 from lv_core.protocol.lease import LeaseObserver
-from lv_core.protocol.markers import Footprint, MarkerInfo
+from lv_core.protocol.markers import Footprint, MarkerInfo, VersionState
 from lv_core.protocol.tablelog import TableLogs
 from lv_core.protocol.validation import Policy
 from lv_core.protocol.vlock import ValidationLock
@@ -55,6 +55,10 @@ class Tuning:
     footprint_max: int = FOOTPRINT_MAX
     #: At most this many marker objects above ours are looked at for a first updater to give way to.
     precedence_probes: int = 8
+    #: A waiter looks at the lease of the transaction it waits behind at most this often (and at once
+    #: when the wait starts); never less often than every tenth of the lease (issue 38: once per poll,
+    #: it was a GET per poll round).
+    lease_check_s: float = 1.0
     #: Global versions read one by one past the last one known before re-reading the hint and galloping.
     gvl_linear_probes: int = 4
     #: A waiter that queued a commit request looks at least this often (its outcome may be published
@@ -73,6 +77,8 @@ class Tuning:
     def __post_init__(self) -> None:
         if not 0 < self.silence_share <= 1:
             raise ValueError(f"silence_share must be in (0, 1], not {self.silence_share!r}")
+        if not self.lease_check_s > 0:
+            raise ValueError(f"lease_check_s must be > 0, not {self.lease_check_s!r}")
         if not self.queued_poll_s > 0 or not self.contended_s >= 0:
             raise ValueError(f"need queued_poll_s > 0 and contended_s >= 0, not {self.queued_poll_s!r}, "
                              f"{self.contended_s!r}")
@@ -98,6 +104,10 @@ class Settings:
     shift_after_s: float
     max_shifts: int = 8
     tuning: Tuning = Tuning()
+
+    def lease_check(self) -> float:
+        """How often a waiter looks at the lease of the transaction it waits behind."""
+        return min(self.tuning.lease_check_s, self.lease_s / 10)
 
     def shift_after(self) -> float:
         """How long a waiter waits before shifting pre-emptively."""
@@ -144,6 +154,9 @@ class TxnCore:
     #: LV[I]: tables found to have no log version past the version read, after the head was known
     #: (:mod:`lv_core.txn.current`); a read-only transaction needs no validation for them
     confirmed: set[str] = field(default_factory=set)
+    #: log versions read while waiting, (table, version) -> state: a Delta file is written once and
+    #: never rewritten, so a wait restarted by a marker shift does not read them again (issue 38)
+    logged: dict[tuple[str, int], VersionState] = field(default_factory=dict)
     #: LV[I]: tables whose look runs beside the first operation (confirmed or taken back after it)
     looking: set[str] = field(default_factory=set)
 

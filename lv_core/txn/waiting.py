@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from lv_core import concurrency
 from lv_core import events as ev
 from lv_core.delta.actions import decode_commit
-from lv_core.errors import PreconditionFailed
+from lv_core.errors import NotFound, PreconditionFailed
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import PredecessorCommit
 from lv_core.protocol.dag import Edge, closes_cycle, edges_from_json, shift_tables
@@ -86,8 +86,44 @@ def _marker_edges(core: TxnCore, node: str, via: Edge | None, seen: Mapping[tupl
 
 def _cycle_through(core: TxnCore, new_edges: list[Edge],
                    seen: Mapping[tuple[str, int], VersionState] | None = None) -> list[Edge] | None:
+    """A live cycle ``new_edges`` close, if any (issue 38: waiters shifted for dead ones again and
+    again, until ``max_shifts`` aborted them as deadlocked).
+
+    Edges objects outlive what they say: one names our marker from before a shift until its owner
+    rewrites it (an edge into us counts only at a marker we hold now), and an ended transaction's is
+    deleted in the background after its markers were freed. So before a cycle is reported, every edge
+    on it into another transaction is checked against the marker it points at (2 GETs each, only when
+    a cycle was found; ``seen`` states count): an edge to a marker no longer pending is dropped and
+    the search runs again without it."""
     known: dict[str, TxnEdges | None] = {}
-    return closes_cycle(core.id, new_edges, lambda node, via: _marker_edges(core, node, via, seen or {}, known))
+    seen = seen or {}
+    held = {t: ts.marker_version for t, ts in core.book.tables.items() if ts.marker_version is not None}
+    live: dict[Edge, bool] = {}
+
+    def out(node: str, via: Edge | None) -> list[Edge]:
+        return [e for e in _marker_edges(core, node, via, seen, known)
+                if live.get(e, True) and (e.dst != core.id or held.get(e.table) == e.version)]
+
+    while True:
+        cycle = closes_cycle(core.id, [e for e in new_edges if live.get(e, True)], out)
+        if cycle is None:
+            return None
+        for e in cycle:
+            if e.dst != core.id and e not in live:
+                live[e] = _pending_at(core, e, seen)
+        if all(live.get(e, True) for e in cycle):
+            return cycle
+
+
+def _pending_at(core: TxnCore, e: Edge, seen: Mapping[tuple[str, int], VersionState]) -> bool:
+    """Is ``e.dst``'s marker at ``e.table@e.version`` still pending (so that ``e.src`` waits for it)?"""
+    st = seen.get((e.table, e.version))
+    if st is None:
+        try:
+            st = read_version(core.store, e.table, e.version)
+        except NotFound:
+            return False
+    return st.pending and st.txn == e.dst
 
 
 def _note_cycle(core: TxnCore, cycle: list[Edge]) -> None:
@@ -274,7 +310,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
     s = core.settings
     assert ts.marker_version is not None
     versions = sorted(set(ts.pending) | set(range(ts.base.version + 1, ts.marker_version)))
-    logged = _read_ahead(core, ts.name, versions)
+    logged, missed = _read_ahead(core, ts.name, versions, first=_landed_lead(ts, versions))
     for i, v in enumerate(versions):
         got = logged.get(v)
         if got is not None and not (core.iso and got.parts and got.txn != core.id):  # in the log: final
@@ -285,8 +321,11 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
         backoff = concurrency.Backoff(s.poll_min_s, max(s.poll_min_s, s.poll_max_s), factor=1.5)
         wait_t0 = time.monotonic()
         next_check = wait_t0 + s.cycle_check_s
+        next_lease = wait_t0  # the owner's lease: at once, then every lease_check()
         st: VersionState | None = None
         polls = 0
+        if v == missed:  # the log was read for it just now: its first poll comes after a pause
+            backoff.sleep(deadline)
         while True:
             polls += 1
             st = _poll(core, ts, v, st, polls)
@@ -300,8 +339,11 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
             if not (on.pending and on.txn != core.id):
                 break
             # (a state known only from the snapshot, without the marker's bookkeeping, is read whole first)
-            if on.marker is not None and core.services.leases.expired(core.store, on.txn or "", on.marker, on.etag,
-                                                                     f"{on_table}@{on.version}"):
+            look = on.marker is not None and time.monotonic() >= next_lease
+            if look:
+                next_lease = time.monotonic() + s.lease_check()
+            if look and on.marker is not None and core.services.leases.expired(
+                    core.store, on.txn or "", on.marker, on.etag, f"{on_table}@{on.version}"):
                 try:
                     if resolve_expired(core.store, on_table, on, by=core.id,
                                        below_known=on_table == ts.name) == "freed":
@@ -310,6 +352,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
                 except PreconditionFailed:
                     pass
                 st = None  # read it whole again
+                next_lease = time.monotonic()
                 continue
             if waited_on is None:
                 waited_on = st.txn
@@ -327,9 +370,11 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
         if waited_on is not None:
             outcome = "committed" if st.kind == "commit" else "freed"
             core.events.emit(ev.WaitEnded(core.id, table=ts.name, version=v, on_txn=waited_on, outcome=outcome))
+        if st.filled:
+            core.logged[(ts.name, v)] = st
         out.append(_predecessor(ts.name, st))
         if polls > 1:  # time passed: the versions above may have landed meanwhile
-            logged = _read_ahead(core, ts.name, versions[i + 1:])
+            logged, missed = _read_ahead(core, ts.name, versions[i + 1:], first=_landed_lead(ts, versions[i + 1:]))
     return out
 
 
@@ -339,21 +384,43 @@ def _predecessor(table: str, st: VersionState) -> PredecessorCommit:
     return PredecessorCommit(table, st.version, st.txn, actions)
 
 
-def _read_ahead(core: TxnCore, table: str, versions: list[int]) -> dict[int, VersionState]:
-    """The versions among ``versions`` that the log holds (their Delta files, read in parallel: one
-    round trip however many predecessors committed since the snapshot). Stops at the first one
-    missing: the log has no gaps, so nothing above it is there either."""
-    if len(versions) < 2:
-        return {}
-    found = concurrency.gather(concurrency.Pool.REQUESTS, lambda v: read_log_version(core.store, table, v),
-                               versions[:core.settings.tuning.read_ahead],
-                               limit=core.settings.tuning.read_ahead_parallel)
+def _landed_lead(ts: TableState, versions: list[int]) -> int:
+    """How many of ``versions``, from the first, were not pending when last looked at (at least 1):
+    those are most likely in the log now, the first one known pending most likely not."""
+    return max(1, next((k for k, v in enumerate(versions) if v in ts.pending), len(versions)))
+
+
+def _read_ahead(core: TxnCore, table: str, versions: list[int],
+                first: int | None = None) -> tuple[dict[int, VersionState], int | None]:
+    """The versions among the first ``read_ahead`` of ``versions`` that the log holds (their Delta
+    files read in parallel, in windows: the first of ``first`` versions, default
+    ``read_ahead_parallel``, each next one twice as large up to that), and the version found missing
+    (None: none was). Stops at the first one missing: the log has no gaps, so nothing above it is
+    there either; so a window is read only when the one before was all there.
+
+    The first window holds the versions not pending when last looked at (:func:`_landed_lead`):
+    predecessors committed since the snapshot are read in one round trip, and a version known pending
+    next costs one GET, not ``read_ahead`` (issue 38: read after every wait, mostly misses)."""
+    tuning, cache = core.settings.tuning, core.logged
+    ahead = versions[:tuning.read_ahead] if len(versions) >= 2 else []
     out: dict[int, VersionState] = {}
-    for v, st in zip(versions, found, strict=False):
-        if st is None:
-            break
-        out[v] = st
-    return out
+    size, i = min(first or tuning.read_ahead_parallel, tuning.read_ahead_parallel), 0
+    while i < len(ahead):
+        if (table, ahead[i]) in cache:  # read before this wait restarted
+            out[ahead[i]] = cache[(table, ahead[i])]
+            i += 1
+            continue
+        window = [v for v in ahead[i:i + size] if (table, v) not in cache]
+        found = concurrency.gather(concurrency.Pool.REQUESTS, lambda v: read_log_version(core.store, table, v),
+                                   window, limit=tuning.read_ahead_parallel)
+        for v, st in zip(window, found, strict=True):
+            if st is None:
+                return out, v
+            out[v] = cache[(table, v)] = st
+        for v in ahead[i:i + size]:
+            out.setdefault(v, cache[(table, v)])
+        i, size = i + size, min(size * 2, tuning.read_ahead_parallel)
+    return out, None
 
 
 def resolve_all(core: TxnCore, group: list[str], deadline: float) -> list[PredecessorCommit]:

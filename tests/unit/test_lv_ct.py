@@ -231,3 +231,43 @@ def test_a_written_part_lost_after_the_read_only_frees_claims_the_read_tables_ag
     assert r1.versions["bank_x"] > before["bank_x"]
     assert committed_kv(lh, "bank_x") == {1: 990.0, 2: 1000.0, 9: 9.0}
     assert read_version(lh.store, "bank_y", before["bank_y"]).kind == "freed"
+
+
+def test_a_stale_edge_into_a_moved_marker_closes_no_cycle(tmp_path):
+    """Issue 38: edges objects outlive what they say, and a waiter must not shift for a dead cycle:
+    one naming our marker from before a shift (until rewritten), one of a transaction that ended (its
+    markers freed, its edges object deleted later in the background). A live cycle still is one."""
+    from lv_core.protocol.edges import write_edges
+    from lv_core.txn import cleaner, waiting
+
+    lh = lv_core.connect(str(tmp_path), lease_s=10.0, cycle_check_s=1000, shift_after_s=1000)
+    make_kv(lh, "a", {1: 0.0})
+    make_kv(lh, "b", {1: 0.0})
+    t1 = lh.begin(CT, timeout_s=20)
+    add_kv(t1, "a", 1, 1)
+    add_kv(t1, "b", 1, 1)
+    core, held = t1.core, t1.marker_versions()
+    ended = lh.begin(CT, timeout_s=20)
+    add_kv(ended, "b", 1, 1)  # its marker in b, behind t1's
+    ended_at = ended.marker_versions()["b"]
+    ended.rollback()
+    cleaner.drain(10)
+    t2 = lh.begin(CT, timeout_s=20)
+    add_kv(t2, "b", 1, 1)
+    t2_at = t2.marker_versions()["b"]
+
+    def check(on: str, at: int) -> None:
+        waiting._check_while_waiting(core, core.book.tables["b"], at, on, waited_s=0.0)
+
+    # (t1 waiting behind ``on``'s marker in b, as far as the search goes)
+    write_edges(lh.store, t2.id, [Edge(t2.id, t1.id, "a", held["a"] - 1)], {"b": t2_at})  # not t1's marker
+    check(t2.id, t2_at)
+    write_edges(lh.store, ended.id, [Edge(ended.id, t1.id, "a", held["a"])], {"b": ended_at})  # ended
+    check(ended.id, ended_at)
+    assert not core.book.shifts and t1.marker_versions() == held
+    write_edges(lh.store, t2.id, [Edge(t2.id, t1.id, "a", held["a"])], {"b": t2_at})  # live: a cycle
+    with pytest.raises(waiting.Restart):
+        check(t2.id, t2_at)
+    assert core.book.shifts and t1.marker_versions()["a"] > held["a"]
+    t1.rollback()
+    t2.rollback()
