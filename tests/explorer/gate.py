@@ -336,7 +336,14 @@ def attribution() -> Iterator[None]:
         pool_worker = target is concurrent.futures.thread._worker
         if ACTOR.get() is not None and self.name != "lv-lease-keeper" and not pool_worker:
             ctx, run = contextvars.copy_context(), self.run
-            self.run = lambda: ctx.run(run)  # type: ignore[method-assign]
+
+            def run_in_context() -> None:
+                try:
+                    ctx.run(run)
+                except Killed:  # a crashed client's helper thread ends silently (pytest's own thread
+                    pass  # hook, installed per test, would report it before quiet_when_killed below)
+
+            self.run = run_in_context  # type: ignore[method-assign]
         start(self)
 
     hook = threading.excepthook
