@@ -11,12 +11,13 @@ from typing import Any
 NOTES = Path(__file__).resolve().parent / "notes"
 
 
-def _load(out: Path, name: str) -> dict[str, Any] | None:
+def load_result(out: Path, name: str) -> dict[str, Any] | None:
+    """``<out>/<name>.json`` (None: not in this run)."""
     p = out / f"{name}.json"
     return json.loads(p.read_text()) if p.exists() else None
 
 
-def _f(x: Any, nd: int = 1) -> str:
+def fmt(x: Any, nd: int = 1) -> str:
     if x is None:
         return "-"
     if isinstance(x, float):
@@ -24,9 +25,9 @@ def _f(x: Any, nd: int = 1) -> str:
     return str(x)
 
 
-def _table(header: list[str], rows: list[list[Any]]) -> str:
+def md_table(header: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_f(c) for c in r) + " |" for r in rows]
+    lines += ["| " + " | ".join(fmt(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -47,7 +48,7 @@ def history() -> list[str]:
 
 def listappend_section(out: Path, rel: str) -> list[str]:
     """Abort rates of the black-box list-append workload, two trees side by side (benchmarks/listappend.py)."""
-    la = _load(out, "listappend")
+    la = load_result(out, "listappend")
     if la is None:
         return []
     rows = la["rows"]
@@ -74,7 +75,7 @@ def listappend_section(out: Path, rel: str) -> list[str]:
             "new to it. The two trees alternate in one run; the checker (the same for both) judges every run from "
             "the values read alone. `found`: anomaly kinds seen; `forbidden`: those the preset forbids (`delta` "
             "forbids none but `lost`, which its half-committed statements show).", "",
-            _table(["preset", "tables", "before: abort rate", "before: txn/s", "before: found", "before: forbidden",
+            md_table(["preset", "tables", "before: abort rate", "before: txn/s", "before: found", "before: forbidden",
                     "after: abort rate", "after: txn/s", "after: found", "after: forbidden"], table),
             "", f"![listappend]({rel}/listappend.png)", ""]
 
@@ -95,7 +96,7 @@ def cold_connect_section(out: Path, rel: str) -> list[str]:
          "(logs, stack traces) over all samples.", ""]
     metrics = ("connect_to_ready_s", "ready_to_result_s", "total_s", "cell_to_result_s")
     for name in names:
-        cc = _load(out, name)
+        cc = load_result(out, name)
         if cc is None:
             continue
         if "skipped" in cc:
@@ -107,8 +108,8 @@ def cold_connect_section(out: Path, rel: str) -> list[str]:
             got = s.get(tree, {})
             n = sum(1 for r in cc["rows"] if r["tree"] == tree and "error" not in r)
             rows.append([f"{tree} ({cc['base'] if tree == 'before' else 'this tree'})", n,
-                         *[f"{_f(got.get(m), 2)} ({_f(got.get(m.replace('_s', '_min_s')), 1)}-"
-                           f"{_f(got.get(m.replace('_s', '_max_s')), 1)})" for m in metrics],
+                         *[f"{fmt(got.get(m), 2)} ({fmt(got.get(m.replace('_s', '_min_s')), 1)}-"
+                           f"{fmt(got.get(m.replace('_s', '_max_s')), 1)})" for m in metrics],
                          sum(r.get("stderr_chunks", 0) for r in cc["rows"] if r["tree"] == tree)])
         think = cc.get("think_s", 0.0)
         load = cc.get("environment", {}).get("load_avg_at_start") or []
@@ -116,7 +117,7 @@ def cold_connect_section(out: Path, rel: str) -> list[str]:
               f"finished {cc.get('finished_utc', '?')}, load average at start "
               f"{' / '.join(f'{x:.1f}' for x in load) or '?'} on {cc.get('environment', {}).get('cpus', '?')} CPUs):",
               "",
-              _table(["tree", "kernels", "connect -> engine ready s", "engine ready -> first result s", "total s",
+              md_table(["tree", "kernels", "connect -> engine ready s", "engine ready -> first result s", "total s",
                       "cell -> first result s", "stderr"], rows)]
         L += [f"Failed sample ({r['tree']}, run {r['run']}): {r['error'][:200]}" for r in cc["rows"] if "error" in r]
         L += ["", f"![{name}]({rel}/{name}.png)", ""]

@@ -20,6 +20,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report_sections import load_result, md_table
+
 #: The side-by-side YCSB runs of issue 38 (``python -m benchmarks.protocol_speed``), grouped by the pair of
 #: trees they compare, newest first; older runs of the same harness (issue 21) are kept under other names
 #: and cited by the history notes.
@@ -34,11 +36,6 @@ PAPER_TPCDS = 0.025
 #: Figure 11's shape as a number: the metadata phase under this share of every stream's time. The paper
 #: gives no threshold; this is the project's reading of "the data phase dominates".
 CAB_SHARE = 0.10
-
-
-def _load(out: Path, name: str) -> dict[str, Any] | None:
-    p = out / f"{name}.json"
-    return json.loads(p.read_text()) if p.exists() else None
 
 
 def _status(ok: bool) -> str:
@@ -68,7 +65,7 @@ def _groups(out: Path) -> list[dict[str, dict[str, Any]]]:
     """The groups of :data:`YCSB_RUNS` present in ``out``: run name -> its data."""
     groups = []
     for names in YCSB_RUNS:
-        runs = {n: d for n in names if (d := _load(out, n)) is not None}
+        runs = {n: d for n in names if (d := load_result(out, n)) is not None}
         if runs:
             groups.append(runs)
     return groups
@@ -99,7 +96,7 @@ def _ycsb(out: Path) -> list[list[Any]]:
 
 
 def _tpcc(out: Path) -> list[list[Any]]:
-    data = _load(out, "tpcc")
+    data = load_result(out, "tpcc")
     if data is None:
         return []
     conc = [r for r in data["runs"] if r["clients"] > 1 and "error" not in r]
@@ -132,7 +129,7 @@ def _tpcds(out: Path) -> list[list[Any]]:
     rows = []
     top = None
     for name in tpcds_runs(out):
-        d = _load(out, name) or {}
+        d = load_result(out, name) or {}
         if top is not None and d["params"]["scale"] != top:
             break
         top = d["params"]["scale"]
@@ -172,7 +169,7 @@ def targets(out: Path) -> list[list[Any]]:
     return _ycsb(out) + _tpcc(out) + _tpcds(out) + _cab(out)
 
 
-def ycsb_section(out: Path, table: Any) -> list[str]:
+def ycsb_section(out: Path) -> list[str]:
     """Issue 38's side-by-side YCSB runs, a table per pair of trees: per system and client count, before
     and after, as ratios of ``delta`` in the same round and tree."""
     groups = _groups(out)
@@ -180,11 +177,11 @@ def ycsb_section(out: Path, table: Any) -> list[str]:
         return []
     L = ["## Serializable vs plain Delta: YCSB A side by side (issue 38)", ""]
     for runs in groups:
-        L += _ycsb_group(runs, table)
+        L += _ycsb_group(runs)
     return L
 
 
-def _ycsb_group(runs: dict[str, dict[str, Any]], table: Any) -> list[str]:
+def _ycsb_group(runs: dict[str, dict[str, Any]]) -> list[str]:
     before, after = ycsb_rounds(runs, "before"), ycsb_rounds(runs, "after")
     rows = []
     for key in sorted(set(before) | set(after), key=lambda k: (k[1], k[0])):
@@ -210,5 +207,5 @@ def _ycsb_group(runs: dict[str, dict[str, Any]], table: Any) -> list[str]:
             + ", ".join(f"`{n}.json`" for n in runs) + "). Throughput as a ratio of `delta`'s in the same round "
             "and tree: median (range) over the rounds; ops/s and requests per operation: medians; aborts: "
             "summed.", "",
-            table(["system", "clients", "before: ops/s", "before: / delta", "before: requests/op", "before: aborts",
+            md_table(["system", "clients", "before: ops/s", "before: / delta", "before: requests/op", "before: aborts",
                    "after: ops/s", "after: / delta", "after: requests/op", "after: aborts"], rows), ""]
