@@ -1,6 +1,6 @@
 """CAB-style mixed streams on TPC-H data: metadata vs data phase latency per preset (paper Figure 11).
 
-    PYTHONPATH=. python -m benchmarks.cab [--scale 0.1] [--ops 6] [--rounds 2] [--presets ...] [--out DIR]
+    PYTHONPATH=. python -m benchmarks.cab [--scale 0.1] [--ops 6] [--rounds 2] [--presets ...] [--modes ...] [--out DIR]
 
 Needs the ``bench`` extra: ``tpchgen-cli`` (or ``tpcgen-cli tpch``) generates TPC-H at ``--scale`` at
 run time into ``--workdir``; the tables are loaded as Delta tables through the product.
@@ -15,17 +15,20 @@ As the paper's CAB-LV (section 6.5) there are two kinds of streams, each operati
 
 Phases of each transaction (wall clock, on the calling thread):
 
-- *metadata*: LakeVilla's protocol work: ``begin()``, the first access of each table the operation
-  uses (``txn.snapshot(t)``: marker placement under LV[R]/LV[CT], the snapshot under LV[I], the
-  latest version under ``delta``), and ``commit()`` (waiting, validation, publishing);
+- *metadata* (Figure 11's phase): ``begin()``, the first access of each table the operation uses
+  (``txn.snapshot(t)``: marker placement under LV[R]/LV[CT], the snapshot under LV[I], the latest
+  version under ``delta``), and ``commit()`` (waiting, redo, validation, publishing). Split from the
+  transaction's events (:func:`commit_split`) into LakeVilla's own work (*protocol*), *waiting* for
+  other transactions (their markers, the validation key) and *redo* (statements run again on newer
+  state inside the commit: data work), so that a share of "metadata" does not hide either;
 - *data*: the statement in Spark (the query planned, executed and collected; the insert or the
   copy-on-write update written).
 
-Modes: ``sequential`` (one read stream, then one write stream, alone) and ``concurrent``
+Modes (``--modes``): ``sequential`` (one read stream, then one write stream, alone) and ``concurrent``
 (``--readers`` read and ``--writers`` write streams at once, threads of this process, each with its
 own ``Lakehouse`` on the same warehouse and one shared Spark server). Presets alternate: every round
-runs each preset once per mode, rotating which goes first. An aborted transaction is counted and not
-retried. Writes ``<out>/<name>.json`` and ``.png``.
+runs each preset once per mode, rotating which goes first, and every preset runs the same operations.
+An aborted transaction is counted and not retried. Writes ``<out>/<name>.json`` and ``.png``.
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import RESULTS, environment, log, write_json
+from benchmarks.report_sections import md_table
 
 PRESETS = ("delta", "repeatable_read", "serializable")
+MODES = ("sequential", "concurrent")
 #: Labels of the paper's feature combinations for the presets (Figure 11's LV[DL], LV[R, CT], LV[I]...).
 LABELS = {"delta": "LV[DL]", "repeatable_read": "LV[R,CT]", "serializable": "LV[R,CT,I]"}
 
@@ -119,22 +124,102 @@ def one_txn(lh: Any, preset: str, tables: tuple[str, ...], work: Any) -> dict[st
     name, feats = begin_spec(preset)
     t0 = time.perf_counter()
     txn = lh.begin(name, features=feats, timeout_s=300)
+    seen: list[Any] = []
+    txn.events.subscribe(seen.append)
     try:
         for t in tables:
             txn.snapshot(t)
         t1 = time.perf_counter()
         work(txn)
-        t2 = time.perf_counter()
+        t2, w2 = time.perf_counter(), time.time()
         txn.commit()
-        t3 = time.perf_counter()
+        t3, w3 = time.perf_counter(), time.time()
     except TransactionAborted as e:
-        return {"aborted": getattr(e, "rule", None) or type(e).__name__, "total_s": time.perf_counter() - t0}
+        return {"aborted": getattr(e, "rule", None) or type(e).__name__, "total_s": time.perf_counter() - t0,
+                "waited_on": waited_on(seen), "txn": txn.id}
     except Exception as e:
         if txn.state == "active":
             txn.rollback()
         return {"error": f"{type(e).__name__}: {str(e)[:200]}", "total_s": time.perf_counter() - t0}
     return {"metadata_s": (t1 - t0) + (t3 - t2), "begin_s": t1 - t0, "commit_s": t3 - t2, "data_s": t2 - t1,
-            "total_s": t3 - t0, "requests": sum(txn.requests().values())}
+            "total_s": t3 - t0, "requests": sum(txn.requests().values()), **commit_split(seen, w2, w3),
+            "waited_on": waited_on(seen), "txn": txn.id, "events": timeline(seen, w2)}
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    """Length of the union of ``spans`` (tables wait in parallel: overlapping waits count once)."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def commit_split(events: list[Any], start: float, end: float) -> dict[str, float]:
+    """Where ``commit()`` (wall clock ``start``..``end``) spent its time, from the transaction's events
+    (Figure 11 counts all of it as metadata; the split says how much is LakeVilla's own work):
+
+    - ``wait_s``: waiting for the markers of other transactions below ours to resolve (``Waiting`` ..
+      ``WaitEnded`` per table, overlaps counted once): the order LV[CT] keeps among a table's users;
+    - ``key_wait_s``: from the first ``Waiting`` on the validation key (LV[I]) to the ``Validated``
+      outcome: other transactions' validations ahead of ours;
+    - ``redo_s``: from each ``Redo`` to the transaction's next event (a redo re-runs the invalidated
+      statements on the newer state and emits nothing itself): data work done inside the commit;
+    - ``protocol_s``: the rest (reading predecessors, conflict checks, validation, publishing)."""
+    from lv_core import events as ev
+
+    waits: list[tuple[float, float]] = []
+    opened: dict[tuple[str, int], float] = {}
+    key: list[float] = []
+    redos: list[tuple[float, float]] = []
+    redo_from: float | None = None
+    for e in events:
+        if e.ts < start or isinstance(e, ev.Progress):
+            continue
+        if redo_from is not None:  # the redo ran until now
+            redos.append((redo_from, e.ts))
+            redo_from = None
+        if isinstance(e, ev.Waiting) and e.table == "validation lock":
+            key = key or [e.ts]
+        elif isinstance(e, ev.Waiting):
+            opened.setdefault((e.table, e.version), e.ts)
+        elif isinstance(e, ev.WaitEnded) and (e.table, e.version) in opened:
+            waits.append((opened.pop((e.table, e.version)), e.ts))
+        elif isinstance(e, ev.Validated) and len(key) == 1:
+            key.append(e.ts)
+        elif isinstance(e, ev.Redo):
+            redo_from = e.ts
+    waits += [(a, end) for a in opened.values()]  # (a wait cut short by an abort or a shift)
+    redos += [(redo_from, end)] if redo_from is not None else []
+    keys = [(key[0], key[1] if len(key) > 1 else end)] if key else []
+    return {"wait_s": _union(waits), "key_wait_s": _union(keys), "redo_s": _union(redos),
+            "protocol_s": max(0.0, (end - start) - _union(waits + keys + redos))}
+
+
+def timeline(events: list[Any], start: float) -> list[list[Any]]:
+    """The transaction's events (Progress aside) as [kind, ms after ``commit()`` began (negative: before),
+    what]: what filled a long commit, kept in the results file."""
+    from lv_core import events as ev
+
+    def what(e: Any) -> str:
+        if isinstance(e, (ev.Waiting, ev.WaitEnded)):
+            return f"{e.table}@{e.version} {e.on_txn}" + (f" {e.outcome}" if isinstance(e, ev.WaitEnded) else "")
+        if isinstance(e, (ev.MarkerPlaced, ev.MarkerFreed, ev.ConflictFound)):
+            return f"{e.table}@{e.version}"
+        if isinstance(e, ev.Validated):
+            return f"gvl {e.gvl_version} {e.failed_rule or 'ok'}"
+        return ""
+
+    return [[e.kind, round(1000 * (e.ts - start), 1), what(e)] for e in events
+            if not isinstance(e, (ev.Progress, ev.Requests))]
+
+
+def waited_on(events: list[Any]) -> list[str]:
+    """Who the transaction waited for, as ``table@version txn`` (the waits of :func:`commit_split`)."""
+    from lv_core import events as ev
+
+    return sorted({f"{e.table}@{e.version} {e.on_txn}" for e in events if isinstance(e, ev.Waiting)})
 
 
 class Streams:
@@ -168,8 +253,12 @@ class Streams:
         k = rng.choice(self.pools[t].column(key).to_pylist())
         return f"update {t}", (t,), lambda txn: txn.sql(f"UPDATE {t} SET {sets} WHERE {key} = {k}")
 
-    def stream(self, lh: Any, kind: str, preset: str, ops: int, label: str, out: list[dict[str, Any]]) -> None:
-        rng = random.Random(f"{self.seed}/{label}")
+    def stream(self, lh: Any, kind: str, preset: str, ops: int, label: str, out: list[dict[str, Any]],
+               key: str | None = None) -> None:
+        """``ops`` transactions of one stream. ``key`` (default ``label``) seeds its operations: the runs of
+        every preset pass the same key, so each preset runs the same operations (a write stream's time is
+        dominated by its updates, which a per-preset draw gave to some presets and not to others)."""
+        rng = random.Random(f"{self.seed}/{key or label}")
         for i in range(ops):
             op, tables, work = (self.read_op if kind == "read" else self.write_op)(rng)
             got = one_txn(lh, preset, tables, work)
@@ -186,9 +275,22 @@ def _stats(xs: list[float]) -> dict[str, float | None]:
             "mean_ms": round(1000 * statistics.fmean(s), 1)}
 
 
+#: The parts of the metadata phase (Figure 11's, ``metadata_s``), from :func:`commit_split`: LakeVilla's own
+#: work, waiting for other transactions, and statements redone on newer state inside the commit.
+SPLIT = {"protocol": ("begin_s", "protocol_s"), "waiting": ("wait_s", "key_wait_s"), "redo": ("redo_s",)}
+
+
+def _share(ok: list[dict[str, Any]], keys: tuple[str, ...]) -> float | None:
+    """The time of ``keys`` summed over ``ok`` as a share of their total time (None without samples, or
+    for samples of a run before the split was measured)."""
+    if not ok or any(k not in s for s in ok for k in keys):
+        return None
+    return round(sum(s[k] for s in ok for k in keys) / sum(s["total_s"] for s in ok), 4)
+
+
 def summarize(samples: list[dict[str, Any]], presets: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for mode in ("sequential", "concurrent"):
+    for mode in [m for m in MODES if any(s["mode"] == m for s in samples)]:
         for p in presets:
             for kind in ("read", "write"):
                 sel = [s for s in samples if (s["mode"], s["preset"], s["kind"]) == (mode, p, kind)]
@@ -197,8 +299,14 @@ def summarize(samples: list[dict[str, Any]], presets: list[str]) -> dict[str, An
                     "metadata": _stats([s["metadata_s"] for s in ok]), "data": _stats([s["data_s"] for s in ok]),
                     "begin": _stats([s["begin_s"] for s in ok]), "commit": _stats([s["commit_s"] for s in ok]),
                     "total": _stats([s["total_s"] for s in ok]),
-                    "metadata_share": round(sum(s["metadata_s"] for s in ok) / sum(s["total_s"] for s in ok), 4)
-                    if ok else None,
+                    "metadata_share": _share(ok, ("metadata_s",)),
+                    "split": {part: _share(ok, keys) for part, keys in SPLIT.items()},
+                    # per kind of operation (insert, update, query): an insert of 1-100 rows writes one small
+                    # file, an update rewrites files in Spark; the stream's share depends on their mix
+                    "by_op": {op: {"n": len(xs), "metadata_share": _share(xs, ("metadata_s",)),
+                                   "protocol_share": _share(xs, SPLIT["protocol"])}
+                              for op in sorted({s["op"].split()[0] for s in ok})
+                              for xs in [[s for s in ok if s["op"].split()[0] == op]]},
                     "requests_p50": statistics.median([s["requests"] for s in ok]) if ok else None,
                     "aborts": sum(1 for s in sel if "aborted" in s), "errors": sum(1 for s in sel if "error" in s)}
     return out
@@ -206,11 +314,12 @@ def summarize(samples: list[dict[str, Any]], presets: list[str]) -> dict[str, An
 
 def run(*, scale: float = 0.1, ops: int = 6, rounds: int = 2, readers: int = 2, writers: int = 2,
         presets: tuple[str, ...] = PRESETS, workdir: Path = Path("/tmp/lv-bench-cab"), parts: int = 4,
-        seed: int = 42, driver_memory: str = "3g") -> dict[str, Any]:
+        seed: int = 42, driver_memory: str = "3g", modes: tuple[str, ...] = MODES) -> dict[str, Any]:
     ok, why = available()
     params = {"scale": scale, "ops_per_stream": ops, "rounds": rounds, "readers": readers, "writers": writers,
               "presets": list(presets), "parts": parts, "seed": seed, "driver_memory": driver_memory,
-              "reads": sorted(READS), "updates": sorted(UPDATES), "insert_share": 0.8}
+              "reads": sorted(READS), "updates": sorted(UPDATES), "insert_share": 0.8, "modes": list(modes),
+              "same_ops_per_preset": True}
     if not ok:
         return {"skipped": why, "params": params}
     from benchmarks.tpcgen import loaded
@@ -232,21 +341,21 @@ def run(*, scale: float = 0.1, ops: int = 6, rounds: int = 2, readers: int = 2, 
         errors += [f"warm-up: {w['error']}" for w in warm if "error" in w]
         for rnd in range(rounds):
             order = list(presets[rnd % len(presets):] + presets[:rnd % len(presets)])
-            for p in order:  # sequential: one read stream, then one write stream, alone
+            for p in order if "sequential" in modes else ():  # one read stream, then one write stream, alone
                 t0 = time.perf_counter()
                 got: list[dict[str, Any]] = []
-                streams.stream(lhs[0], "read", p, ops, f"seq-r-{rnd}-{p}", got)
-                streams.stream(lhs[1], "write", p, ops, f"seq-w-{rnd}-{p}", got)
+                streams.stream(lhs[0], "read", p, ops, f"seq-r-{rnd}-{p}", got, f"seq-r-{rnd}")
+                streams.stream(lhs[1], "write", p, ops, f"seq-w-{rnd}-{p}", got, f"seq-w-{rnd}")
                 for g in got:
                     g.update(mode="sequential", preset=p, round=rnd)
                 samples += got
                 log(f"cab round {rnd} sequential {p}: {time.perf_counter() - t0:.1f} s, "
                     f"{sum('aborted' in g for g in got)} aborts, {sum('error' in g for g in got)} errors")
-            for p in order:  # concurrent: readers + writers at once, each with its own Lakehouse
+            for p in order if "concurrent" in modes else ():  # readers + writers at once, one Lakehouse each
                 t0 = time.perf_counter()
                 got = []
                 threads = [threading.Thread(target=streams.stream, args=(
-                    lhs[i], "read" if i < readers else "write", p, ops, f"con-{i}-{rnd}-{p}", got))
+                    lhs[i], "read" if i < readers else "write", p, ops, f"con-{i}-{rnd}-{p}", got, f"con-{i}-{rnd}"))
                     for i in range(readers + writers)]
                 for th in threads:
                     th.start()
@@ -278,9 +387,13 @@ def report_section(res: dict[str, Any] | None, rel: str, name: str = "cab") -> l
         return head + [f"Skipped: {res['skipped']}.", ""]
     p = res["params"]
     load = res.get("load_average_before") or []
+    split = any(r.get("split") for by in res["summary"].values() for kinds in by.values() for r in kinds.values())
+    rows = [_row(mode, preset, kind, r, split) for mode, by_preset in res["summary"].items()
+            for preset, by_kind in by_preset.items() for kind, r in by_kind.items()]
+    modes = "" if p.get("modes", list(MODES)) == list(MODES) else f" --modes {','.join(p['modes'])}"
     L = head + [
         f"`python -m benchmarks.cab --scale {p['scale']:g} --ops {p['ops_per_stream']} --rounds {p['rounds']} "
-        f"--presets {','.join(p['presets'])}`: "
+        f"--presets {','.join(p['presets'])}{modes}`: "
         f"TPC-H SF{p['scale']:g} (tpchgen-cli) loaded as Delta tables through the product. Read streams run TPC-H "
         f"{', '.join(p['reads'])} (this project's own Spark SQL of the specification's queries); write streams insert "
         "1-100 rows into a random table (80%) or update one table by key (20%). Each operation is one transaction. "
@@ -289,23 +402,22 @@ def report_section(res: dict[str, Any] | None, rel: str, name: str = "cab") -> l
         "own, inside the statement: its commit is counted in the data phase. `sequential`: one read stream, then one "
         f"write stream, alone; `concurrent`: {p['readers']} read + {p['writers']} write streams at once (threads, one "
         f"Lakehouse each, one Spark server). {p['ops_per_stream']} operations per stream per phase, {p['rounds']} "
-        "round(s), presets rotating. Medians (p90) in ms; aborts are not retried. Load average at start "
-        f"{' / '.join(f'{x:.1f}' for x in load)} (shared machine).", "",
-        "| mode | preset | stream | metadata p50 (p90) | data p50 (p90) | metadata share | requests p50 | aborts |",
-        "|---|---|---|---|---|---|---|---|"]
-    for mode, by_preset in res["summary"].items():
-        for preset, by_kind in by_preset.items():
-            for kind, r in by_kind.items():
-                m, d = r["metadata"], r["data"]
-                share = "-" if r["metadata_share"] is None else f"{100 * r['metadata_share']:.1f}%"
-                label = f"{preset} ({LABELS[preset]})" if preset in LABELS else preset
-                L.append(f"| {mode} | {label} | {kind} | {m['p50_ms']} ({m['p90_ms']}) "
-                         f"| {d['p50_ms']} ({d['p90_ms']}) | {share} | {r['requests_p50']} | {r['aborts']} |")
-    L += ["", "The paper (TPC-H SF10 on S3, 20-minute phases) finds LV[DL] and LV[I] best for sequential reads "
-          "(no markers), all features together worst, and under concurrency LV[I] readers fastest in the metadata "
-          "phase (one global version instead of a version per table); it notes the effects are visible only at a "
-          "small scale factor, the data phase dominating otherwise. Compare the rows above: the data phase is "
-          "Spark's, the metadata phase LakeVilla's."]
+        "round(s), presets rotating" + ("; every preset runs the same operations" if p.get("same_ops_per_preset")
+                                         else "; operations drawn per preset") + ". Medians (p90) in ms; aborts are "
+        f"not retried. Load average at start {' / '.join(f'{x:.1f}' for x in load)} (shared machine).", "",
+        *(_split_note(res) if split else []),
+        md_table(["mode", "preset", "stream", "metadata p50 (p90)", "data p50 (p90)", "metadata share",
+                  *(["of it: protocol / waiting / redo", "inserts / updates: metadata (protocol)"] if split else []),
+                  "requests p50", "aborts"], rows), ""]
+    L += ["The paper (TPC-H SF10 on S3, 20-minute phases) finds LV[DL] and LV[I] best for sequential reads "
+          "(no markers), all features together worst. Its Figure 11(b) plots the latency of the metadata operations "
+          "under concurrency, waiting included (it has no separate phase for it): LV[I] readers fastest (one global "
+          "version instead of a version per table), LV[R] writers unaffected by LV[I] readers, and with LV[CT] on "
+          "both \"more outliers for the writes and slower reads\" because readers place markers and compete with "
+          "the writers. It notes the effects are visible only at a small scale factor, the data phase dominating "
+          "otherwise."]
+    if split:
+        L += ["", *_updates(res), *_longest(res.get("samples", []))]
     rules: dict[str, int] = {}
     for smp in res.get("samples", []):
         if "aborted" in smp:
@@ -321,23 +433,87 @@ def report_section(res: dict[str, Any] | None, rel: str, name: str = "cab") -> l
     return L + ["", f"![{name}]({rel}/{name}.png)", ""]
 
 
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _row(mode: str, preset: str, kind: str, r: dict[str, Any], split: bool) -> list[Any]:
+    m, d = r["metadata"], r["data"]
+    label = f"{preset} ({LABELS[preset]})" if preset in LABELS else preset
+    cells: list[Any] = [mode, label, kind, f"{m['p50_ms']} ({m['p90_ms']})", f"{d['p50_ms']} ({d['p90_ms']})",
+                        _pct(r["metadata_share"])]
+    if split:
+        sp, ops = r.get("split") or {}, r.get("by_op") or {}
+        cells.append(" / ".join(_pct(sp.get(k)) for k in SPLIT))
+        cells.append(" / ".join(f"{_pct(o['metadata_share'])} ({_pct(o['protocol_share'])})" if o else "-"
+                                for o in (ops.get("insert"), ops.get("update"))) if kind == "write" else "")
+    return cells + [r["requests_p50"], r["aborts"]]
+
+
+def _updates(res: dict[str, Any]) -> list[str]:
+    """What became of the write streams' updates per mode and preset: redone inside ``commit()``, aborted
+    (left out of every share above), or neither."""
+    cells = []
+    for mode in MODES:
+        for p in res["params"]["presets"]:
+            ups = [s for s in res.get("samples", []) if s.get("mode") == mode and s["preset"] == p
+                   and s["kind"] == "write" and s["op"].startswith("update")]
+            redone = sum(1 for s in ups if s.get("redo_s", 0) > 0)
+            gone = sum(1 for s in ups if "aborted" in s)
+            if redone or gone:
+                cells.append(f"{mode} {p}: {redone} redone, {gone} aborted of {len(ups)}")
+    return ["Updates redone inside `commit()` or aborted (an aborted operation counts in no share): "
+            + ("; ".join(cells) if cells else "none") + ".", ""]
+
+
+def _longest(samples: list[dict[str, Any]], n: int = 6) -> list[str]:
+    """The ``n`` longest metadata phases of the run and what filled them."""
+    top = sorted((s for s in samples if "protocol_s" in s), key=lambda s: -s["metadata_s"])[:n]
+    if not top:
+        return []
+    return ["Longest metadata phases (ms; protocol / waiting / redo): " + "; ".join(
+        f"{s['mode']} {s['preset']} {s['op']}: {1000 * s['metadata_s']:.0f} "
+        f"({1000 * (s['begin_s'] + s['protocol_s']):.0f} / {1000 * (s['wait_s'] + s['key_wait_s']):.0f} "
+        f"/ {1000 * s['redo_s']:.0f}; data {1000 * s['data_s']:.0f})"
+        for s in top) + "."]
+
+
+def _split_note(res: dict[str, Any]) -> list[str]:
+    return ["*metadata share*: the metadata phase's time summed over the stream's committed operations, over their "
+            "total time (Figure 11's phase). *of it*: the same share split into LakeVilla's own work (*protocol*: "
+            "`begin()`, first accesses, and the commit's requests, validation and publishing), *waiting* for other "
+            "transactions (behind the pending markers of earlier transactions in a table, LV[CT]'s order, and for "
+            "the validation key, LV[I]) and *redo*: statements the commit ran again on newer state because a "
+            "predecessor invalidated them (an `UPDATE ... WHERE key = k` scanned the table while another "
+            "transaction's insert added a file whose statistics may hold the key: the update is redone, in Spark, "
+            "inside `commit()`; data work in the metadata phase). Taken from each transaction's events "
+            "(`Waiting`/`WaitEnded`, `Redo`, `Validated`). *inserts / updates*: the metadata share of the write "
+            "stream's inserts and of its updates separately, LakeVilla's own work in brackets.", ""]
+
+
 def plot(res: dict[str, Any], path: Path) -> None:
-    """Figure 11's shape: per mode, the metadata and data phase latencies per preset and stream kind."""
+    """Figure 11's shape: per mode, the metadata phase (and, when measured, LakeVilla's own part of it) and
+    the data phase latencies per preset and stream kind."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     presets = res["params"]["presets"]
-    fig, axes = plt.subplots(2, 2, figsize=(12, 7.5))
-    for row, mode in enumerate(("sequential", "concurrent")):
-        for col, phase in enumerate(("metadata_s", "data_s")):
+    modes = [m for m in MODES if any(s.get("mode") == m for s in res["samples"])]
+    split = any("protocol_s" in s for s in res["samples"])
+    phases = [("metadata", ("metadata_s",))] + ([("of it: protocol", SPLIT["protocol"])] if split else [])
+    phases.append(("data", ("data_s",)))
+    fig, axes = plt.subplots(len(modes), len(phases), figsize=(6 * len(phases), 3.8 * len(modes)), squeeze=False)
+    for row, mode in enumerate(modes):
+        for col, (title, keys) in enumerate(phases):
             ax = axes[row][col]
             data, labels = [], []
             for kind in ("read", "write"):
                 for p in presets:
-                    xs = [1000 * s[phase] for s in res["samples"]
-                          if s.get("mode") == mode and s["preset"] == p and s["kind"] == kind and phase in s]
+                    xs = [max(1000 * sum(s[k] for k in keys), 1e-3) for s in res["samples"]
+                          if s.get("mode") == mode and s["preset"] == p and s["kind"] == kind
+                          and all(k in s for k in keys)]
                     data.append(xs or [float("nan")])
                     labels.append(f"{kind}\n{LABELS.get(p, p)}")
             ax.boxplot(data, showfliers=True)
@@ -345,7 +521,7 @@ def plot(res: dict[str, Any], path: Path) -> None:
             ax.set_xticklabels(labels, fontsize=7)
             ax.set_yscale("log")
             ax.set_ylabel("ms", fontsize=8)
-            ax.set_title(f"{mode}: {phase[:-2]} phase", fontsize=9)
+            ax.set_title(f"{mode}: {title} phase", fontsize=9)
     fig.suptitle(f"CAB-style streams, TPC-H SF{res['params']['scale']:g} (local store, one Spark server)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -360,6 +536,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--readers", type=int, default=2)
     ap.add_argument("--writers", type=int, default=2)
     ap.add_argument("--presets", default=",".join(PRESETS), help="presets or feature labels (LV[R], LV[I], ...)")
+    ap.add_argument("--modes", default=",".join(MODES), help="sequential, concurrent or both")
     ap.add_argument("--parts", type=int, default=4, help="generated files per table")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--driver-memory", default="3g")
@@ -369,7 +546,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     res = run(scale=args.scale, ops=args.ops, rounds=args.rounds, readers=args.readers, writers=args.writers,
               presets=tuple(p.strip() for p in args.presets.split(",") if p.strip()), workdir=Path(args.workdir),
-              parts=args.parts, seed=args.seed, driver_memory=args.driver_memory)
+              parts=args.parts, seed=args.seed, driver_memory=args.driver_memory,
+              modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / f"{args.name}.json", res)
