@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cab_events import commit_split, timeline, waited_on
 from benchmarks.common import RESULTS, environment, log, write_json
 from benchmarks.report_sections import md_table
 
@@ -146,80 +147,35 @@ def one_txn(lh: Any, preset: str, tables: tuple[str, ...], work: Any) -> dict[st
             "waited_on": waited_on(seen), "txn": txn.id, "events": timeline(seen, w2)}
 
 
-def _union(spans: list[tuple[float, float]]) -> float:
-    """Length of the union of ``spans`` (tables wait in parallel: overlapping waits count once)."""
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(spans):
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    return total
+def catch_up_log(lh: Any, preset: str, tries: int = 3) -> dict[str, int]:
+    """Before a phase of a preset with LV[I]: bring the global version log up to every table's latest
+    commit, untimed. The presets without LV[I] (``delta``, LV[R], LV[R,CT]) commit outside the global
+    log; a transaction with LV[I] reads each table at the version the log names, so the first updates
+    of a phase that follows them ran on a stale version and were redone in their commit (``serializable``)
+    or aborted (LV[I]): the cost of switching presets on one warehouse, not of the preset (the paper's
+    phases last 20 minutes). A serializable read of each table whose commit finds such commits aborts
+    with R1 once and catches the log up (docs/PROTOCOL.md, "Coexistence with plain Delta writers").
+    Returns the aborts per table (tables whose first read committed: none)."""
+    from lv_core.errors import TransactionAborted
 
-
-def commit_split(events: list[Any], start: float, end: float) -> dict[str, float]:
-    """Where ``commit()`` (wall clock ``start``..``end``) spent its time, from the transaction's events
-    (Figure 11 counts all of it as metadata; the split says how much is LakeVilla's own work):
-
-    - ``wait_s``: waiting for the markers of other transactions below ours to resolve (``Waiting`` ..
-      ``WaitEnded`` per table, overlaps counted once): the order LV[CT] keeps among a table's users;
-    - ``key_wait_s``: from the first ``Waiting`` on the validation key (LV[I]) to the ``Validated``
-      outcome: other transactions' validations ahead of ours;
-    - ``redo_s``: from each ``Redo`` to the transaction's next event (a redo re-runs the invalidated
-      statements on the newer state and emits nothing itself): data work done inside the commit;
-    - ``protocol_s``: the rest (reading predecessors, conflict checks, validation, publishing)."""
-    from lv_core import events as ev
-
-    waits: list[tuple[float, float]] = []
-    opened: dict[tuple[str, int], float] = {}
-    key: list[float] = []
-    redos: list[tuple[float, float]] = []
-    redo_from: float | None = None
-    for e in events:
-        if e.ts < start or isinstance(e, ev.Progress):
-            continue
-        if redo_from is not None:  # the redo ran until now
-            redos.append((redo_from, e.ts))
-            redo_from = None
-        if isinstance(e, ev.Waiting) and e.table == "validation lock":
-            key = key or [e.ts]
-        elif isinstance(e, ev.Waiting):
-            opened.setdefault((e.table, e.version), e.ts)
-        elif isinstance(e, ev.WaitEnded) and (e.table, e.version) in opened:
-            waits.append((opened.pop((e.table, e.version)), e.ts))
-        elif isinstance(e, ev.Validated) and len(key) == 1:
-            key.append(e.ts)
-        elif isinstance(e, ev.Redo):
-            redo_from = e.ts
-    waits += [(a, end) for a in opened.values()]  # (a wait cut short by an abort or a shift)
-    redos += [(redo_from, end)] if redo_from is not None else []
-    keys = [(key[0], key[1] if len(key) > 1 else end)] if key else []
-    return {"wait_s": _union(waits), "key_wait_s": _union(keys), "redo_s": _union(redos),
-            "protocol_s": max(0.0, (end - start) - _union(waits + keys + redos))}
-
-
-def timeline(events: list[Any], start: float) -> list[list[Any]]:
-    """The transaction's events (Progress aside) as [kind, ms after ``commit()`` began (negative: before),
-    what]: what filled a long commit, kept in the results file."""
-    from lv_core import events as ev
-
-    def what(e: Any) -> str:
-        if isinstance(e, (ev.Waiting, ev.WaitEnded)):
-            return f"{e.table}@{e.version} {e.on_txn}" + (f" {e.outcome}" if isinstance(e, ev.WaitEnded) else "")
-        if isinstance(e, (ev.MarkerPlaced, ev.MarkerFreed, ev.ConflictFound)):
-            return f"{e.table}@{e.version}"
-        if isinstance(e, ev.Validated):
-            return f"gvl {e.gvl_version} {e.failed_rule or 'ok'}"
-        return ""
-
-    return [[e.kind, round(1000 * (e.ts - start), 1), what(e)] for e in events
-            if not isinstance(e, (ev.Progress, ev.Requests))]
-
-
-def waited_on(events: list[Any]) -> list[str]:
-    """Who the transaction waited for, as ``table@version txn`` (the waits of :func:`commit_split`)."""
-    from lv_core import events as ev
-
-    return sorted({f"{e.table}@{e.version} {e.on_txn}" for e in events if isinstance(e, ev.Waiting)})
+    if begin_spec(preset)[0] != "serializable":
+        return {}
+    aborts: dict[str, int] = {}
+    for t in TABLES:
+        for _ in range(tries):
+            txn = lh.begin("serializable", timeout_s=60)
+            try:
+                txn.sql(f"SELECT count(*) FROM {t}").collect()
+                txn.commit()
+                break
+            except TransactionAborted:
+                aborts[t] = aborts.get(t, 0) + 1
+            except Exception as e:  # the phase runs anyway: its first updates pay the catch-up then
+                log(f"cab: catching the global log up on {t} failed: {type(e).__name__}: {e}")
+                if txn.state == "active":
+                    txn.rollback()
+                break
+    return aborts
 
 
 class Streams:
@@ -314,12 +270,13 @@ def summarize(samples: list[dict[str, Any]], presets: list[str]) -> dict[str, An
 
 def run(*, scale: float = 0.1, ops: int = 6, rounds: int = 2, readers: int = 2, writers: int = 2,
         presets: tuple[str, ...] = PRESETS, workdir: Path = Path("/tmp/lv-bench-cab"), parts: int = 4,
-        seed: int = 42, driver_memory: str = "3g", modes: tuple[str, ...] = MODES) -> dict[str, Any]:
+        seed: int = 42, driver_memory: str = "3g", modes: tuple[str, ...] = MODES,
+        catch_up: bool = True) -> dict[str, Any]:
     ok, why = available()
     params = {"scale": scale, "ops_per_stream": ops, "rounds": rounds, "readers": readers, "writers": writers,
               "presets": list(presets), "parts": parts, "seed": seed, "driver_memory": driver_memory,
               "reads": sorted(READS), "updates": sorted(UPDATES), "insert_share": 0.8, "modes": list(modes),
-              "same_ops_per_preset": True}
+              "same_ops_per_preset": True, "catch_up": catch_up}
     if not ok:
         return {"skipped": why, "params": params}
     from benchmarks.tpcgen import loaded
@@ -327,6 +284,7 @@ def run(*, scale: float = 0.1, ops: int = 6, rounds: int = 2, readers: int = 2, 
     res: dict[str, Any] = {"params": params, "machine": environment(), "load_average_before": os.getloadavg()}
     samples: list[dict[str, Any]] = []
     errors: list[str] = []
+    caught: list[tuple[str, int, str, dict[str, int] | None]] = []
     with loaded("tpch", scale, workdir, parts=parts, spark_conf={"spark.driver.memory": driver_memory},
                 tables=list(TABLES), connections=max(readers + writers, 2)) as setup:
         lhs = setup.lakehouses
@@ -342,6 +300,7 @@ def run(*, scale: float = 0.1, ops: int = 6, rounds: int = 2, readers: int = 2, 
         for rnd in range(rounds):
             order = list(presets[rnd % len(presets):] + presets[:rnd % len(presets)])
             for p in order if "sequential" in modes else ():  # one read stream, then one write stream, alone
+                caught.append(("sequential", rnd, p, catch_up_log(lhs[0], p) if catch_up else None))
                 t0 = time.perf_counter()
                 got: list[dict[str, Any]] = []
                 streams.stream(lhs[0], "read", p, ops, f"seq-r-{rnd}-{p}", got, f"seq-r-{rnd}")
@@ -352,6 +311,7 @@ def run(*, scale: float = 0.1, ops: int = 6, rounds: int = 2, readers: int = 2, 
                 log(f"cab round {rnd} sequential {p}: {time.perf_counter() - t0:.1f} s, "
                     f"{sum('aborted' in g for g in got)} aborts, {sum('error' in g for g in got)} errors")
             for p in order if "concurrent" in modes else ():  # readers + writers at once, one Lakehouse each
+                caught.append(("concurrent", rnd, p, catch_up_log(lhs[0], p) if catch_up else None))
                 t0 = time.perf_counter()
                 got = []
                 threads = [threading.Thread(target=streams.stream, args=(
@@ -371,6 +331,7 @@ def run(*, scale: float = 0.1, ops: int = 6, rounds: int = 2, readers: int = 2, 
     res.pop("partial", None)
     res["summary"] = summarize(samples, list(presets))
     res["samples"] = samples
+    res["catch_ups"] = [{"mode": m, "round": r, "preset": p, "aborts": a} for m, r, p, a in caught if a is not None]
     res["errors"] = errors[:20]
     res["load_average_after"] = os.getloadavg()
     return res
@@ -403,8 +364,9 @@ def report_section(res: dict[str, Any] | None, rel: str, name: str = "cab") -> l
         f"write stream, alone; `concurrent`: {p['readers']} read + {p['writers']} write streams at once (threads, one "
         f"Lakehouse each, one Spark server). {p['ops_per_stream']} operations per stream per phase, {p['rounds']} "
         "round(s), presets rotating" + ("; every preset runs the same operations" if p.get("same_ops_per_preset")
-                                         else "; operations drawn per preset") + ". Medians (p90) in ms; aborts are "
-        f"not retried. Load average at start {' / '.join(f'{x:.1f}' for x in load)} (shared machine).", "",
+                                         else "; operations drawn per preset") + _caught(res)
+        + ". Medians (p90) in ms; aborts are not retried. Load average at start "
+        f"{' / '.join(f'{x:.1f}' for x in load)} (shared machine).", "",
         *(_split_note(res) if split else []),
         md_table(["mode", "preset", "stream", "metadata p50 (p90)", "data p50 (p90)", "metadata share",
                   *(["of it: protocol / waiting / redo", "inserts / updates: metadata (protocol)"] if split else []),
@@ -431,6 +393,17 @@ def report_section(res: dict[str, Any] | None, rel: str, name: str = "cab") -> l
     if res.get("errors"):
         L += ["", "Errors: " + "; ".join(res["errors"][:5])]
     return L + ["", f"![{name}]({rel}/{name}.png)", ""]
+
+
+def _caught(res: dict[str, Any]) -> str:
+    if not res["params"].get("catch_up"):
+        kinds = {begin_spec(p)[0] == "serializable" for p in res["params"]["presets"]}
+        return ("; the global version log was not brought up to date between presets (before `catch_up_log`): the "
+                "first updates of a phase with LV[I] on a table the presets without it had written ran on a stale "
+                "version and were redone or aborted") if kinds == {True, False} else ""
+    n = sum(sum(c["aborts"].values()) for c in res.get("catch_ups", []))
+    return ("; before each phase of a preset with LV[I] the global version log is brought up to the commits the "
+            f"presets without it made outside the log (untimed, `catch_up_log`: {n} reads aborted once to do it)")
 
 
 def _pct(x: float | None) -> str:
@@ -537,6 +510,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--writers", type=int, default=2)
     ap.add_argument("--presets", default=",".join(PRESETS), help="presets or feature labels (LV[R], LV[I], ...)")
     ap.add_argument("--modes", default=",".join(MODES), help="sequential, concurrent or both")
+    ap.add_argument("--no-catch-up", action="store_true",
+                    help="do not bring the global version log up to date before a phase with LV[I] (catch_up_log)")
     ap.add_argument("--parts", type=int, default=4, help="generated files per table")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--driver-memory", default="3g")
@@ -547,7 +522,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     res = run(scale=args.scale, ops=args.ops, rounds=args.rounds, readers=args.readers, writers=args.writers,
               presets=tuple(p.strip() for p in args.presets.split(",") if p.strip()), workdir=Path(args.workdir),
               parts=args.parts, seed=args.seed, driver_memory=args.driver_memory,
-              modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()))
+              modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()), catch_up=not args.no_catch_up)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / f"{args.name}.json", res)

@@ -114,3 +114,36 @@ def test_targets_judge_lakevillas_own_share_and_show_the_whole_phase(tmp_path: P
     assert rows[0][3] == "met" and rows[0][2].startswith("at most 1.2% (concurrent serializable)")
     assert "as Figure 11 counts it: at most 50.6%" in rows[0][2] and "statements redone 49.4%" in rows[0][2]
     assert "earlier runs without the split, whole phase: `cab.json` 50.6%" in rows[0][2]
+
+
+def test_catch_up_reads_every_table_once_more_after_an_abort_and_only_for_lv_i() -> None:
+    """Before a phase with LV[I], every table is read serializably; a read that aborts (R1: commits the
+    global log does not know, made by the preset before) is read again, and then commits."""
+    from lv_core.errors import TransactionAborted
+
+    begun: list[str] = []
+    stale = {"orders"}
+
+    class Txn:
+        state = "active"
+
+        def sql(self, text: str) -> Any:
+            self.table = text.split()[-1]
+            return self
+
+        def collect(self) -> None:
+            pass
+
+        def commit(self) -> None:
+            if self.table in stale:
+                stale.discard(self.table)
+                raise TransactionAborted("R1", "a commit the log does not know changed what it read")
+
+    class Lh:
+        def begin(self, preset: str, timeout_s: float) -> Txn:
+            begun.append(preset)
+            return Txn()
+
+    assert cab.catch_up_log(Lh(), "delta") == {} and cab.catch_up_log(Lh(), "LV[R]") == {} and not begun
+    assert cab.catch_up_log(Lh(), "LV[I]") == {"orders": 1}
+    assert begun == ["serializable"] * (len(cab.TABLES) + 1)
