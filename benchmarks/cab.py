@@ -137,14 +137,14 @@ def one_txn(lh: Any, preset: str, tables: tuple[str, ...], work: Any) -> dict[st
         t3, w3 = time.perf_counter(), time.time()
     except TransactionAborted as e:
         return {"aborted": getattr(e, "rule", None) or type(e).__name__, "total_s": time.perf_counter() - t0,
-                "waited_on": waited_on(seen), "txn": txn.id}
+                "waited_on": waited_on(seen), "txn": txn.id, "ended_at": time.time()}
     except Exception as e:
         if txn.state == "active":
             txn.rollback()
         return {"error": f"{type(e).__name__}: {str(e)[:200]}", "total_s": time.perf_counter() - t0}
     return {"metadata_s": (t1 - t0) + (t3 - t2), "begin_s": t1 - t0, "commit_s": t3 - t2, "data_s": t2 - t1,
             "total_s": t3 - t0, "requests": sum(txn.requests().values()), **commit_split(seen, w2, w3),
-            "waited_on": waited_on(seen), "txn": txn.id, "events": timeline(seen, w2)}
+            "waited_on": waited_on(seen), "txn": txn.id, "events": timeline(seen, w2), "commit_at": w2}
 
 
 def catch_up_log(lh: Any, preset: str, tries: int = 3) -> dict[str, int]:
@@ -379,7 +379,12 @@ def report_section(res: dict[str, Any] | None, rel: str, name: str = "cab") -> l
           "the writers. It notes the effects are visible only at a small scale factor, the data phase dominating "
           "otherwise."]
     if split:
-        L += ["", *_updates(res), *_longest(res.get("samples", []))]
+        con = res["summary"].get("concurrent", {})
+        L += ["", "Against Figure 11(b), metadata p50 (p90) of the concurrent streams, ms: reads " + ", ".join(
+            f"{LABELS.get(p, p)} {r['read']['metadata']['p50_ms']} ({r['read']['metadata']['p90_ms']})"
+            for p, r in con.items()) + "; writes " + ", ".join(
+            f"{LABELS.get(p, p)} {r['write']['metadata']['p50_ms']} ({r['write']['metadata']['p90_ms']})"
+            for p, r in con.items()) + ".", "", *_updates(res), *_longest(res.get("samples", []))]
     rules: dict[str, int] = {}
     for smp in res.get("samples", []):
         if "aborted" in smp:
