@@ -14,7 +14,9 @@ idempotent, so both may run concurrently and end in the same state:
   put-if-absent, as markers live beside the log): a version holding our bytes is done; anything else
   (an empty commit after the owner's lease ran out, or a writer that ignores markers) breaks the plan.
 - the global version ``gvl_base + 1`` is published by put-if-absent; one already published by
-  the plan's transaction is ours.
+  the plan's transaction is ours. One that no LakeVilla holder wrote (a foreign or malformed object,
+  :class:`~lv_core.protocol.gvl.ForeignGlobalVersion`) voids the plan like a break (rule
+  :data:`GLOBAL_LOG`): every table commit written is reverted, nothing is published.
 
 A broken plan is rolled back: log files are never rewritten, so for every version it already wrote a
 revert commit is appended (removing what it added, adding back what it removed), and nothing is
@@ -39,7 +41,7 @@ from lv_core.delta.actions import Action, AddFile, CommitInfo, RemoveFile, decod
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import AlreadyExists, LvError, NotFound
 from lv_core.protocol import ict
-from lv_core.protocol.gvl import GlobalLog, GvlState
+from lv_core.protocol.gvl import ForeignGlobalVersion, GlobalLog, GvlState
 from lv_core.protocol.layout import commit_key
 from lv_core.protocol.markers import KEY, append_at_tail, classify
 from lv_core.protocol.validation import ValidationOutcome
@@ -49,6 +51,8 @@ from lv_core.testing import crashpoint
 CREATE_MODE = "create"
 OVERWRITE_MARKER = "overwrite-marker"
 MODES = (CREATE_MODE, OVERWRITE_MARKER)
+#: The rule of a plan voided because its global version holds an object no LakeVilla holder wrote.
+GLOBAL_LOG = "global_log"
 
 
 class InvalidPlan(ValueError):
@@ -227,7 +231,8 @@ class PlanResult:
         gvl: the published global version (None when not committed).
         undone: table -> version overwritten with a freed commit by the roll back.
         rule, reason: why the plan broke ("R2": a create lost its version to another writer;
-            "timeout": a marker was freed after the owner's lease ran out).
+            "timeout": a marker was freed after the owner's lease ran out; :data:`GLOBAL_LOG`: its
+            global version holds an object no LakeVilla holder wrote, so every commit was reverted).
         group: the outcome of each other transaction committed with it (group commit), as published
             in the global version (:attr:`GvlState.group`).
     """
@@ -422,6 +427,11 @@ def execute_plan(
     one after another, its marker overwrites in parallel), then 1 PUT-create + 1 PUT (hint) for the
     publish; every step already done by another runner costs 1 GET more.
 
+    An object at ``gvl_base + 1`` that no LakeVilla holder wrote (:class:`ForeignGlobalVersion`: bad
+    input by another client) voids the plan: every transaction's written entries are reverted, as for a
+    break, and the result names rule :data:`GLOBAL_LOG` (no request more on the normal path: the object is
+    found by the publish's put-if-absent).
+
     Raises:
         GlobalLogConflict: ``gvl_base + 1`` was published by another transaction (mutual exclusion broken).
         StorageError: a request failed; the state is unknown but running the plan again is safe.
@@ -449,14 +459,40 @@ def execute_plan(
         base = glog.at(gvl_base)
     if not updates and not outcome:
         return PlanResult(True, own.versions, base)
-    published = glog.publish(base, updates, txn, group=outcome)
+    try:
+        published = glog.publish(base, updates, txn, group=outcome)
+    except ForeignGlobalVersion as e:
+        return _void(store, txn, parts, results, e)
     crashpoint("gvl-published")
     if not own.committed:
         return dataclasses.replace(own, group=outcome)
     return PlanResult(True, own.versions, published, group=outcome)
 
 
+def _void(store: ObjectStore, txn: str, parts: Mapping[str, Sequence[PlannedCommit]],
+          results: Mapping[str, PlanResult], foreign: ForeignGlobalVersion) -> PlanResult:
+    """A plan whose global version holds a foreign object: revert every transaction's written entries
+    (a broken one's are already reverted; deterministic bytes, so a second runner writes the same) and
+    say so. A holder of the key wrote nothing there, so mutual exclusion holds: the plan's versions
+    stay in the log (each with its revert after it) and nothing is published."""
+    undone: dict[str, int] = {}
+    for m, r in results.items():
+        if r.committed:
+            written = [(e, r.versions[e.table], "") for e in parts[m] if e.table in r.versions]
+            undone.update(_undo(store, m, written))
+        else:
+            undone.update(r.undone)
+    own = results[txn]
+    reverted = ", ".join(f"{t}@{own.versions[t]} reverted at {t}@{u}" for t, u in sorted(undone.items())
+                         if t in own.versions)
+    reason = (f"{foreign}. Nothing of transaction {txn} was published"
+              + (f"; its table commits were reverted ({reverted})" if reverted else "")
+              + (f" (its own plan broke first: {own.reason})" if not own.committed else "")
+              + ". Help: another client put that object into the global version log, where LakeVilla cannot "
+              f"publish past it: move {foreign.key} out of the warehouse (keep a copy to see who wrote it) "
+              "while no LakeVilla transaction commits, then retry.")
+    return PlanResult(False, dict(own.versions), None, undone, GLOBAL_LOG, reason)
 
 
-__all__ = ["CREATE_MODE", "OVERWRITE_MARKER", "InvalidPlan", "PlanResult", "PlannedCommit", "build_plan", "check_entry",
-           "check_plan", "execute_plan", "ordered", "parse_group", "parse_plan"]
+__all__ = ["CREATE_MODE", "GLOBAL_LOG", "OVERWRITE_MARKER", "InvalidPlan", "PlanResult", "PlannedCommit", "build_plan",
+           "check_entry", "check_plan", "execute_plan", "ordered", "parse_group", "parse_plan"]
