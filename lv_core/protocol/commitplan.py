@@ -20,7 +20,9 @@ idempotent, so both may run concurrently and end in the same state:
 
 A broken plan is rolled back: log files are never rewritten, so for every version it already wrote a
 revert commit is appended (removing what it added, adding back what it removed), and nothing is
-published, so no LV[I] reader ever sees part of it (plain Delta readers see the commit and its revert). Entries
+published, so no LV[I] reader ever sees part of it (plain Delta readers see the commit and its revert). A runner
+that finds our commit already written and our revert right after it stops there (rule :data:`VOIDED`): the
+plan was broken or voided before and stays so. Entries
 are written in the order: non-blind creates, blind creates, then the marker overwrites (in parallel),
 so a lost create race (the only likely break) usually happens before anything was written.
 
@@ -53,6 +55,8 @@ OVERWRITE_MARKER = "overwrite-marker"
 MODES = (CREATE_MODE, OVERWRITE_MARKER)
 #: The rule of a plan voided because its global version holds an object no LakeVilla holder wrote.
 GLOBAL_LOG = "global_log"
+#: The rule of a plan a runner before broke or voided (a second runner finds our revert after our commit).
+VOIDED = "voided"
 
 
 class InvalidPlan(ValueError):
@@ -232,7 +236,8 @@ class PlanResult:
         undone: table -> version overwritten with a freed commit by the roll back.
         rule, reason: why the plan broke ("R2": a create lost its version to another writer;
             "timeout": a marker was freed after the owner's lease ran out; :data:`GLOBAL_LOG`: its
-            global version holds an object no LakeVilla holder wrote, so every commit was reverted).
+            global version holds an object no LakeVilla holder wrote, so every commit was reverted;
+            :data:`VOIDED`: a runner before broke or voided it, and reverted what it wrote).
         group: the outcome of each other transaction committed with it (group commit), as published
             in the global version (:attr:`GvlState.group`).
     """
@@ -267,7 +272,30 @@ def _freed(version: int, raw: bytes, etag: str) -> bool:
         return False
 
 
-def _write(store: ObjectStore, e: PlannedCommit) -> tuple[int, str]:
+def _reverted(store: ObjectStore, txn: str, table: str, version: int) -> bool:
+    """Whether our commit at ``version``, found already written (we are a second runner), is followed by our
+    revert of it: a runner before broke or voided the plan (the revert lands right after the commit unless
+    another writer took that version first). 1 GET, never on the path of a plan's first run."""
+    try:
+        actions = decode_commit(store.get(commit_key(table, version + 1)).data)
+    except (NotFound, LvError):
+        return False
+    lv = next((a.payload.get(KEY) for a in actions if isinstance(a, CommitInfo)), None)
+    return isinstance(lv, dict) and lv.get("kind") == "revert" and lv.get("txn") == txn and lv.get("of") == version
+
+
+def _ours(store: ObjectStore, txn: str, e: PlannedCommit, version: int, etag: str) -> tuple[int, str]:
+    """Our commit found at ``version``: written by another runner, unless a runner before reverted it (then
+    the plan stays broken: without this, a rerun after the cause of a void went away, e.g. a foreign global
+    version moved out, would publish commits their revert already undoes)."""
+    if _reverted(store, txn, e.table, version):
+        raise _Broken(VOIDED, f"the commit plan of transaction {txn} was broken or voided by a run before this one "
+                      f"(its commit {e.table}@{version} is reverted at {e.table}@{version + 1}); nothing of it is "
+                      "published. Help: retry the transaction.")
+    return version, etag
+
+
+def _write(store: ObjectStore, txn: str, e: PlannedCommit) -> tuple[int, str]:
     """Write one entry (or find it written); returns (version, etag of our bytes)."""
     if e.mode == OVERWRITE_MARKER:
         key = commit_key(e.table, e.version)
@@ -279,7 +307,7 @@ def _write(store: ObjectStore, e: PlannedCommit) -> tuple[int, str]:
             except NotFound:
                 got = None
             if got is not None and ict.same_commit(got.data, e.data):
-                return e.version, got.etag
+                return _ours(store, txn, e, e.version, got.etag)
             if got is not None and not _freed(e.version, got.data, got.etag):
                 raise _Broken("R2", f"R2 (version taken): version {e.version} of table {e.table!r}, reserved by "
                               "the transaction's marker, was taken by a writer that ignores markers. Help: retry "
@@ -294,7 +322,7 @@ def _write(store: ObjectStore, e: PlannedCommit) -> tuple[int, str]:
         except AlreadyExists:
             got = store.get(key)
             if ict.same_commit(got.data, e.data):
-                return v, got.etag
+                return _ours(store, txn, e, v, got.etag)
             if not e.blind:
                 raise _Broken("R2", f"R2 (version taken): version {v} of table {e.table!r} was taken by another "
                               "writer after validation. Help: retry the transaction.") from None
@@ -378,7 +406,7 @@ def _run(store: ObjectStore, txn: str, entries: Sequence[PlannedCommit]) -> Plan
 
     def attempt(e: PlannedCommit) -> tuple[int, str] | _Broken:
         try:
-            return _write(store, e)
+            return _write(store, txn, e)
         except _Broken as b:
             return b
 
@@ -387,7 +415,7 @@ def _run(store: ObjectStore, txn: str, entries: Sequence[PlannedCommit]) -> Plan
     markers = [e for e in todo if e.mode == OVERWRITE_MARKER]
     try:
         for e in creates:
-            landed(e, *_write(store, e))
+            landed(e, *_write(store, txn, e))
         got = concurrency.gather(concurrency.Pool.REQUESTS, attempt, markers) if len(markers) > 1 else None
         broken: _Broken | None = None
         for i, e in enumerate(markers):
@@ -425,7 +453,8 @@ def execute_plan(
     published when nothing is to be. Idempotent and safe to run concurrently with another runner of
     the same plan. Cost when nothing was written before: 1 PUT-create per table (a transaction's creates
     one after another, its marker overwrites in parallel), then 1 PUT-create + 1 PUT (hint) for the
-    publish; every step already done by another runner costs 1 GET more.
+    publish; every table commit already written by another runner costs 2 GETs more (ours? reverted?), a
+    publish already done 1 GET.
 
     An object at ``gvl_base + 1`` that no LakeVilla holder wrote (:class:`ForeignGlobalVersion`: bad
     input by another client) voids the plan: every transaction's written entries are reverted, as for a
@@ -494,5 +523,5 @@ def _void(store: ObjectStore, txn: str, parts: Mapping[str, Sequence[PlannedComm
     return PlanResult(False, dict(own.versions), None, undone, GLOBAL_LOG, reason)
 
 
-__all__ = ["CREATE_MODE", "GLOBAL_LOG", "OVERWRITE_MARKER", "InvalidPlan", "PlanResult", "PlannedCommit", "build_plan",
-           "check_entry", "check_plan", "execute_plan", "ordered", "parse_group", "parse_plan"]
+__all__ = ["CREATE_MODE", "GLOBAL_LOG", "OVERWRITE_MARKER", "VOIDED", "InvalidPlan", "PlanResult", "PlannedCommit",
+           "build_plan", "check_entry", "check_plan", "execute_plan", "ordered", "parse_group", "parse_plan"]

@@ -9,7 +9,7 @@ import pytest
 
 from lv_core.delta import create_table
 from lv_core.errors import TransactionAborted
-from lv_core.protocol.commitplan import CREATE_MODE, GLOBAL_LOG, PlannedCommit, execute_plan
+from lv_core.protocol.commitplan import CREATE_MODE, GLOBAL_LOG, VOIDED, PlannedCommit, execute_plan
 from lv_core.protocol.gvl import EMPTY, GlobalLog, GvlState, gvl_key
 from lv_core.protocol.layout import commit_key
 from lv_core.protocol.markers import read_version
@@ -49,7 +49,7 @@ def test_a_foreign_next_global_version_voids_the_plan(local_store: ObjectStore) 
     assert free["state"] == "free" and free["head"] is None  # the next holder reads the head (and fails early)
     # a second runner of the same plan (a taker-over) ends in the same state: nothing more is written
     again = execute_plan(store, GlobalLog(store), plan, txn="me", gvl_base=base.version, base=base)
-    assert (again.committed, again.rule, again.undone) == (False, GLOBAL_LOG, {"a": 2, "b": 2})
+    assert (again.committed, again.rule, again.gvl) == (False, VOIDED, None)  # it stops at a's revert
     assert _versions(store, "a") == _versions(store, "b") == ["commit", "commit", "commit"]  # 0, commit, revert
     assert not store.exists(commit_key("a", 3))
 
@@ -82,3 +82,21 @@ def test_a_takeover_rolls_a_plan_blocked_by_a_foreign_version_back(local_store: 
         assert tk.action == "plan-rolled-back" and tk.result is not None and tk.result.rule == GLOBAL_LOG
     assert rows(store, "a") == [] and _versions(store, "a") == ["commit", "commit", "commit"]
     assert GlobalLog(store).at(base.version) == base
+
+
+def test_a_voided_plan_stays_voided_once_the_foreign_object_is_gone(local_store: ObjectStore) -> None:
+    """A holder voided its plan and crashed before releasing the key; someone then moves the foreign object
+    away. The taker-over's rerun finds each commit followed by its revert and stops: publishing the plan now
+    would name commits their reverts already undid (LakeVilla readers would see a write whose owner aborted)."""
+    store = local_store
+    base = _setup(store)
+    store.put(gvl_key(base.version + 1), b"garbage", mode=CREATE)
+    plan = [PlannedCommit("a", 1, commit_bytes(store, "a", "me", [1])),
+            PlannedCommit("b", 1, commit_bytes(store, "b", "me", [2]))]
+    first = execute_plan(store, GlobalLog(store), plan, txn="me", gvl_base=base.version, base=base)
+    assert (first.committed, first.rule) == (False, GLOBAL_LOG)
+    store.delete(gvl_key(base.version + 1))
+    again = execute_plan(store, GlobalLog(store), plan, txn="me", gvl_base=base.version, base=base)
+    assert (again.committed, again.rule, again.gvl) == (False, VOIDED, None) and "reverted at a@2" in again.reason
+    assert GlobalLog(store).head() == base and not store.exists(gvl_key(base.version + 1))
+    assert rows(store, "a") == [] and rows(store, "b") == [] and not store.exists(commit_key("a", 3))
