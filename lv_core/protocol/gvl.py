@@ -236,6 +236,24 @@ class GlobalLog:
                 hi = mid
         return self.at(lo)
 
+    def check_head(self) -> GvlState:
+        """The head, checked the way a publish checks an object it finds at its version (`lv recover`), except
+        that the tables' logs are not looked up (a log version an old head names may be cleaned up by then).
+
+        Cost: :meth:`head` + 1 GET (the version before).
+
+        Raises:
+            ForeignGlobalVersion: no LakeVilla holder can have written the head.
+            GlobalLogError: a log object is malformed.
+        """
+        head = self.head()
+        if head.version < 0:
+            return head
+        problems = self._foreign(head, self.at(head.version - 1), look_up=False)
+        if problems:
+            raise ForeignGlobalVersion(head.version, problems)
+        return head
+
     # ------------------------------------------------------------------ publishing
     def publish(self, base: GvlState, updates: Mapping[str, int], txn: str,
                 group: Mapping[str, Mapping[str, Any]] | None = None) -> GvlState:
@@ -283,7 +301,13 @@ class GlobalLog:
             data = self.store.get(gvl_key(version)).data
         except NotFound:
             return None
-        return self._cached(GvlState.decode(data, expect_version=version))
+        try:
+            return self._cached(GvlState.decode(data, expect_version=version))
+        except GlobalLogError as e:
+            raise GlobalLogError(
+                f"{e}: global version {version} ({gvl_key(version)}). Help: LakeVilla writes each global version "
+                "once, whole, and never changes it, so another client wrote this object; if it is the newest, move it "
+                "out of the warehouse (keep a copy) while no LakeVilla transaction commits, then retry.") from None
 
     def _cached(self, state: GvlState) -> GvlState:
         with self._lock:
@@ -317,8 +341,9 @@ class GlobalLog:
                 raise ForeignGlobalVersion(version, problems)
         return self._cached(state)
 
-    def _foreign(self, state: GvlState, base: GvlState) -> list[str]:
-        """Why another holder cannot have written ``state`` on top of ``base`` (empty: it may have)."""
+    def _foreign(self, state: GvlState, base: GvlState, *, look_up: bool = True) -> list[str]:
+        """Why another holder cannot have written ``state`` on top of ``base`` (empty: it may have).
+        ``look_up``: also HEAD the log version of each table it changed (up to :data:`FOREIGN_CHECKS`)."""
         problems = [] if state.txn else ["it names no transaction"]
         dropped = sorted(set(base.tables) - set(state.tables))
         if dropped:
@@ -335,7 +360,7 @@ class GlobalLog:
                     changed.append((validate_table_name(t), v))
                 except LvError as e:
                     problems.append(f"it names an invalid table: {e}")
-        if not changed:
+        if not changed or not look_up:
             return problems
 
         def missing(tv: tuple[str, int]) -> bool:

@@ -25,6 +25,7 @@ import pytest
 
 import lv_core
 from lv_core import errors as E
+from lv_core.cli import main as lv_main
 from lv_core.delta.actions import AddFile, CommitInfo, decode_commit
 from lv_core.engine import arrow_ops as ops
 from lv_core.protocol.layout import commit_key, marker_key
@@ -446,7 +447,7 @@ def test_a_malformed_next_global_version_is_not_read_by_a_reader(lh, label, body
 
 
 @pytest.mark.parametrize("label,body,exc,fragment", GVL_CASES, ids=[c[0] for c in GVL_CASES])
-def test_malformed_global_log(lh, label, body, exc, fragment):
+def test_malformed_global_log(lh, label, body, exc, fragment, capsys):
     """A foreign object at the next global version is found only by the publish (a serializable write reads
     no global version past its cached head: issue 38), after the table commit landed: the plan is voided
     like a broken one (the commit reverted, nothing published, the key left free naming no head) with an
@@ -457,8 +458,11 @@ def test_malformed_global_log(lh, label, body, exc, fragment):
     err = check(lh, _write_kv("serializable"), E.TransactionAborted, "was not written by LakeVilla", voided=True)
     assert fragment.lower() in str(err).lower() and key in str(err) and "Help: " in str(err), err
     assert err.rule == "global_log" and err.details["undone"] == {"kv": lh.version("kv")}, (err.rule, err.details)
-    # not stuck silently: every later write fails with a clear error and changes nothing
+    # not stuck silently: every later write fails with a clear error and changes nothing, and `lv recover` names it
     check(lh, _write_kv("serializable"), exc, fragment, allow_freed=True, voided=True)
+    assert lv_main(["recover", lh.store.url()]) == 1
+    blocked = capsys.readouterr().err
+    assert "the global version log is blocked" in blocked and key in blocked and "out of the warehouse" in blocked, blocked
 
 
 def test_another_holders_global_version_is_a_conflict(lh):
