@@ -3,7 +3,10 @@
 "Nothing changed" compares every object of the warehouse (bytes) before and after: table versions
 and contents (checked with delta-rs as well), the global version log, the validation key and
 transaction folders. Cases where a transaction waited for a foreign marker until its timeout may
-leave empty (freed) markers of their own: that is the only difference they are allowed.
+leave empty (freed) markers of their own: that is the only difference they are allowed. A write
+that meets a foreign object at the next global version only when it publishes (after its table commit
+landed) may leave that commit with its revert right after it (every reader, plain Delta and LakeVilla,
+reads the table as before; no global version names either) and a free validation key: ``voided``.
 
 Cases: table names (create, snapshot, read and write in a transaction, every preset), presets and
 options, warehouse locations, transactions used after they ended, schemas, malformed or foreign
