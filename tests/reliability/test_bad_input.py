@@ -465,7 +465,7 @@ def test_malformed_global_log(lh, label, body, exc, fragment, capsys):
     check(lh, _write_kv("serializable"), exc, fragment, allow_freed=True, voided=True)
     assert lv_main(["recover", lh.store.url()]) == 1
     blocked = capsys.readouterr().err
-    assert "the global version log is blocked" in blocked and key in blocked and "out of the warehouse" in blocked, blocked
+    assert "global version log is blocked" in blocked and key in blocked and "out of the warehouse" in blocked, blocked
 
 
 def test_another_holders_global_version_is_a_conflict(lh):
