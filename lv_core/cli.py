@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from lv_core.errors import LvError
+from lv_core.protocol.gvl import GlobalLogError
 
 
 def _options(args: argparse.Namespace) -> dict | None:
@@ -62,6 +63,14 @@ def main(argv: list[str] | None = None) -> int:
             for txn in rep.cleaned_txns:
                 print(f"cleaned leftovers of {txn}")
             print(rep.summary())
+            try:  # an object another client put into the global version log blocks every LV[I] transaction
+                lh.global_log.check_head()
+            except GlobalLogError as e:
+                help_ = "" if "Help:" in str(e) else (
+                    f". Help: move {getattr(e, 'key', 'it')} out of the warehouse (keep a copy) while no LakeVilla "
+                    "transaction commits, then retry")
+                print(f"lv recover: the global version log is blocked: {e}{help_}", file=sys.stderr)
+                return 1
         else:
             for t in lh.list_tables():
                 print(f"{t}\t{lh.version(t)}")

@@ -77,7 +77,8 @@ class TransactionAborted(TransactionError):
     Attributes:
         reason: a human sentence saying why, and what to do.
         rule: one of "R1", "R2", "R3", "conflict", "deadlock", "timeout",
-            "exposed_read", "crashed", "rollback".
+            "exposed_read", "crashed", "rollback", "global_log" (the next global version holds an object
+            LakeVilla did not write: the commit was reverted), "voided" (its plan was broken before).
     """
 
     def __init__(self, reason: str, rule: str, *, details: dict | None = None) -> None:

@@ -30,6 +30,7 @@ RULE_WORDS = {
     "R1": "outdated read", "R2": "version taken", "R3": "lost update", "timeout": "wait timed out",
     "deadlock": "dependency cycle", "conflict": "conflicting commit", "exposed_read": "returned result changed",
     "crashed": "crashed", "rollback": "rolled back", "interrupt": "interrupted", "error": "failed statement",
+    "global_log": "foreign global version", "voided": "plan voided",
 }
 
 _PENDING: "weakref.WeakSet[LiveOutput]" = weakref.WeakSet()  # outputs whose final state waits to be resent

@@ -20,6 +20,7 @@ RULE_TITLES: Mapping[str, str] = {
     "R1": "outdated read", "R2": "version taken", "R3": "lost update", "timeout": "wait timed out",
     "deadlock": "dependency cycle", "conflict": "conflicting commit", "exposed_read": "returned result changed",
     "crashed": "crashed", "rollback": "rolled back", "unknown": "outcome unknown",
+    "global_log": "foreign global version", "voided": "plan voided",
 }
 _ID = re.compile(r"\b\d{8}T\d{6}-[0-9a-f]{6,}\b")
 

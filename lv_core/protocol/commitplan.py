@@ -14,11 +14,15 @@ idempotent, so both may run concurrently and end in the same state:
   put-if-absent, as markers live beside the log): a version holding our bytes is done; anything else
   (an empty commit after the owner's lease ran out, or a writer that ignores markers) breaks the plan.
 - the global version ``gvl_base + 1`` is published by put-if-absent; one already published by
-  the plan's transaction is ours.
+  the plan's transaction is ours. One that no LakeVilla holder wrote (a foreign or malformed object,
+  :class:`~lv_core.protocol.gvl.ForeignGlobalVersion`) voids the plan like a break (rule
+  :data:`GLOBAL_LOG`): every table commit written is reverted, nothing is published.
 
 A broken plan is rolled back: log files are never rewritten, so for every version it already wrote a
 revert commit is appended (removing what it added, adding back what it removed), and nothing is
-published, so no LV[I] reader ever sees part of it (plain Delta readers see the commit and its revert). Entries
+published, so no LV[I] reader ever sees part of it (plain Delta readers see the commit and its revert). A runner
+that finds our commit already written and our revert right after it stops there (rule :data:`VOIDED`): the
+plan was broken or voided before and stays so. Entries
 are written in the order: non-blind creates, blind creates, then the marker overwrites (in parallel),
 so a lost create race (the only likely break) usually happens before anything was written.
 
@@ -39,7 +43,7 @@ from lv_core.delta.actions import Action, AddFile, CommitInfo, RemoveFile, decod
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import AlreadyExists, LvError, NotFound
 from lv_core.protocol import ict
-from lv_core.protocol.gvl import GlobalLog, GvlState
+from lv_core.protocol.gvl import ForeignGlobalVersion, GlobalLog, GvlState
 from lv_core.protocol.layout import commit_key
 from lv_core.protocol.markers import KEY, append_at_tail, classify
 from lv_core.protocol.validation import ValidationOutcome
@@ -49,6 +53,10 @@ from lv_core.testing import crashpoint
 CREATE_MODE = "create"
 OVERWRITE_MARKER = "overwrite-marker"
 MODES = (CREATE_MODE, OVERWRITE_MARKER)
+#: The rule of a plan voided because its global version holds an object no LakeVilla holder wrote.
+GLOBAL_LOG = "global_log"
+#: The rule of a plan a runner before broke or voided (a second runner finds our revert after our commit).
+VOIDED = "voided"
 
 
 class InvalidPlan(ValueError):
@@ -227,7 +235,9 @@ class PlanResult:
         gvl: the published global version (None when not committed).
         undone: table -> version overwritten with a freed commit by the roll back.
         rule, reason: why the plan broke ("R2": a create lost its version to another writer;
-            "timeout": a marker was freed after the owner's lease ran out).
+            "timeout": a marker was freed after the owner's lease ran out; :data:`GLOBAL_LOG`: its
+            global version holds an object no LakeVilla holder wrote, so every commit was reverted;
+            :data:`VOIDED`: a runner before broke or voided it, and reverted what it wrote).
         group: the outcome of each other transaction committed with it (group commit), as published
             in the global version (:attr:`GvlState.group`).
     """
@@ -262,7 +272,30 @@ def _freed(version: int, raw: bytes, etag: str) -> bool:
         return False
 
 
-def _write(store: ObjectStore, e: PlannedCommit) -> tuple[int, str]:
+def _reverted(store: ObjectStore, txn: str, table: str, version: int) -> bool:
+    """Whether our commit at ``version``, found already written (we are a second runner), is followed by our
+    revert of it: a runner before broke or voided the plan (the revert lands right after the commit unless
+    another writer took that version first). 1 GET, never on the path of a plan's first run."""
+    try:
+        actions = decode_commit(store.get(commit_key(table, version + 1)).data)
+    except (NotFound, LvError):
+        return False
+    lv = next((a.payload.get(KEY) for a in actions if isinstance(a, CommitInfo)), None)
+    return isinstance(lv, dict) and lv.get("kind") == "revert" and lv.get("txn") == txn and lv.get("of") == version
+
+
+def _ours(store: ObjectStore, txn: str, e: PlannedCommit, version: int, etag: str) -> tuple[int, str]:
+    """Our commit found at ``version``: written by another runner, unless a runner before reverted it (then
+    the plan stays broken: without this, a rerun after the cause of a void went away, e.g. a foreign global
+    version moved out, would publish commits their revert already undoes)."""
+    if _reverted(store, txn, e.table, version):
+        raise _Broken(VOIDED, f"the commit plan of transaction {txn} was broken or voided by a run before this one "
+                      f"(its commit {e.table}@{version} is reverted at {e.table}@{version + 1}); nothing of it is "
+                      "published. Help: retry the transaction.")
+    return version, etag
+
+
+def _write(store: ObjectStore, txn: str, e: PlannedCommit) -> tuple[int, str]:
     """Write one entry (or find it written); returns (version, etag of our bytes)."""
     if e.mode == OVERWRITE_MARKER:
         key = commit_key(e.table, e.version)
@@ -274,7 +307,7 @@ def _write(store: ObjectStore, e: PlannedCommit) -> tuple[int, str]:
             except NotFound:
                 got = None
             if got is not None and ict.same_commit(got.data, e.data):
-                return e.version, got.etag
+                return _ours(store, txn, e, e.version, got.etag)
             if got is not None and not _freed(e.version, got.data, got.etag):
                 raise _Broken("R2", f"R2 (version taken): version {e.version} of table {e.table!r}, reserved by "
                               "the transaction's marker, was taken by a writer that ignores markers. Help: retry "
@@ -289,7 +322,7 @@ def _write(store: ObjectStore, e: PlannedCommit) -> tuple[int, str]:
         except AlreadyExists:
             got = store.get(key)
             if ict.same_commit(got.data, e.data):
-                return v, got.etag
+                return _ours(store, txn, e, v, got.etag)
             if not e.blind:
                 raise _Broken("R2", f"R2 (version taken): version {v} of table {e.table!r} was taken by another "
                               "writer after validation. Help: retry the transaction.") from None
@@ -373,7 +406,7 @@ def _run(store: ObjectStore, txn: str, entries: Sequence[PlannedCommit]) -> Plan
 
     def attempt(e: PlannedCommit) -> tuple[int, str] | _Broken:
         try:
-            return _write(store, e)
+            return _write(store, txn, e)
         except _Broken as b:
             return b
 
@@ -382,7 +415,7 @@ def _run(store: ObjectStore, txn: str, entries: Sequence[PlannedCommit]) -> Plan
     markers = [e for e in todo if e.mode == OVERWRITE_MARKER]
     try:
         for e in creates:
-            landed(e, *_write(store, e))
+            landed(e, *_write(store, txn, e))
         got = concurrency.gather(concurrency.Pool.REQUESTS, attempt, markers) if len(markers) > 1 else None
         broken: _Broken | None = None
         for i, e in enumerate(markers):
@@ -420,7 +453,13 @@ def execute_plan(
     published when nothing is to be. Idempotent and safe to run concurrently with another runner of
     the same plan. Cost when nothing was written before: 1 PUT-create per table (a transaction's creates
     one after another, its marker overwrites in parallel), then 1 PUT-create + 1 PUT (hint) for the
-    publish; every step already done by another runner costs 1 GET more.
+    publish; every table commit already written by another runner costs 2 GETs more (ours? reverted?), a
+    publish already done 1 GET.
+
+    An object at ``gvl_base + 1`` that no LakeVilla holder wrote (:class:`ForeignGlobalVersion`: bad
+    input by another client) voids the plan: every transaction's written entries are reverted, as for a
+    break, and the result names rule :data:`GLOBAL_LOG` (no request more on the normal path: the object is
+    found by the publish's put-if-absent).
 
     Raises:
         GlobalLogConflict: ``gvl_base + 1`` was published by another transaction (mutual exclusion broken).
@@ -449,14 +488,40 @@ def execute_plan(
         base = glog.at(gvl_base)
     if not updates and not outcome:
         return PlanResult(True, own.versions, base)
-    published = glog.publish(base, updates, txn, group=outcome)
+    try:
+        published = glog.publish(base, updates, txn, group=outcome)
+    except ForeignGlobalVersion as e:
+        return _void(store, txn, parts, results, e)
     crashpoint("gvl-published")
     if not own.committed:
         return dataclasses.replace(own, group=outcome)
     return PlanResult(True, own.versions, published, group=outcome)
 
 
+def _void(store: ObjectStore, txn: str, parts: Mapping[str, Sequence[PlannedCommit]],
+          results: Mapping[str, PlanResult], foreign: ForeignGlobalVersion) -> PlanResult:
+    """A plan whose global version holds a foreign object: revert every transaction's written entries
+    (a broken one's are already reverted; deterministic bytes, so a second runner writes the same) and
+    say so. A holder of the key wrote nothing there, so mutual exclusion holds: the plan's versions
+    stay in the log (each with its revert after it) and nothing is published."""
+    undone: dict[str, int] = {}
+    for m, r in results.items():
+        if r.committed:
+            written = [(e, r.versions[e.table], "") for e in parts[m] if e.table in r.versions]
+            undone.update(_undo(store, m, written))
+        else:
+            undone.update(r.undone)
+    own = results[txn]
+    reverted = ", ".join(f"{t}@{own.versions[t]} reverted at {t}@{u}" for t, u in sorted(undone.items())
+                         if t in own.versions)
+    reason = (f"{foreign}. Nothing of transaction {txn} was published"
+              + (f"; its table commits were reverted ({reverted})" if reverted else "")
+              + (f" (its own plan broke first: {own.reason})" if not own.committed else "")
+              + ". Help: another client put that object into the global version log, where LakeVilla cannot "
+              f"publish past it: move {foreign.key} out of the warehouse (keep a copy to see who wrote it) "
+              "while no LakeVilla transaction commits, then retry.")
+    return PlanResult(False, dict(own.versions), None, undone, GLOBAL_LOG, reason)
 
 
-__all__ = ["CREATE_MODE", "OVERWRITE_MARKER", "InvalidPlan", "PlanResult", "PlannedCommit", "build_plan", "check_entry",
-           "check_plan", "execute_plan", "ordered", "parse_group", "parse_plan"]
+__all__ = ["CREATE_MODE", "GLOBAL_LOG", "OVERWRITE_MARKER", "VOIDED", "InvalidPlan", "PlanResult", "PlannedCommit",
+           "build_plan", "check_entry", "check_plan", "execute_plan", "ordered", "parse_group", "parse_plan"]

@@ -23,8 +23,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from lv_core import concurrency
+from lv_core.delta.table import validate_table_name
 from lv_core.errors import AlreadyExists, LvError, NotFound, StorageError
-from lv_core.protocol.layout import LV_ROOT
+from lv_core.protocol.layout import LV_ROOT, commit_key
 from lv_core.storage.base import CREATE, OVERWRITE, ObjectStore
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,9 @@ GVL_LATEST_KEY = f"{GVL_PREFIX}_latest"
 #: The default number of global versions read one by one before galloping (:meth:`GlobalLog.head`).
 LINEAR_PROBES = 4
 _CACHE_SIZE = 64
+#: At most this many changed tables of an object found at the next global version are looked up in their
+#: logs (HEADs in parallel) when telling a foreign object from another holder's version (:meth:`GlobalLog.publish`).
+FOREIGN_CHECKS = 32
 
 
 def gvl_key(version: int) -> str:
@@ -59,6 +64,22 @@ class GlobalLogConflict(GlobalLogError):
     Only possible when validation's mutual exclusion was broken (e.g. a holder kept writing after
     its lock lease ran out and was taken over); nothing of the caller's publish happened.
     """
+
+
+class ForeignGlobalVersion(GlobalLogError):
+    """Publishing ``n + 1`` found an object there that no LakeVilla holder wrote (malformed, another
+    version's number, no transaction, or naming table versions the tables' logs do not hold): another
+    client put it there. Nothing of the caller's publish happened.
+
+    Attributes:
+        version: the global version whose object is foreign.
+        key: its object key.
+        problems: what is wrong with it, one sentence each.
+    """
+
+    def __init__(self, version: int, problems: list[str]) -> None:
+        self.version, self.key, self.problems = version, gvl_key(version), problems
+        super().__init__(f"global version {version} ({self.key}) was not written by LakeVilla: {'; '.join(problems)}")
 
 
 @dataclass(frozen=True)
@@ -215,6 +236,24 @@ class GlobalLog:
                 hi = mid
         return self.at(lo)
 
+    def check_head(self) -> GvlState:
+        """The head, checked the way a publish checks an object it finds at its version (`lv recover`), except
+        that the tables' logs are not looked up (a log version an old head names may be cleaned up by then).
+
+        Cost: :meth:`head` + 1 GET (the version before).
+
+        Raises:
+            ForeignGlobalVersion: no LakeVilla holder can have written the head.
+            GlobalLogError: a log object is malformed.
+        """
+        head = self.head()
+        if head.version < 0:
+            return head
+        problems = self._foreign(head, self.at(head.version - 1), look_up=False)
+        if problems:
+            raise ForeignGlobalVersion(head.version, problems)
+        return head
+
     # ------------------------------------------------------------------ publishing
     def publish(self, base: GvlState, updates: Mapping[str, int], txn: str,
                 group: Mapping[str, Mapping[str, Any]] | None = None) -> GvlState:
@@ -223,13 +262,17 @@ class GlobalLog:
 
         Call only while holding the validation lock, with ``base`` = the head read under it.
         Idempotent for one ``txn``: if ``base.version + 1`` already holds a version published by
-        ``txn`` (a roll forward got there first), that version is returned. Then the ``_latest``
+        ``txn`` (a roll forward got there first), that version is returned. An object there that
+        another holder cannot have written (:meth:`_holders`) raises :class:`ForeignGlobalVersion`,
+        one that another holder did write :class:`GlobalLogConflict`. Then the ``_latest``
         hint is overwritten (best effort: a failure only makes readers probe one more version; with
         ``defer``, in the background: hints written out of order only lag).
-        Cost: 1 PUT-create + 1 PUT (+ 1 GET when the version already exists).
+        Cost: 1 PUT-create + 1 PUT (+ 1 GET when the version already exists, and then 1 HEAD per table
+        another transaction's version there names at a version ``base`` does not, up to :data:`FOREIGN_CHECKS`).
 
         Raises:
             GlobalLogConflict: another transaction published ``base.version + 1``.
+            ForeignGlobalVersion: ``base.version + 1`` holds an object no LakeVilla holder wrote.
             StorageError: the store failed (the publish may or may not have landed: retrying
                 with the same arguments is safe).
         """
@@ -239,7 +282,7 @@ class GlobalLog:
         try:
             self.store.put(gvl_key(new.version), new.encode(), mode=CREATE)
         except AlreadyExists:
-            existing = self._get(new.version)
+            existing = self._holders(base, txn)
             if existing is None or existing.txn != txn:
                 who = existing.txn if existing is not None else "?"
                 raise GlobalLogConflict(
@@ -258,13 +301,78 @@ class GlobalLog:
             data = self.store.get(gvl_key(version)).data
         except NotFound:
             return None
-        state = GvlState.decode(data, expect_version=version)
+        try:
+            return self._cached(GvlState.decode(data, expect_version=version))
+        except GlobalLogError as e:
+            raise GlobalLogError(
+                f"{e}: global version {version} ({gvl_key(version)}). Help: LakeVilla writes each global version "
+                "once, whole, and never changes it, so another client wrote this object; if it is the newest, move it "
+                "out of the warehouse (keep a copy) while no LakeVilla transaction commits, then retry.") from None
+
+    def _cached(self, state: GvlState) -> GvlState:
         with self._lock:
-            self._cache[version] = state
-            self._cache.move_to_end(version)
+            self._cache[state.version] = state
+            self._cache.move_to_end(state.version)
             while len(self._cache) > _CACHE_SIZE:
                 self._cache.popitem(last=False)
         return state
+
+    def _holders(self, base: GvlState, txn: str) -> GvlState | None:
+        """The object at ``base.version + 1``, found there by ``txn``'s publish on ``base``, if a LakeVilla
+        holder wrote it (None: gone again), else :class:`ForeignGlobalVersion`.
+
+        A holder writes the whole object at once (put-if-absent), as JSON of its own version, naming its
+        transaction, every table ``base`` names (``n + 1`` is built on the immutable ``n``) and each table
+        it changes at a version it wrote into the table's log before publishing. An object failing any of
+        these was written by another client (checked only here, after a failed publish: readers pay nothing).
+        """
+        version = base.version + 1
+        try:
+            data = self.store.get(gvl_key(version)).data
+        except NotFound:
+            return None
+        try:
+            state = GvlState.decode(data, expect_version=version)
+        except GlobalLogError as e:
+            raise ForeignGlobalVersion(version, [str(e)]) from None
+        if state.txn != txn:
+            problems = self._foreign(state, base)
+            if problems:
+                raise ForeignGlobalVersion(version, problems)
+        return self._cached(state)
+
+    def _foreign(self, state: GvlState, base: GvlState, *, look_up: bool = True) -> list[str]:
+        """Why another holder cannot have written ``state`` on top of ``base`` (empty: it may have).
+        ``look_up``: also HEAD the log version of each table it changed (up to :data:`FOREIGN_CHECKS`)."""
+        problems = [] if state.txn else ["it names no transaction"]
+        dropped = sorted(set(base.tables) - set(state.tables))
+        if dropped:
+            problems.append(f"it drops table(s) {', '.join(map(repr, dropped[:5]))} that global version "
+                            f"{base.version} names")
+        changed = []
+        for t, v in sorted(state.tables.items()):
+            was = base.tables.get(t)
+            if was is not None and v < was:
+                problems.append(f"it names table {t!r} at version {v}, older than version {was} of global version "
+                                f"{base.version}")
+            elif was != v:
+                try:
+                    changed.append((validate_table_name(t), v))
+                except LvError as e:
+                    problems.append(f"it names an invalid table: {e}")
+        if not changed or not look_up:
+            return problems
+
+        def missing(tv: tuple[str, int]) -> bool:
+            try:
+                self.store.head(commit_key(*tv))
+                return False
+            except NotFound:
+                return True
+        looked = changed[:FOREIGN_CHECKS]
+        gone = concurrency.gather(concurrency.Pool.REQUESTS, missing, looked)
+        return problems + [f"it names table {t!r} at version {v}, but the table's log has no version {v}"
+                           for (t, v), lost in zip(looked, gone, strict=True) if lost]
 
     def _exists(self, version: int) -> bool:
         try:
@@ -322,6 +430,8 @@ class GlobalLog:
 
 __all__ = [
     "EMPTY",
+    "FOREIGN_CHECKS",
+    "ForeignGlobalVersion",
     "GVL_LATEST_KEY",
     "GVL_PREFIX",
     "GlobalLog",

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 from lv_core import concurrency
 from lv_core.concurrency import Backoff
 from lv_core.errors import NotFound, PreconditionFailed, StorageError, TransactionAborted, TransactionError
-from lv_core.protocol.commitplan import PlannedCommit, PlanResult, execute_plan
+from lv_core.protocol.commitplan import GLOBAL_LOG, VOIDED, PlannedCommit, PlanResult, execute_plan
 from lv_core.protocol.gvl import GlobalLog, GlobalLogConflict, GlobalVersionNotFound, GvlState
 from lv_core.protocol.lockrecord import COMMITTING, LOCK_KEY, FreeSlot, LockRecord, Takeover, free_record, holding
 from lv_core.protocol.vqueue import any_queued
@@ -228,7 +228,9 @@ class HeldLock:
         except RuntimeError:  # the interpreter is shutting down: not looked (the free record says queued)
             self._queued = None
         result = self._write(rec, base)
-        self.head = result.gvl.version if result.gvl is not None else base.version
+        # (a foreign object at base + 1: the free record names no head, so the next holder reads it, fails early)
+        voided = result.rule in (GLOBAL_LOG, VOIDED)
+        self.head = result.gvl.version if result.gvl is not None else None if voided else base.version
         if release:
             with self._mu:
                 if background is not None and self._hold is Hold.HOLDING:

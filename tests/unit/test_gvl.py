@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -11,6 +12,7 @@ import pytest
 from lv_core.protocol.gvl import (
     EMPTY,
     GVL_LATEST_KEY,
+    ForeignGlobalVersion,
     GlobalLog,
     GlobalLogConflict,
     GlobalLogError,
@@ -18,6 +20,7 @@ from lv_core.protocol.gvl import (
     GvlState,
     gvl_key,
 )
+from lv_core.protocol.layout import commit_key
 from lv_core.storage.base import ObjectStore
 from lv_core.storage.instrumented import InstrumentedStore
 from lv_core.storage.local import LocalStore
@@ -31,6 +34,12 @@ def _chain(glog: GlobalLog, n: int) -> list[GvlState]:
         base = glog.publish(base, {f"t{i % 3}": i}, f"txn-{i}")
         out.append(base)
     return out
+
+
+def _logs(store: ObjectStore, table: str, versions: range) -> None:
+    """Log objects for ``table``'s ``versions``: a holder publishes only versions its table commits wrote."""
+    for v in versions:
+        store.put(commit_key(table, v), b"{}")
 
 
 def test_empty_log_is_version_minus_one(store: ObjectStore) -> None:
@@ -106,6 +115,7 @@ def test_time_travel_at_and_as_of(local_store: LocalStore) -> None:
 
 
 def test_publish_is_idempotent_for_one_txn_and_never_forks(store: ObjectStore) -> None:
+    _logs(store, "a", range(1, 2))
     glog = GlobalLog(store)
     base = glog.head()
     first = glog.publish(base, {"a": 1}, "t-1")
@@ -117,6 +127,7 @@ def test_publish_is_idempotent_for_one_txn_and_never_forks(store: ObjectStore) -
 
 def test_concurrent_publishers_on_one_base_one_wins(local_store: LocalStore) -> None:
     store = local_store
+    _logs(store, "a", range(8))
     base = GlobalLog(store).head()
     results: list[str] = []
 
@@ -147,3 +158,65 @@ def test_malformed_objects(local_store: LocalStore) -> None:
     store.delete(gvl_key(0))
     store.put(GVL_LATEST_KEY, b"garbage")  # a bad hint is ignored
     assert GlobalLog(store).head() == EMPTY
+
+
+FOREIGN = [
+    ("garbage", lambda n: b"garbage", "malformed global version object"),
+    ("wrong-version", lambda n: GvlState(77, {"a": 1}, "t-9").encode(), "says it is version 77"),
+    ("no-txn", lambda n: GvlState(n, {"a": 1, "b": 0}).encode(), "names no transaction"),
+    ("drops-a-table", lambda n: GvlState(n, {"a": 1}, "t-9").encode(), "drops table(s) 'b'"),
+    ("goes-back", lambda n: GvlState(n, {"a": 0, "b": 0}, "t-9").encode(), "older than version 1"),
+    ("no-such-version", lambda n: GvlState(n, {"a": 999, "b": 0}, "t-9").encode(), "has no version 999"),
+    ("bad-table", lambda n: GvlState(n, {"a": 1, "b": 0, "../x": 1}, "t-9").encode(), "invalid table"),
+]
+
+
+@pytest.mark.parametrize("label,body,fragment", FOREIGN, ids=[c[0] for c in FOREIGN])
+def test_a_foreign_object_at_the_next_version_is_told_from_another_holders(local_store: LocalStore, label: str,
+                                                                            body, fragment: str) -> None:
+    """An object no LakeVilla holder can have written (bad input by another client) raises ForeignGlobalVersion,
+    which the plan runner rolls back (lv_core.protocol.commitplan); another holder's version stays a conflict."""
+    store = local_store
+    _logs(store, "a", range(3))
+    _logs(store, "b", range(1))
+    glog = GlobalLog(store)
+    base = glog.publish(glog.publish(EMPTY, {"a": 0, "b": 0}, "t-0"), {"a": 1}, "t-1")
+    store.put(gvl_key(base.version + 1), body(base.version + 1))
+    inst = InstrumentedStore(store)
+    with pytest.raises(ForeignGlobalVersion, match=re.escape(fragment)) as info:
+        GlobalLog(inst).publish(base, {"a": 2}, "t-2")
+    assert info.value.version == base.version + 1 and info.value.key == gvl_key(base.version + 1)
+    assert "was not written by LakeVilla" in str(info.value)
+    assert inst.counts()["PUT"] == 0  # no hint written
+    assert isinstance(info.value, GlobalLogError)
+
+
+def test_another_holders_version_is_a_conflict_whatever_it_changed(local_store: LocalStore) -> None:
+    """A version by another holder (mutual exclusion broken, or a crashed holder's plan rolled forward) names
+    every table of the base, a transaction, and versions its tables' logs hold: GlobalLogConflict as before.
+    Cost: 1 GET of it + 1 HEAD per table it changed."""
+    store = local_store
+    _logs(store, "a", range(3))
+    _logs(store, "c", range(5))
+    glog = GlobalLog(store)
+    base = glog.publish(EMPTY, {"a": 0}, "t-0")
+    glog.publish(base, {"a": 2, "c": 4}, "t-other")
+    inst = InstrumentedStore(store)
+    with pytest.raises(GlobalLogConflict, match="already published by t-other"):
+        GlobalLog(inst).publish(base, {"a": 1}, "t-1")
+    assert inst.counts()["HEAD"] == 2 and inst.counts()["GET"] == 1
+
+
+def test_check_head_tells_a_foreign_head_from_a_holders(local_store: LocalStore) -> None:
+    """`lv recover`'s look: the head is checked as a publish checks what it finds, without the log look-ups."""
+    store = local_store
+    states = _chain(GlobalLog(store), 3)  # (names tables whose logs do not exist: not looked up)
+    assert GlobalLog(store).check_head() == states[-1]
+    store.put(gvl_key(3), GvlState(3, {"t0": 99}).encode())
+    with pytest.raises(ForeignGlobalVersion, match="names no transaction; it drops table"):
+        GlobalLog(store).check_head()
+    store.delete(gvl_key(3))
+    store.put(gvl_key(3), b"garbage")
+    with pytest.raises(GlobalLogError, match=re.escape(f"malformed global version object (Expecting value: line 1 "
+                                                       f"column 1 (char 0)): global version 3 ({gvl_key(3)}). Help:")):
+        GlobalLog(store).check_head()
