@@ -127,6 +127,9 @@ class SparkEngine:
         #: raw path (:meth:`_raw`) -> the URI Spark reports as ``_metadata.file_path`` (files never change)
         self._uris: dict[str, str] = {}
         self._uri_form: Optional[bool] = None  #: whether those URIs are known to match (None: not checked)
+        #: SELECTs bind committed table versions through session views (:mod:`lv_core.engine.spark_views`);
+        #: False binds every table inline, as before issue 38 (the TPC-DS benchmark compares both)
+        self.pinned_views = True
         with spark_errors("configuring the Spark session"):
             # Standard Parquet timestamps (not INT96): readable by every Delta reader, with stats.
             spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")

@@ -166,13 +166,14 @@ def pinned_view(engine: Any, snapshot: Snapshot, files: Mapping[str, AddFile], o
     """The name of a view holding exactly ``files`` of ``snapshot`` (made now if needed), held while
     ``owner`` lives; or None when no view is used and the caller binds the table inline: the files
     are not exactly the committed version's (the transaction's own writes are staged, and vanish on
-    rollback), the data path is not ``direct``, or a partition column is a TIMESTAMP (its values are
-    cast with the session time zone when the view is made, and the zone may change)."""
+    rollback), the data path is not ``direct`` (or the engine's ``pinned_views`` is off), or a
+    partition column is a TIMESTAMP (its values are cast with the session time zone when the view
+    is made, and the zone may change)."""
     table = snapshot.table
     if len(files) != len(snapshot.files) or any((g := snapshot.files.get(p)) is not f and g != f
                                                 for p, f in files.items()):
         return None
-    if not files or engine.ensure_path(table) != "direct":
+    if not files or not engine.pinned_views or engine.ensure_path(table) != "direct":
         return None
     parts = {p.lower() for p in snapshot.partition_columns}
     if any(f.type == "timestamp" for f in snapshot.schema if f.name.lower() in parts):
