@@ -17,6 +17,10 @@ statements and after the commit. A view is dropped only when nothing can use it 
 DataFrame built on it and no statement binding it (:meth:`TableViews.hold`), and only beyond
 :data:`KEEP_IDLE` idle views (the least recently used first).
 
+A version becomes a view the second time a statement reads it (:meth:`TableViews.wanted`): a table
+that changes between every read costs what it did without views, and a version read again costs no
+resolution from then on.
+
 The views live in the Spark session (one registry per session, shared by the lakehouses using it),
 and only the views of committed versions read on the ``direct`` path are made (see
 :func:`pinned_view`).
@@ -40,10 +44,12 @@ from lv_core.errors import LvError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["KEEP_IDLE", "PREFIX", "TableViews", "pinned_view", "view_key", "views_for"]
+__all__ = ["KEEP_IDLE", "PREFIX", "SEEN", "TableViews", "pinned_view", "view_key", "views_for"]
 
 #: Idle views (no DataFrame or statement uses them) kept for reuse per Spark session.
 KEEP_IDLE = 64
+#: Versions read once remembered per Spark session (a second read makes the view).
+SEEN = 4096
 #: Every view name starts with this (and nothing else of the product's does).
 PREFIX = "lv_pinned_"
 
@@ -80,6 +86,7 @@ class TableViews:
         self._lock = threading.RLock()  # creations and drops one at a time; RLock: a finalizer may run inside
         self._views: dict[str, _View] = {}
         self._idle: OrderedDict[str, None] = OrderedDict()  # views without holders, least recently used first
+        self._seen: OrderedDict[str, None] = OrderedDict()  # versions read once (no view yet), oldest first
         self.created = 0  #: views made (for tests and the benchmarks)
         self.dropped = 0  #: views dropped
 
@@ -90,6 +97,22 @@ class TableViews:
         """The views no statement or DataFrame uses, least recently used first."""
         with self._lock:
             return list(self._idle)
+
+    def wanted(self, name: str) -> bool:
+        """Whether a statement should read through view ``name``: it exists, or its version is read a
+        second time. A version read once binds inline, as without views: a table that changes between
+        every read (a write-heavy workload) gets no view to make and drop, only one round trip per
+        read as before; a version read again is made a view (one round trip) and then costs none."""
+        with self._lock:
+            if name in self._views:
+                return True
+            if name in self._seen:
+                del self._seen[name]
+                return True
+            self._seen[name] = None
+            while len(self._seen) > SEEN:
+                self._seen.popitem(last=False)
+            return False
 
     def use(self, owner: object, name: str, build: Callable[[], "DataFrame"], what: str) -> bool:
         """Hold view ``name`` while ``owner`` lives, making it from ``build()`` first unless it exists;
@@ -180,7 +203,10 @@ def pinned_view(engine: Any, snapshot: Snapshot, files: Mapping[str, AddFile], o
         return None
     ordered = sorted(files.values(), key=lambda f: f.path)
     name = view_key(engine.url(table), snapshot, ordered)
-    if not views_for(engine.spark).use(owner, name, lambda: engine.read(table, snapshot, ordered),
-                                       f"reading {table!r}"):
+    views = views_for(engine.spark)
+    if not views.wanted(name):
+        return None
+    if not views.use(owner, name, lambda: engine.read(table, snapshot, ordered, analyse=False),  # the view analyses
+                     f"reading {table!r}"):
         engine.scans.append((table, tuple(f.path for f in ordered)))  # read() records it when made
     return name

@@ -138,3 +138,19 @@ def test_a_view_lost_by_the_session_is_made_again_and_old_holders_do_not_release
     gc.collect()
     views.use(Owner(), "w", lambda: FakeFrame(spark), "x")
     assert "v" in spark.views
+
+
+def test_a_version_is_made_a_view_when_read_a_second_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A version read once binds inline (a table changing between reads gets no view to make and drop)."""
+    import lv_core.engine.spark_views as sv
+
+    monkeypatch.setattr(sv, "SEEN", 2)
+    spark = FakeSpark()
+    views = TableViews(spark)
+    assert not views.wanted("a")  # first read: inline
+    assert views.wanted("a")  # second: make the view
+    views.use(Owner(), "a", lambda: FakeFrame(spark), "x")
+    assert views.wanted("a")  # it exists
+    assert [views.wanted(n) for n in ("b", "c", "d")] == [False, False, False]
+    assert not views.wanted("b")  # forgotten: only the last 2 versions read once are remembered
+    assert spark.views == {"a"}
