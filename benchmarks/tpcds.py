@@ -167,7 +167,9 @@ def _with_calls(out: dict[str, Any], calls: SparkCalls | None) -> dict[str, Any]
 def _plan(df: Any) -> str:
     """``df``'s formatted physical plan, normalised: no expression or plan ids, no bound placeholder
     names, comma joins as ``Inner`` (the product's SQL renderer writes them as CROSS JOIN with the
-    conditions in WHERE, which Spark labels ``Cross`` and plans the same way)."""
+    conditions in WHERE, which Spark labels ``Cross`` and plans the same way), ``substring`` as
+    ``substr`` (the renderer's spelling of the same function) and no ``c AS c`` (a projection of a
+    table's columns under their own names, as the product's read of a table has)."""
     import contextlib
     import io
     import re
@@ -176,6 +178,7 @@ def _plan(df: Any) -> str:
     with contextlib.redirect_stdout(buf):
         df.explain("formatted")
     text = re.sub(r"#\d+L?|plan_id=\d+|lvref[0-9a-f]+x\d+y", "", buf.getvalue())
+    text = re.sub(r"\b(\w+) AS \1\b", r"\1", text.replace("substring(", "substr("))
     return text.replace("Cross", "Inner")
 
 
