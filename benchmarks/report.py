@@ -140,7 +140,7 @@ def write_report(out: Path, report: Path) -> None:
     L += tpcc_section(load_result(out, "tpcc"), str(rel)) + note("tpcc")
     runs = tpcds_runs(out)
     for name in runs + sorted(p.stem for p in out.glob("tpcds*.json") if p.stem not in runs):
-        L += tpcds.report_section(load_result(out, name), rel, name)
+        L += tpcds.report_section(load_result(out, name), rel, name) + note(name)
     for name in sorted(p.stem for p in out.glob("cab*.json")):
         L += cab.report_section(load_result(out, name), rel, name)
     L += listappend_section(out, rel) + note("listappend")

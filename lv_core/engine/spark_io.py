@@ -127,6 +127,9 @@ class SparkEngine:
         #: raw path (:meth:`_raw`) -> the URI Spark reports as ``_metadata.file_path`` (files never change)
         self._uris: dict[str, str] = {}
         self._uri_form: Optional[bool] = None  #: whether those URIs are known to match (None: not checked)
+        #: SELECTs bind committed table versions through session views (:mod:`lv_core.engine.spark_views`);
+        #: False binds every table inline, as before issue 38 (the TPC-DS benchmark compares both)
+        self.pinned_views = True
         with spark_errors("configuring the Spark session"):
             # Standard Parquet timestamps (not INT96): readable by every Delta reader, with stats.
             spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -358,16 +361,18 @@ class SparkEngine:
         return dataclasses.replace(snapshot, metadata=md)
 
     def read(self, table: str, snapshot: Snapshot, files: Sequence[AddFile], *,
-             columns: Optional[Collection[str]] = None) -> "DataFrame":
+             columns: Optional[Collection[str]] = None, analyse: bool = True) -> "DataFrame":
         """A user-facing DataFrame over ``files`` with the table's exact schema (types, nullability);
-        ``columns`` as for :meth:`scan`."""
+        ``columns`` as for :meth:`scan`. ``analyse``: have Spark analyse it now (one round trip), so
+        unreachable files fail here; off when the caller's next request analyses it anyway."""
         snapshot = self._pruned(table, snapshot, columns)
         df = self.scan(table, snapshot, files)
         if self.data_path == "arrow" or not files:
             return df  # createDataFrame(schema=...) keeps the declared nullability
         with spark_errors(f"reading {table!r}"):
             df = with_exact_schema(df, snapshot.schema)
-            df.schema  # noqa: B018 - analysis now: unreachable files fail here, as an LvError
+            if analyse:
+                df.schema  # noqa: B018 - analysis now: unreachable files fail here, as an LvError
         return df
 
     # -- writes ------------------------------------------------------------------------------

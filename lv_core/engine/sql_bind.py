@@ -10,13 +10,18 @@ query under a name scoped to that one query (``SubqueryAlias`` relations sent wi
 binding is per statement, nothing is registered in the Spark session, so two transactions on one
 session can never see each other's bindings and there is nothing to drop when a transaction ends;
 a returned DataFrame stays valid (and unchanged) after later statements and after the commit.
+
+A committed table version read by a SELECT is the exception (:mod:`lv_core.engine.spark_views`): it
+is named by a temporary view whose name is a digest of exactly the files it reads, made once and
+never re-bound, so the concern above does not arise, and Spark does not resolve the table's files
+again for every query. :meth:`Renderer.with_views` puts those names in the text.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from lv_core.engine.sql_ast import source_refs
 
@@ -66,6 +71,13 @@ class Renderer:
             t.set("this", exp.to_identifier(k))
         text = copy.sql(dialect="spark").replace("{", "{{").replace("}", "}}")
         return re.sub(rf"lvref{self._tag}x\d+y", lambda m: "{" + m.group(0) + "}", text)
+
+    def with_views(self, text: str, views: Mapping[str, str]) -> str:
+        """``text`` (rendered by this renderer) with the placeholders of ``views`` (placeholder -> the
+        name of a temporary view holding that table, see :mod:`lv_core.engine.spark_views`) replaced by
+        the quoted view names; the other placeholders and the brace escapes stay."""
+        return re.sub(rf"\{{(lvref{self._tag}x\d+y)\}}",
+                      lambda m: q(views[m.group(1)]) if m.group(1) in views else m.group(0), text)
 
     def bind(self, table_frame: Callable[[str], Any], frames: Optional[dict[str, Any]] = None) -> dict[str, Any]:
         """The ``spark.sql`` keyword arguments: table references via ``table_frame(name)``, extra

@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional
 
 import pyarrow as pa
 
@@ -42,6 +42,7 @@ from lv_core.engine import cdf
 from lv_core.engine.skipping import file_filter
 from lv_core.engine.spark_io import FILE_COL, SparkEngine
 from lv_core.engine.spark_schema import NOT_NULL_TAG, col, fits, nullable_type, spark_errors, spark_schema
+from lv_core.engine.spark_views import pinned_view, views_for
 from lv_core.engine.sql_ast import SqlError, Statement, UpdateSpec
 from lv_core.engine.sql_bind import Renderer, has_subquery, q, skip_text
 from lv_core.engine.sql_cols import referenced
@@ -67,7 +68,7 @@ def _clean(msg: str) -> str:
     """One readable line: no SQLSTATE, no position inside the generated query, no bound names."""
     msg = msg.split("\n\nJVM stacktrace:")[0].strip().splitlines()[0] if msg.strip() else msg
     msg = re.sub(r"_pyspark_connect_temp_view_[0-9a-f]+", "<table>", msg)
-    msg = re.sub(r"lvref[0-9a-f]+x\d+y", "<table>", msg)
+    msg = re.sub(r"lvref[0-9a-f]+x\d+y|lv_pinned_[0-9a-f]+", "<table>", msg)
     msg = re.sub(r"\s*SQLSTATE: \w+", "", msg)
     msg = re.sub(r";?\s*line \d+,? pos(?:ition)? \d+;?", "", msg)
     return msg.strip().rstrip(";").strip()
@@ -110,6 +111,14 @@ def _translate(e: BaseException, what: str) -> LvError:
 
 
 # ---------------------------------------------------------------------------------------- binding
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A table bound through the session's view of its committed version (see
+    :mod:`lv_core.engine.spark_views`)."""
+
+    name: str
 
 
 @dataclass(eq=False)
@@ -161,16 +170,22 @@ class RunScope:
                 return v
         raise SqlError(f"{self.what}: table {written!r} was not resolved; this is a bug in the SQL layer")
 
-    def table(self, written: str) -> "DataFrame":
-        """The whole table as this transaction sees it now (recorded as read)."""
+    def table(self, written: str) -> Any:
+        """The whole table as this transaction sees it now (recorded as read): a DataFrame, or for an
+        exact scope over a committed version the :class:`Pinned` view holding it."""
         t = self.real(written)
         df = self._frames.get(t)
         if df is None:
             snap = self.ctx.snapshot(t)
-            files = sorted(self.ctx.files(t).values(), key=lambda f: f.path)
+            view = self.ctx.files(t)
+            files = sorted(view.values(), key=lambda f: f.path)
             with sql_errors(self.what):
-                df = (self.engine.read(t, snap, files, columns=self.columns) if self.exact
-                      else self.engine.scan(t, snap, files, cache=self.cache, columns=self.columns))
+                if self.exact and (name := pinned_view(self.engine, snap, view, self)) is not None:
+                    df = Pinned(name)
+                elif self.exact:
+                    df = self.engine.read(t, snap, files, columns=self.columns)
+                else:
+                    df = self.engine.scan(t, snap, files, cache=self.cache, columns=self.columns)
             self._frames[t] = df
             self.reads.setdefault(t, set()).update(f.path for f in files)
             self.scans.add(t)
@@ -178,12 +193,35 @@ class RunScope:
         return df
 
     def sql(self, text: str, renderer: Renderer, frames: Optional[Mapping[str, Any]] = None) -> "DataFrame":
-        """Run ``text`` (rendered by ``renderer``) with its placeholders bound; analysed eagerly."""
-        kwargs = renderer.bind(self.table, dict(frames or {}))
-        if not kwargs:
-            text = text.replace("{{", "{").replace("}}", "}")
-        with sql_errors(self.what):
+        """Run ``text`` (rendered by ``renderer``) with its placeholders bound; analysed eagerly. Tables
+        held by views are named in the text; if the session lost one of them (dropped behind our back)
+        it is made again and the statement analysed once more."""
+        for again in (False, True):
+            kwargs = renderer.bind(self.table, dict(frames or {}))
+            views = {k: v.name for k, v in kwargs.items() if isinstance(v, Pinned)}
+            run = renderer.with_views(text, views) if views else text
+            kwargs = {k: v for k, v in kwargs.items() if k not in views}
+            if not kwargs:
+                run = run.replace("{{", "{").replace("}}", "}")
+            with sql_errors(self.what):
+                df = self._analysed(run, kwargs, () if again else views.values())
+            if df is not None:
+                if views:  # the views outlive every DataFrame built on this one (they hold its plan)
+                    views_for(self.spark).hold(getattr(df, "_plan", df), views.values())
+                return df
+            views_for(self.spark).forget(views.values())
+            self._frames = {t: f for t, f in self._frames.items() if not isinstance(f, Pinned)}
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _analysed(self, text: str, kwargs: Mapping[str, Any], views: Iterable[str]) -> Optional["DataFrame"]:
+        """``spark.sql``; None when it failed because one of ``views`` does not exist in the session."""
+        try:
             return self.spark.sql(text, **kwargs)
+        except Exception as e:  # noqa: BLE001 - anything else is re-raised as is
+            msg = str(e)
+            if "TABLE_OR_VIEW_NOT_FOUND" in msg and any(v in msg for v in views):
+                return None
+            raise
 
     def result(self, value: Any, **kw: Any) -> OpResult:
         reads = {t: set(v) for t, v in self.reads.items()}
