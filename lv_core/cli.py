@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from lv_core.errors import LvError
-from lv_core.protocol.gvl import GlobalLogError
+from lv_core.protocol.gvl import GlobalLogError, move_out
 
 
 def _options(args: argparse.Namespace) -> dict | None:
@@ -66,9 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             try:  # an object another client put into the global version log blocks every LV[I] transaction
                 lh.global_log.check_head()
             except GlobalLogError as e:
-                help_ = "" if "Help:" in str(e) else (
-                    f". Help: move {getattr(e, 'key', 'it')} out of the warehouse (keep a copy) while no LakeVilla "
-                    "transaction commits, then retry")
+                help_ = "" if "Help:" in str(e) else f". Help: {move_out(getattr(e, 'key', 'it'))}"
                 print(f"lv recover: the global version log is blocked: {e}{help_}", file=sys.stderr)
                 return 1
         else:

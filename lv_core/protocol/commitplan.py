@@ -43,7 +43,7 @@ from lv_core.delta.actions import Action, AddFile, CommitInfo, RemoveFile, decod
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import AlreadyExists, LvError, NotFound
 from lv_core.protocol import ict
-from lv_core.protocol.gvl import ForeignGlobalVersion, GlobalLog, GvlState
+from lv_core.protocol.gvl import ForeignGlobalVersion, GlobalLog, GvlState, move_out
 from lv_core.protocol.layout import commit_key
 from lv_core.protocol.markers import KEY, append_at_tail, classify
 from lv_core.protocol.validation import ValidationOutcome
@@ -518,8 +518,7 @@ def _void(store: ObjectStore, txn: str, parts: Mapping[str, Sequence[PlannedComm
               + (f"; its table commits were reverted ({reverted})" if reverted else "")
               + (f" (its own plan broke first: {own.reason})" if not own.committed else "")
               + ". Help: another client put that object into the global version log, where LakeVilla cannot "
-              f"publish past it: move {foreign.key} out of the warehouse (keep a copy to see who wrote it) "
-              "while no LakeVilla transaction commits, then retry.")
+              f"publish past it: {move_out(foreign.key)}.")
     return PlanResult(False, dict(own.versions), None, undone, GLOBAL_LOG, reason)
 
 

@@ -43,6 +43,12 @@ _CACHE_SIZE = 64
 FOREIGN_CHECKS = 32
 
 
+def move_out(key: str) -> str:
+    """The advice for an object another client put into the global version log (LakeVilla never removes one:
+    an unconditional DELETE could remove a real version published meanwhile)."""
+    return f"move {key} out of the warehouse (keep a copy) while no LakeVilla transaction commits, then retry"
+
+
 def gvl_key(version: int) -> str:
     """``_lakevilla/gvl/<version:020d>.json``."""
     if version < 0:
@@ -306,8 +312,8 @@ class GlobalLog:
         except GlobalLogError as e:
             raise GlobalLogError(
                 f"{e}: global version {version} ({gvl_key(version)}). Help: LakeVilla writes each global version "
-                "once, whole, and never changes it, so another client wrote this object; if it is the newest, move it "
-                "out of the warehouse (keep a copy) while no LakeVilla transaction commits, then retry.") from None
+                f"once, whole, and never changes it, so another client wrote this object; if it is the newest, "
+                f"{move_out(gvl_key(version))}.") from None
 
     def _cached(self, state: GvlState) -> GvlState:
         with self._lock:
@@ -363,23 +369,13 @@ class GlobalLog:
         if not changed or not look_up:
             return problems
 
-        def missing(tv: tuple[str, int]) -> bool:
-            try:
-                self.store.head(commit_key(*tv))
-                return False
-            except NotFound:
-                return True
         looked = changed[:FOREIGN_CHECKS]
-        gone = concurrency.gather(concurrency.Pool.REQUESTS, missing, looked)
+        there = concurrency.gather(concurrency.Pool.REQUESTS, lambda tv: self.store.exists(commit_key(*tv)), looked)
         return problems + [f"it names table {t!r} at version {v}, but the table's log has no version {v}"
-                           for (t, v), lost in zip(looked, gone, strict=True) if lost]
+                           for (t, v), found in zip(looked, there, strict=True) if not found]
 
     def _exists(self, version: int) -> bool:
-        try:
-            self.store.head(gvl_key(version))
-            return True
-        except NotFound:
-            return False
+        return self.store.exists(gvl_key(version))
 
     def _read_hint(self) -> GvlState | None:
         try:
@@ -440,4 +436,5 @@ __all__ = [
     "GlobalVersionNotFound",
     "GvlState",
     "gvl_key",
+    "move_out",
 ]
