@@ -42,7 +42,7 @@ def commit_split(events: list[Any], start: float, end: float) -> dict[str, float
         if redo_from is not None:  # the redo ran until now
             redos.append((redo_from, e.ts))
             redo_from = None
-        if isinstance(e, ev.Waiting) and e.table == "validation lock":
+        if isinstance(e, ev.Waiting) and e.table == ev.VALIDATION_KEY:
             key = key or [e.ts]
         elif isinstance(e, ev.Waiting):
             opened.setdefault((e.table, e.version), e.ts)

@@ -111,6 +111,10 @@ class Progress(Event):
     running: int = 0
 
 
+#: The ``table`` of a :class:`Waiting` for the validation key (LV[I]) rather than for a table's marker.
+VALIDATION_KEY = "validation lock"
+
+
 @dataclass(frozen=True)
 class Waiting(Event):
     table: str

@@ -375,7 +375,7 @@ class _Run:
         return Answer.DECIDED
 
     def _on_wait(self, rec: LockRecord) -> None:
-        self.core.events.emit(ev.Waiting(self.core.id, table="validation lock", version=-1, on_txn=rec.txn))
+        self.core.events.emit(ev.Waiting(self.core.id, table=ev.VALIDATION_KEY, version=-1, on_txn=rec.txn))
 
     def _on_free(self, waiter: gc.Waiter, found: tuple[LockRecord, str]) -> tuple[FreeAnswer, gc.Decided | None]:
         """Queued, and the key is free: the fast route from the free record found (a run of its own)."""
