@@ -31,6 +31,7 @@ from lv_core import errors as E
 from lv_core.cli import main as lv_main
 from lv_core.delta.actions import AddFile, CommitInfo, decode_commit
 from lv_core.engine import arrow_ops as ops
+from lv_core.protocol.gvl import ForeignGlobalVersion
 from lv_core.protocol.layout import commit_key, marker_key
 from lv_core.protocol.markers import classify, read_version
 from lv_core.txn.cleaner import drain
@@ -427,14 +428,21 @@ def _gvl_next(lh) -> str:
     return f"_lakevilla/gvl/{lh.global_state().version + 1:020d}.json"
 
 
+def _next_version(lh, **tables: int) -> dict[str, Any]:
+    """The head's JSON as the next global version, by another transaction, with ``tables`` changed."""
+    head = lh.global_state()
+    return {**head.to_json(), "version": head.version + 1, "tables": {**head.tables, **tables},
+            "txn": "20261127T000000-00000000000000ab"}
+
+
 GVL_CASES = [
     ("garbage", lambda lh: "garbage", E.LvError, "malformed global version object"),
     ("wrong-version", lambda lh: {"version": 77, "tables": {}}, E.LvError, "says it is version 77"),
     ("tables-list", lambda lh: {"version": lh.global_state().version + 1, "tables": [1]}, E.LvError,
      "malformed global version object"),
     ("missing-version", lambda lh: {"tables": {"kv": 1}}, E.LvError, "malformed global version object"),
-    ("kv@999", lambda lh: {"version": lh.global_state().version + 1, "tables": {"kv": 999, "kv2": 1}},
-     E.LvError, "no version 999"),
+    ("kv@999", lambda lh: _next_version(lh, kv=999), E.LvError, "no version 999"),
+    ("no-txn", lambda lh: {**_next_version(lh), "txn": None}, E.LvError, "names no transaction"),
 ]
 
 
@@ -462,10 +470,53 @@ def test_malformed_global_log(lh, label, body, exc, fragment, capsys):
     assert fragment.lower() in str(err).lower() and key in str(err) and "Help: " in str(err), err
     assert err.rule == "global_log" and err.details["undone"] == {"kv": lh.version("kv")}, (err.rule, err.details)
     # not stuck silently: every later write fails with a clear error and changes nothing, and `lv recover` names it
-    check(lh, _write_kv("serializable"), exc, fragment, allow_freed=True, voided=True)
+    err = check(lh, _write_kv("serializable"), exc, fragment, allow_freed=True, voided=True)
+    assert isinstance(err, ForeignGlobalVersion) and key in str(err) and "out of the warehouse" in str(err), err
     assert lv_main(["recover", lh.store.url()]) == 1
     blocked = capsys.readouterr().err
     assert "global version log is blocked" in blocked and key in blocked and "out of the warehouse" in blocked, blocked
+
+
+MADE_UP = [  # decodes as the next global version, but no LakeVilla holder can have written it
+    ("names-a-version-the-log-lacks", lambda h: {**h, "tables": {**h["tables"], "kv": 999}},
+     "names table 'kv' at version 999, but the table's log has no version 999"),
+    ("names-no-transaction", lambda h: {**h, "txn": None}, "it names no transaction"),
+    ("goes-back", lambda h: {**h, "tables": {**h["tables"], "kv": 0}}, "names table 'kv' at version 0, older than"),
+]
+
+
+def _read_kv(preset: str) -> Callable[[Any], Any]:
+    return in_txn(preset, lambda t: O.run_op(t, O.read("kv", 1)))
+
+
+@pytest.mark.parametrize("label,made_up,fragment", MADE_UP, ids=[c[0] for c in MADE_UP])
+def test_a_made_up_global_version_is_refused(lh, label, made_up, fragment, capsys):
+    """A well-formed object at the next global version that no LakeVilla holder wrote (here: naming table
+    ``kv`` at a version its log lacks, naming no transaction, or going back on ``kv``) is refused by every
+    path of a new process that reads it as the head, with ForeignGlobalVersion naming the object and what
+    to do, changing nothing (the validation key stays usable); `lv recover` names it. Content alone tells
+    the last two (``global_state()`` refuses them); the first only when the table is read at that version,
+    and then the process forgets it: once it is moved out, the same process reads and writes as before."""
+    head = lh.global_state()
+    key = _gvl_next(lh)
+    _put(lh, key, made_up(_next_version(lh)))
+    cold = lv_core.connect(lh.store.url(), lease_s=1.0)  # a process that had not seen the head
+    actions = [_read_kv("serializable"), _read_kv("snapshot"), _write_kv("serializable"),
+               lambda x: x.snapshot("kv", as_of=head.version + 1)]
+    if label != "names-a-version-the-log-lacks":
+        actions.append(lambda x: x.global_state())
+    for action in actions:
+        err = check(cold, action, ForeignGlobalVersion, fragment)
+        assert key in str(err) and "was not written by LakeVilla" in str(err), err
+        assert "Help: " in str(err) and "out of the warehouse" in str(err), err
+        assert cold.global_log.known() <= head.version, "a refused version stays cached"
+    assert lv_main(["recover", lh.store.url()]) == 1
+    blocked = capsys.readouterr().err
+    assert "global version log is blocked" in blocked and key in blocked and fragment in blocked, blocked
+    lh.store.delete(key)  # moved out: the process carries on as before
+    _write_kv("serializable")(cold)
+    assert cold.global_state().version == head.version + 1
+    assert O.table_rows(lh.store.url("kv")) == [(1, 11.0), (2, 20.0)]
 
 
 def test_another_holders_global_version_is_a_conflict(lh):
