@@ -267,11 +267,22 @@ class GlobalLog:
             ForeignGlobalVersion: no LakeVilla holder can have written the head.
             StorageError: the store failed.
         """
-        head = self.head()
+        return self.vouch(self.head())
+
+    def vouch(self, head: GvlState) -> GvlState:
+        """``head``, checked as :meth:`check_head` does: by a holder of the validation key before it builds on a
+        head it read that the free record it claimed did not name (a version nobody released the key
+        naming: after a voided plan, a crash, or put there by another client; never on the usual path).
+
+        Raises:
+            ForeignGlobalVersion: no LakeVilla holder can have written ``head`` (this instance forgets it).
+            StorageError: the store failed.
+        """
         if head.version < 0:
             return head
         problems = self._foreign(head, self.at(head.version - 1), cleaned_up=True)
         if problems:
+            self.forget(head.version)
             raise ForeignGlobalVersion(head.version, problems, advise=True)
         return head
 
