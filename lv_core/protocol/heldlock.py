@@ -123,18 +123,20 @@ class HeldLock:
 
     ``takeovers``: locks taken over from crashed holders while acquiring it; ``waited``: acquired after
     waiting (others may have queued requests); ``serving``: what it does for the queue (None: only a
-    look whether any is queued); ``head``: the newest global version it knows (named by the free record
-    it claimed, read under the lock, or published; None: unknown), named by the free record at release;
-    ``served``: the transactions its plans committed (not looked for in the queue).
+    look whether any is queued); ``head``: the newest global version it knows (read under the lock, or
+    published; None: unknown), named by the free record at release; ``claimed``: the head the free record
+    it claimed named (None: none, or not claimed from a free record); ``served``: the transactions its
+    plans committed (not looked for in the queue).
     """
 
     def __init__(self, lock: LockHost, record: LockRecord, etag: str, takeovers: list[Takeover],
-                 waited: bool = False, serving: Serving | None = None, head: int | None = None) -> None:
+                 waited: bool = False, serving: Serving | None = None, claimed: int | None = None) -> None:
         self.lock, self.waited, self.txn, self.takeovers = lock, waited, record.txn, takeovers
         self._record, self._etag, self._serving = record, etag, serving
         self._mu = threading.Lock()
         self._hold = Hold.HOLDING
-        self.head: int | None = head
+        self.head: int | None = None
+        self.claimed = claimed
         self._stop = threading.Event()
         # what the queue held while the last plan was written (None: not looked): the free record says
         # whether requests are queued, so that this process does not take the key again without serving them
@@ -192,7 +194,8 @@ class HeldLock:
         made-up version; a refused one leaves the free record naming no head. The usual path (the head the
         free record named) pays nothing."""
         state = glog.head()
-        if self.head is None or state.version > self.head:
+        known = self.head if self.head is not None else self.claimed
+        if known is None or state.version > known:
             self.head = None
             glog.vouch(state)
         self.head = state.version

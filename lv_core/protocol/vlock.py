@@ -154,7 +154,7 @@ class ValidationLock:
         if etag is None:
             self.note_contention()
             return None
-        return HeldLock(self, rec, etag, [], serving=serving, head=base.version)
+        return HeldLock(self, rec, etag, [], serving=serving, claimed=base.version)
 
     def acquire(self, txn: str, *, timeout_s: float, gvl_base: int | None = None,
                 on_wait: Callable[[LockRecord], None] | None = None, serving: Serving | None = None) -> HeldLock:
@@ -241,7 +241,7 @@ class _Run:
             etag = self.lock._claim(mine, r.free_etag)
             if etag is not None:
                 self.held = HeldLock(self.lock, mine, etag, self.takeovers, waited=wait.tried or self.lock.contended(),
-                                     serving=self.serving, head=claimed)
+                                     serving=self.serving, claimed=claimed)
             return kw.Claimed(etag is not None)
         if isinstance(r, kw.TakeOver):
             self.held = take_over(self.lock, self.txn, r.record, r.etag, self.gvl_base, self.takeovers, self.serving)

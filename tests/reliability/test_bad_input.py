@@ -472,14 +472,16 @@ def test_malformed_global_log(lh, label, body, exc, fragment, capsys):
     err = check(lh, _write_kv("serializable"), E.TransactionAborted, "was not written by LakeVilla", voided=True)
     assert fragment.lower() in str(err).lower() and key in str(err) and "Help: " in str(err), err
     assert err.rule == "global_log" and err.details["undone"] == {"kv": lh.version("kv")}, (err.rule, err.details)
-    # not stuck silently: every later write fails with a clear error and changes nothing, and `lv recover` names it
+    # not stuck silently: every later write fails with a clear error and changes nothing; lv recover and doctor name it
     for table in ("kv", "kv2"):  # (one that does not read kv meets it under the key: the voided plan's free record
         # names no head, so the head read there is vouched for before anything is built on it)
         err = check(lh, _write_kv("serializable", table=table), exc, fragment, allow_freed=True, voided=True)
         assert isinstance(err, ForeignGlobalVersion) and key in str(err) and "out of the warehouse" in str(err), err
-    assert lv_main(["recover", lh.store.url()]) == 1
-    blocked = capsys.readouterr().err
-    assert "global version log is blocked" in blocked and key in blocked and "out of the warehouse" in blocked, blocked
+    for command in ("recover", "doctor"):
+        assert lv_main([command, lh.store.url()]) == 1, command
+        blocked = capsys.readouterr().err
+        assert "global version log is blocked" in blocked and key in blocked and "out of the warehouse" in blocked, (
+            command, blocked)
 
 
 MADE_UP = [  # decodes as the next global version, but no LakeVilla holder can have written it
@@ -518,13 +520,15 @@ def test_a_made_up_global_version_is_refused(lh, label, made_up, fragment, capsy
         assert key in str(err) and "was not written by LakeVilla" in str(err), err
         assert "Help: " in str(err) and "out of the warehouse" in str(err), err
         assert cold.global_log.known() <= head.version, "a refused version stays cached"
-    assert lv_main(["recover", lh.store.url()]) == 1
-    blocked = capsys.readouterr().err
-    assert "global version log is blocked" in blocked and key in blocked and fragment in blocked, blocked
+    for command in ("recover", "doctor"):
+        assert lv_main([command, lh.store.url()]) == 1, command
+        blocked = capsys.readouterr().err
+        assert "global version log is blocked" in blocked and key in blocked and fragment in blocked, blocked
     lh.store.delete(key)  # moved out: the process carries on as before
     _write_kv("serializable")(cold)
     assert cold.global_state().version == head.version + 1
     assert O.table_rows(lh.store.url("kv")) == [(1, 11.0), (2, 20.0)]
+    assert lv_main(["doctor", lh.store.url()]) == 0
 
 
 def test_another_holders_global_version_is_a_conflict(lh):

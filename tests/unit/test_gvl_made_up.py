@@ -14,6 +14,7 @@ import pytest
 from lv_core.delta.errors import VersionNotFound
 from lv_core.protocol.gvl import EMPTY, GVL_LATEST_KEY, ForeignGlobalVersion, GlobalLog, GvlState, gvl_key, move_out
 from lv_core.protocol.layout import commit_key
+from lv_core.protocol.vlock import ValidationLock
 from lv_core.storage.instrumented import InstrumentedStore
 from lv_core.storage.local import LocalStore
 
@@ -116,3 +117,24 @@ def test_check_head_looks_up_the_logs(local_store: LocalStore) -> None:
     local_store.delete(commit_key("a", 2))  # cleaned up (as if): a later version is in the log
     local_store.put(commit_key("a", 3), b"{}")
     assert GlobalLog(local_store).check_head() == head
+
+
+def test_a_holder_vouches_only_for_a_head_the_free_record_did_not_name(local_store: LocalStore) -> None:
+    """HeldLock.read_head: the head the claimed free record named costs what head() costs (the usual path); a newer
+    one (nobody released the key naming it) is vouched for, and a made-up one refused with the key released
+    naming no head, so that the next holder vouches again instead of taking the fast route on it."""
+    base = _base(local_store)
+    inst = InstrumentedStore(local_store)
+    lock = ValidationLock(inst, lease_s=30)
+    with lock.acquire("t-2", timeout_s=1) as held:  # no key yet: knows no head
+        assert held.read_head(GlobalLog(local_store)) == base and held.head == base.version
+    glog = GlobalLog(inst)
+    glog.head()
+    with lock.acquire("t-3", timeout_s=1) as held:  # claims the record naming base: no vouching
+        inst.reset()
+        assert held.read_head(glog) == base and inst.total() == 1  # the probe of the next version
+    local_store.put(gvl_key(2), GvlState(2, {"a": 999, "b": 0}, "t-9").encode())
+    with pytest.raises(ForeignGlobalVersion, match="no version 999 .its latest is 2."):
+        with lock.acquire("t-4", timeout_s=1) as held:
+            held.read_head(glog)
+    assert glog.known() < 2 and lock.look() is not None and lock.look()[0].head is None
