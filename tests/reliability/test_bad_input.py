@@ -501,7 +501,7 @@ def test_a_made_up_global_version_is_refused(lh, label, made_up, fragment, capsy
     """A well-formed object at the next global version that no LakeVilla holder wrote (here: naming table
     ``kv`` at a version its log lacks, naming no transaction, or going back on ``kv``) is refused by every
     path of a new process that reads it as the head, with ForeignGlobalVersion naming the object and what
-    to do, changing nothing (the validation key stays usable); `lv recover` names it. Content alone tells
+    to do, changing nothing (the validation key stays usable); `lv recover`, `lv doctor` name it. Content tells
     the last two (``global_state()`` refuses them); the first only when the table is read at that version,
     or when a holder of the key vouches for a head the free record it claimed did not name (a write of kv2
     alone), and then the process forgets it: once it is moved out, the same process reads and writes as
