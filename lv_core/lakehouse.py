@@ -190,11 +190,15 @@ class Lakehouse:
         if as_of is not None:
             if version is not None:
                 raise ConfigError("give either version or as_of, not both")
-            v = self.global_state(as_of).table_version(name)
+            state = self.global_state(as_of)
+            v = state.table_version(name)
             if v is None:
                 raise TableNotFound(f"table {name!r} is not in global version {as_of} of the lakehouse")
-            version = v
-        if version is None:
+            try:
+                snap = self._snapshot_at(name, v)
+            except VersionNotFound as e:  # a version no holder can have named: another client wrote it
+                raise self.global_log.refuse_missing(state, e) from None
+        elif version is None:
             snap = self.logs.latest_snapshot(name)
         else:
             snap = self._snapshot_at(name, version)
@@ -215,7 +219,7 @@ class Lakehouse:
             # as a bare NotFound. Tell "no such version" from "a commit in between is missing".
             latest = self.logs.latest_hint(name)
             if version > latest:
-                raise VersionNotFound(name, version, f"the latest version is {latest}") from None
+                raise VersionNotFound(name, version, latest=latest) from None
             raise DeltaLogError(f"table {name!r}: cannot read version {version}: a commit file before it "
                                 f"is missing ({e})") from e
 

@@ -40,10 +40,18 @@ class CommitChanged(DeltaLogError):
 
 
 class VersionNotFound(DeltaLogError, NotFound):
-    """The requested version of a table's log does not exist (also a storage :class:`NotFound`)."""
+    """The requested version of a table's log does not exist (also a storage :class:`NotFound`).
 
-    def __init__(self, table: str, version: int, detail: str = "") -> None:
+    Attributes:
+        latest: the log's latest version when the raiser knew it (None: not known), so that a caller can
+            tell a version the log never held (``version > latest``) from one cleaned up without a request.
+    """
+
+    def __init__(self, table: str, version: int, detail: str = "", *, latest: int | None = None) -> None:
         msg = f"table {table!r} has no version {version}"
+        if latest is not None and not detail:
+            detail = f"the latest version is {latest}"
         super().__init__(msg + (f": {detail}" if detail else ""))
         self.table = table
         self.version = version
+        self.latest = latest

@@ -375,7 +375,7 @@ class DeltaLog:
             raise self._not_found()
         target = latest if version is None else version
         if target > latest:
-            raise VersionNotFound(self.table, target, f"the latest version is {latest}")
+            raise VersionNotFound(self.table, target, latest=latest)
         cp = listing.best_checkpoint(target)
         needed = range((cp if cp is not None else -1) + 1, target + 1)
         missing = [v for v in needed if v not in listing.commits]

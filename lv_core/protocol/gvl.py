@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from lv_core import concurrency
+from lv_core.delta.errors import VersionNotFound
+from lv_core.delta.log import DeltaLog
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import AlreadyExists, LvError, NotFound, StorageError
 from lv_core.protocol.layout import LV_ROOT, commit_key
@@ -47,6 +49,11 @@ def move_out(key: str) -> str:
     """The advice for an object another client put into the global version log (LakeVilla never removes one:
     an unconditional DELETE could remove a real version published meanwhile)."""
     return f"move {key} out of the warehouse (keep a copy) while no LakeVilla transaction commits, then retry"
+
+
+def _lacks(table: str, version: int, latest: int | None = None) -> str:
+    return (f"it names table {table!r} at version {version}, but the table's log has no version {version}"
+            + (f" (its latest is {latest})" if latest is not None else ""))
 
 
 def gvl_key(version: int) -> str:
@@ -73,9 +80,10 @@ class GlobalLogConflict(GlobalLogError):
 
 
 class ForeignGlobalVersion(GlobalLogError):
-    """Publishing ``n + 1`` found an object there that no LakeVilla holder wrote (malformed, another
-    version's number, no transaction, or naming table versions the tables' logs do not hold): another
-    client put it there. Nothing of the caller's publish happened.
+    """An object in the global version log that no LakeVilla holder wrote (malformed, another version's
+    number, no transaction, going back on the version below, or naming table versions the tables' logs
+    do not hold): another client put it there. Raised by a publish that finds it at ``n + 1`` (nothing of
+    the publish happened) and by a read of it (with the advice to move it out: ``advise``).
 
     Attributes:
         version: the global version whose object is foreign.
@@ -83,9 +91,12 @@ class ForeignGlobalVersion(GlobalLogError):
         problems: what is wrong with it, one sentence each.
     """
 
-    def __init__(self, version: int, problems: list[str]) -> None:
+    def __init__(self, version: int, problems: list[str], *, advise: bool = False) -> None:
         self.version, self.key, self.problems = version, gvl_key(version), problems
-        super().__init__(f"global version {version} ({self.key}) was not written by LakeVilla: {'; '.join(problems)}")
+        advice = (f". Help: LakeVilla writes each global version once, whole, and never changes it, so another "
+                  f"client wrote this object; if it is the newest, {move_out(self.key)}") if advise else ""
+        super().__init__(f"global version {version} ({self.key}) was not written by LakeVilla: "
+                         f"{'; '.join(problems)}{advice}")
 
 
 @dataclass(frozen=True)
@@ -218,7 +229,9 @@ class GlobalLog:
                 cached = self._known  # the head this instance saw last
         if cached is not None:
             return cached
-        state = self._get(version)
+        with self._lock:
+            below = self._cache.get(version - 1)  # judged against it when at hand (no request)
+        state = self._get(version, below)
         if state is None:
             raise GlobalVersionNotFound(
                 f"global version {version} does not exist. Help: `head()` tells the newest published version.")
@@ -244,21 +257,67 @@ class GlobalLog:
 
     def check_head(self) -> GvlState:
         """The head, checked the way a publish checks an object it finds at its version (`lv recover`), except
-        that the tables' logs are not looked up (a log version an old head names may be cleaned up by then).
+        that a table version missing from its log counts only when it is past the log's latest version (an
+        old head may name one cleaned up since; a table without a log tells nothing).
 
-        Cost: :meth:`head` + 1 GET (the version before).
+        Cost: :meth:`head` + 1 GET (the version before) + 1 HEAD per table the head changed (up to
+        :data:`FOREIGN_CHECKS`), and the log's latest version of each one missing.
 
         Raises:
             ForeignGlobalVersion: no LakeVilla holder can have written the head.
-            GlobalLogError: a log object is malformed.
+            StorageError: the store failed.
         """
-        head = self.head()
+        return self.vouch(self.head())
+
+    def vouch(self, head: GvlState) -> GvlState:
+        """``head``, checked as :meth:`check_head` does: by a holder of the validation key before it builds on a
+        head it read that the free record it claimed did not name (a version nobody released the key
+        naming: after a voided plan, a crash, or put there by another client; never on the usual path).
+
+        Raises:
+            ForeignGlobalVersion: no LakeVilla holder can have written ``head`` (this instance forgets it).
+            StorageError: the store failed.
+        """
         if head.version < 0:
             return head
-        problems = self._foreign(head, self.at(head.version - 1), look_up=False)
+        problems = self._foreign(head, self.at(head.version - 1), cleaned_up=True)
         if problems:
-            raise ForeignGlobalVersion(head.version, problems)
+            self.forget(head.version)
+            raise ForeignGlobalVersion(head.version, problems, advise=True)
         return head
+
+    def refuse_missing(self, state: GvlState, error: VersionNotFound) -> LvError:
+        """What to raise when reading table ``error.table`` at the version global version ``state`` names
+        failed with ``error`` (its log lacks that version). A holder publishes only versions already in the
+        tables' logs, and a log never loses its newest version, so one past the log's latest was made up
+        by another client: :class:`ForeignGlobalVersion` (with the advice to move it out), and this
+        instance forgets ``state`` (:meth:`forget`). Else (cleaned up since, or not the version ``state``
+        names) ``error`` itself.
+
+        Cost: nothing when ``error`` knows the log's latest version, else finding it (this error path only).
+        """
+        v = state.table_version(error.table)
+        if state.version < 0 or v is None or v != error.version:
+            return error
+        latest = error.latest
+        if latest is None:
+            try:
+                latest = DeltaLog(self.store, error.table).latest_version()
+            except LvError:
+                return error
+        if v <= latest:
+            return error
+        self.forget(state.version)
+        return ForeignGlobalVersion(state.version, [_lacks(error.table, v, latest)], advise=True)
+
+    def forget(self, version: int) -> None:
+        """Forget global version ``version`` and every later one this instance saw (refused: another client
+        wrote it), so that the next :meth:`head` reads the log again instead of serving it from memory."""
+        with self._lock:
+            for v in [v for v in self._cache if v >= version]:
+                del self._cache[v]
+            if self._known is not None and self._known.version >= version:
+                self._known = self._cache.get(version - 1)
 
     # ------------------------------------------------------------------ publishing
     def publish(self, base: GvlState, updates: Mapping[str, int], txn: str,
@@ -294,6 +353,7 @@ class GlobalLog:
                 raise GlobalLogConflict(
                     f"global version {new.version} was already published by {who}, not by {txn}") from None
             new = existing
+        self._cached(new)
         self._remember(new)
         if self.defer is not None:
             self.defer(f"global log hint {new.version}", lambda: self._write_hint(new))
@@ -302,18 +362,31 @@ class GlobalLog:
         return new
 
     # ------------------------------------------------------------------ internals
-    def _get(self, version: int) -> GvlState | None:
+    def _get(self, version: int, below: GvlState | None = None) -> GvlState | None:
+        """Global version ``version`` (None: not published), refused (:class:`ForeignGlobalVersion`) when its
+        content alone shows that no holder wrote it: malformed, another number, no transaction, an invalid
+        table, or (``below``: the version before, when at hand) dropping or going back on one of its tables.
+        No request more, except 1 GET of the version before when only the ``_latest`` hint's copy of it
+        found a problem (the hint is overwritten by anyone: a bad one must not condemn a real version)."""
         try:
             data = self.store.get(gvl_key(version)).data
         except NotFound:
             return None
         try:
-            return self._cached(GvlState.decode(data, expect_version=version))
+            state = GvlState.decode(data, expect_version=version)
         except GlobalLogError as e:
-            raise GlobalLogError(
-                f"{e}: global version {version} ({gvl_key(version)}). Help: LakeVilla writes each global version "
-                f"once, whole, and never changes it, so another client wrote this object; if it is the newest, "
-                f"{move_out(gvl_key(version))}.") from None
+            raise ForeignGlobalVersion(version, [str(e)], advise=True) from None
+        problems = self._foreign(state, below, look_up=False)
+        if problems and below is not None and not self._read_from_log(below):
+            problems = self._foreign(state, EMPTY if version == 0 else self._get(version - 1), look_up=False)
+        if problems:
+            raise ForeignGlobalVersion(version, problems, advise=True)
+        return self._cached(state)
+
+    def _read_from_log(self, state: GvlState) -> bool:
+        """Whether ``state`` is a version read from its own object (or published) by this instance, not a hint."""
+        with self._lock:
+            return state.version < 0 or self._cache.get(state.version) == state
 
     def _cached(self, state: GvlState) -> GvlState:
         with self._lock:
@@ -347,18 +420,20 @@ class GlobalLog:
                 raise ForeignGlobalVersion(version, problems)
         return self._cached(state)
 
-    def _foreign(self, state: GvlState, base: GvlState, *, look_up: bool = True) -> list[str]:
-        """Why another holder cannot have written ``state`` on top of ``base`` (empty: it may have).
-        ``look_up``: also HEAD the log version of each table it changed (up to :data:`FOREIGN_CHECKS`)."""
+    def _foreign(self, state: GvlState, base: GvlState | None, *, look_up: bool = True,
+                 cleaned_up: bool = False) -> list[str]:
+        """Why another holder cannot have written ``state`` on top of ``base`` (empty: it may have; None: the
+        version before is not at hand). ``look_up``: also HEAD the log version of each table it changed (up to
+        :data:`FOREIGN_CHECKS`); ``cleaned_up``: a missing one counts only when past its log's latest version."""
         problems = [] if state.txn else ["it names no transaction"]
-        dropped = sorted(set(base.tables) - set(state.tables))
-        if dropped:
+        dropped = sorted(set(base.tables) - set(state.tables)) if base is not None else []
+        if base is not None and dropped:
             problems.append(f"it drops table(s) {', '.join(map(repr, dropped[:5]))} that global version "
                             f"{base.version} names")
         changed = []
         for t, v in sorted(state.tables.items()):
-            was = base.tables.get(t)
-            if was is not None and v < was:
+            was = base.tables.get(t) if base is not None else None
+            if base is not None and was is not None and v < was:
                 problems.append(f"it names table {t!r} at version {v}, older than version {was} of global version "
                                 f"{base.version}")
             elif was != v:
@@ -371,20 +446,35 @@ class GlobalLog:
 
         looked = changed[:FOREIGN_CHECKS]
         there = concurrency.gather(concurrency.Pool.REQUESTS, lambda tv: self.store.exists(commit_key(*tv)), looked)
-        return problems + [f"it names table {t!r} at version {v}, but the table's log has no version {v}"
-                           for (t, v), found in zip(looked, there, strict=True) if not found]
+        missing = [tv for tv, found in zip(looked, there, strict=True) if not found]
+        if not cleaned_up:
+            return problems + [_lacks(t, v) for t, v in missing]
+        latest = concurrency.gather(concurrency.Pool.REQUESTS, lambda tv: self._latest_of(tv[0]), missing)
+        return problems + [_lacks(t, v, last) for (t, v), last in zip(missing, latest, strict=True)
+                           if last is not None and v > last]
+
+    def _latest_of(self, table: str) -> int | None:
+        """The latest version of ``table``'s log (None: it has none, or it could not be read)."""
+        try:
+            return DeltaLog(self.store, table).latest_version()
+        except LvError:
+            return None
 
     def _exists(self, version: int) -> bool:
         return self.store.exists(gvl_key(version))
 
     def _read_hint(self) -> GvlState | None:
         try:
-            return GvlState.decode(self.store.get(GVL_LATEST_KEY).data)
+            hint = GvlState.decode(self.store.get(GVL_LATEST_KEY).data)
         except NotFound:
             return None
         except GlobalLogError:
             log.warning("ignoring a malformed %s", GVL_LATEST_KEY)
             return None
+        if not hint.txn:  # a copy of a published version names its transaction
+            log.warning("ignoring %s: it names no transaction", GVL_LATEST_KEY)
+            return None
+        return hint
 
     def _write_hint(self, state: GvlState) -> None:
         try:
@@ -395,14 +485,14 @@ class GlobalLog:
     def _advance(self, state: GvlState) -> GvlState:
         """From a version known to exist (or -1), find the head: linear GETs, then gallop."""
         for _ in range(self.linear_probes):
-            nxt = self._get(state.version + 1)
+            nxt = self._get(state.version + 1, state)
             if nxt is None:
                 return state
             state = nxt
         hint = self._read_hint()  # far behind: the hint may jump ahead of us
         if hint is not None and hint.version > state.version:
             state = hint
-            nxt = self._get(state.version + 1)
+            nxt = self._get(state.version + 1, state)
             if nxt is None:
                 return state
             state = nxt

@@ -124,17 +124,19 @@ class HeldLock:
     ``takeovers``: locks taken over from crashed holders while acquiring it; ``waited``: acquired after
     waiting (others may have queued requests); ``serving``: what it does for the queue (None: only a
     look whether any is queued); ``head``: the newest global version it knows (read under the lock, or
-    published; None: unknown), named by the free record at release; ``served``: the transactions its
+    published; None: unknown), named by the free record at release; ``claimed``: the head the free record
+    it claimed named (None: none, or not claimed from a free record); ``served``: the transactions its
     plans committed (not looked for in the queue).
     """
 
     def __init__(self, lock: LockHost, record: LockRecord, etag: str, takeovers: list[Takeover],
-                 waited: bool = False, serving: Serving | None = None) -> None:
+                 waited: bool = False, serving: Serving | None = None, claimed: int | None = None) -> None:
         self.lock, self.waited, self.txn, self.takeovers = lock, waited, record.txn, takeovers
         self._record, self._etag, self._serving = record, etag, serving
         self._mu = threading.Lock()
         self._hold = Hold.HOLDING
         self.head: int | None = None
+        self.claimed = claimed
         self._stop = threading.Event()
         # what the queue held while the last plan was written (None: not looked): the free record says
         # whether requests are queued, so that this process does not take the key again without serving them
@@ -184,6 +186,21 @@ class HeldLock:
         return [True] if any_queued(self.lock.store) else []
 
     # ------------------------------------------------------------------ holder steps
+    def read_head(self, glog: GlobalLog) -> GvlState:
+        """The global log's head, read under the lock (it becomes :attr:`head`). A head past the one this
+        holder knew (or any, when it knew none) was published by nobody who released the key naming it:
+        after a voided plan, a crash, or put there by another client. It is vouched for first
+        (:meth:`GlobalLog.vouch`: 1 GET + HEADs of its tables' log versions), so that no plan is built on a
+        made-up version; a refused one leaves the free record naming no head. The usual path (the head the
+        free record named) pays nothing."""
+        state = glog.head()
+        known = self.head if self.head is not None else self.claimed
+        if known is None or state.version > known:
+            self.head = None
+            glog.vouch(state)
+        self.head = state.version
+        return state
+
     def commit(self, plan: Sequence[PlannedCommit], base: GvlState, *,
                additions: Mapping[str, int] | None = None,
                group: Mapping[str, Mapping[str, Any]] | None = None,

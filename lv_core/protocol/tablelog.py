@@ -163,7 +163,7 @@ class TableLogs:
             try:
                 st = read_version(store, table, v)
             except NotFound:
-                raise VersionNotFound(table, upto, f"the latest version is {v - 1}") from None
+                raise VersionNotFound(table, upto, latest=v - 1) from None
             if not st.filled and st.kind == "freed" and in_log:
                 st = fill_version(store, table, v, st, below=below) or st
             below = st.raw if st.filled else None

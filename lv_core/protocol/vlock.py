@@ -154,7 +154,7 @@ class ValidationLock:
         if etag is None:
             self.note_contention()
             return None
-        return HeldLock(self, rec, etag, [], serving=serving)
+        return HeldLock(self, rec, etag, [], serving=serving, claimed=base.version)
 
     def acquire(self, txn: str, *, timeout_s: float, gvl_base: int | None = None,
                 on_wait: Callable[[LockRecord], None] | None = None, serving: Serving | None = None) -> HeldLock:
@@ -237,10 +237,11 @@ class _Run:
             return kw.Looked(found, _clock())
         if isinstance(r, kw.Claim):
             mine = holding(self.txn, self.lock.lease_s, self.gvl_base)
+            claimed = self._claimed_head(r.free_etag, wait)
             etag = self.lock._claim(mine, r.free_etag)
             if etag is not None:
                 self.held = HeldLock(self.lock, mine, etag, self.takeovers, waited=wait.tried or self.lock.contended(),
-                                     serving=self.serving)
+                                     serving=self.serving, claimed=claimed)
             return kw.Claimed(etag is not None)
         if isinstance(r, kw.TakeOver):
             self.held = take_over(self.lock, self.txn, r.record, r.etag, self.gvl_base, self.takeovers, self.serving)
@@ -265,6 +266,16 @@ class _Run:
                 self.queuing = concurrency.submit(concurrency.Pool.REQUESTS, self.queue.busy)
             else:
                 self.queue.busy()
+        return None
+
+
+    def _claimed_head(self, free_etag: str | None, wait: kw.Wait) -> int | None:
+        """The head the free record with ``free_etag`` names (None: none, or no such record known)."""
+        slot = self.lock.free_slot()
+        if free_etag is not None and slot is not None and slot.etag == free_etag:
+            return slot.head
+        if free_etag is not None and wait.found is not None and wait.found[1] == free_etag:
+            return wait.found[0].head
         return None
 
 

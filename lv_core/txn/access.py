@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 from lv_core import events as ev
+from lv_core.delta.errors import VersionNotFound
 from lv_core.delta.features import check_readable
 from lv_core.delta.table import validate_table_name
 from lv_core.errors import LvError, PreconditionFailed
@@ -76,7 +77,10 @@ def access(core: TxnCore, name: str) -> TableState:
         r = read_version_of(core, name)
         # Pending markers at or below r (possible only for a table the global log does not know
         # yet) read as empty; they are predecessors a marker on this table must wait for.
-        base, pending = logs.resolved_view(name, r, core.store)
+        try:
+            base, pending = logs.resolved_view(name, r, core.store)
+        except VersionNotFound as e:  # a version no holder can have named: another client wrote the head
+            raise core.services.glog.refuse_missing(head(core), e) from None
         check_readable(base.protocol, base.metadata, table=name)
         ts = TableState(name, base, read_version=r, pending={v: x for v, x in pending.items() if x != core.id})
         book.tables[name] = ts

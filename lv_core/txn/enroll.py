@@ -42,8 +42,7 @@ def enroll(core: TxnCore, table: str, head: GvlState) -> int:
     the global log when nobody has; updates the transaction's head to name it there."""
     glog, vlock = core.services.glog, core.services.vlock
     with vlock.acquire(core.id, timeout_s=core.settings.timeout_s) as held:
-        state = glog.head()
-        held.head = state.version
+        state = held.read_head(glog)
         if state.table_version(table) is None:
             latest = DeltaLog(core.store, table).latest_version_by_probe(core.services.logs.known_latest(table))
             held.commit([], state, additions={table: latest}, background=cleaner.background)

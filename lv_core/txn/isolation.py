@@ -310,9 +310,13 @@ class _Run:
 
     def _free_head(self, found: tuple[LockRecord, str] | None) -> bool:
         """Whether ``found`` is a free record naming a head this process knows (no request): then claimed
-        (:attr:`slot`) against that head (:attr:`state`)."""
+        (:attr:`slot`) against that head (:attr:`state`). Not when the transaction read at a newer head: one
+        nobody released the key naming (a voided plan's, a crash's, or another client's) is vouched for under
+        the key by the usual route (:meth:`HeldLock.read_head`) before anything is written."""
         slot = slot_of(found)
         if slot is None or slot.head is None:
+            return False
+        if self.core.book.head is not None and self.core.book.head.version > slot.head:
             return False
         try:
             self.slot, self.state = slot, self.core.services.glog.at(slot.head)
@@ -407,8 +411,7 @@ class _Run:
                   if held.waited else None)
         gone = gc.in_background(withdraw, core.store, waiter.key) if waiter.queued else None
         self.early = probe_early(core.store, self.accesses, own_txn=core.id)  # with the head read: one round trip
-        self.state = state = core.services.glog.head()
-        held.head = state.version
+        self.state = state = held.read_head(core.services.glog)
         if gone is not None:
             gone.result()  # no later holder may pick our request up
         self.group = gc.serve(core.store, state, chosen.result()) if chosen is not None else gc.Group()
@@ -472,8 +475,7 @@ class _Run:
             vlock = self.core.services.vlock
             with contextlib.suppress(Exception):  # the abort is what the caller needs; a retry catches up
                 with vlock.acquire(self.core.id, timeout_s=max(0.001, self.deadline - time.monotonic())) as held:
-                    state = self.core.services.glog.head()
-                    held.head = state.version
+                    state = held.read_head(self.core.services.glog)
                     self._publish_others(held, state, updates)
         return Answer.DONE
 

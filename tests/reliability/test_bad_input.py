@@ -31,6 +31,7 @@ from lv_core import errors as E
 from lv_core.cli import main as lv_main
 from lv_core.delta.actions import AddFile, CommitInfo, decode_commit
 from lv_core.engine import arrow_ops as ops
+from lv_core.protocol.gvl import ForeignGlobalVersion
 from lv_core.protocol.layout import commit_key, marker_key
 from lv_core.protocol.markers import classify, read_version
 from lv_core.txn.cleaner import drain
@@ -96,9 +97,11 @@ def _voided_traces(lh, added: list[str]) -> set[str]:
     return out
 
 
-def assert_unchanged(lh, before: dict[str, str], *, allow_freed: bool = False, voided: bool = False) -> None:
+def assert_unchanged(lh, before: dict[str, str], *, allow_freed: bool = False, voided: bool = False,
+                     keyed: bool = False) -> None:
     """``voided``: a plan voided by a foreign global version (see :func:`_voided_traces`) counts as nothing
-    changed, and so does the validation key when it was left free (written by the holder that voided it)."""
+    changed, and so does the validation key when it was left free (written by the holder that voided it);
+    ``keyed``: only the key, left free by a holder that refused what it read under it."""
     after = fingerprint(lh)
     changed = sorted(k for k in before if after.get(k) != before[k])
     added = sorted(set(after) - set(before))
@@ -108,6 +111,7 @@ def assert_unchanged(lh, before: dict[str, str], *, allow_freed: bool = False, v
     if voided:
         traces = _voided_traces(lh, added)
         added = [k for k in added if k not in traces]
+    if voided or keyed:
         if VLOCK in changed and json.loads(lh.store.get(VLOCK).data).get("state") == "free":
             changed.remove(VLOCK)
     assert not changed and not added, f"changed: {changed}, added: {added}"
@@ -120,13 +124,13 @@ def assert_unchanged(lh, before: dict[str, str], *, allow_freed: bool = False, v
 
 
 def check(lh, action: Callable[[Any], Any], exc: type[BaseException], fragment: str, *,
-          allow_freed: bool = False, voided: bool = False) -> BaseException:
+          allow_freed: bool = False, voided: bool = False, keyed: bool = False) -> BaseException:
     before = fingerprint(lh)
     with pytest.raises(exc) as info:
         action(lh)
     assert fragment.lower() in str(info.value).lower(), f"{type(info.value).__name__}: {info.value}"
     assert isinstance(info.value, E.LvError), f"not an LvError: {type(info.value).__name__}"
-    assert_unchanged(lh, before, allow_freed=allow_freed, voided=voided)
+    assert_unchanged(lh, before, allow_freed=allow_freed, voided=voided, keyed=keyed)
     return info.value
 
 
@@ -330,8 +334,8 @@ def _marker(txn: str, **lv: Any) -> str:
     return json.dumps({"commitInfo": {"operation": "LAKEVILLA MARKER", "lakevilla": lakevilla}})
 
 
-def _write_kv(preset: str, timeout_s: float = 2.0) -> Callable[[Any], Any]:
-    return in_txn(preset, lambda t: O.run_op(t, O.add("kv", 1, 1)), timeout_s=timeout_s)
+def _write_kv(preset: str, timeout_s: float = 2.0, table: str = "kv") -> Callable[[Any], Any]:
+    return in_txn(preset, lambda t: O.run_op(t, O.add(table, 1, 1)), timeout_s=timeout_s)
 
 
 PRESETS = ["serializable", "repeatable_read"]
@@ -427,14 +431,21 @@ def _gvl_next(lh) -> str:
     return f"_lakevilla/gvl/{lh.global_state().version + 1:020d}.json"
 
 
+def _next_version(lh, **tables: int) -> dict[str, Any]:
+    """The head's JSON as the next global version, by another transaction, with ``tables`` changed."""
+    head = lh.global_state()
+    return {**head.to_json(), "version": head.version + 1, "tables": {**head.tables, **tables},
+            "txn": "20261127T000000-00000000000000ab"}
+
+
 GVL_CASES = [
     ("garbage", lambda lh: "garbage", E.LvError, "malformed global version object"),
     ("wrong-version", lambda lh: {"version": 77, "tables": {}}, E.LvError, "says it is version 77"),
     ("tables-list", lambda lh: {"version": lh.global_state().version + 1, "tables": [1]}, E.LvError,
      "malformed global version object"),
     ("missing-version", lambda lh: {"tables": {"kv": 1}}, E.LvError, "malformed global version object"),
-    ("kv@999", lambda lh: {"version": lh.global_state().version + 1, "tables": {"kv": 999, "kv2": 1}},
-     E.LvError, "no version 999"),
+    ("kv@999", lambda lh: _next_version(lh, kv=999), E.LvError, "no version 999"),
+    ("no-txn", lambda lh: {**_next_version(lh), "txn": None}, E.LvError, "names no transaction"),
 ]
 
 
@@ -461,11 +472,63 @@ def test_malformed_global_log(lh, label, body, exc, fragment, capsys):
     err = check(lh, _write_kv("serializable"), E.TransactionAborted, "was not written by LakeVilla", voided=True)
     assert fragment.lower() in str(err).lower() and key in str(err) and "Help: " in str(err), err
     assert err.rule == "global_log" and err.details["undone"] == {"kv": lh.version("kv")}, (err.rule, err.details)
-    # not stuck silently: every later write fails with a clear error and changes nothing, and `lv recover` names it
-    check(lh, _write_kv("serializable"), exc, fragment, allow_freed=True, voided=True)
-    assert lv_main(["recover", lh.store.url()]) == 1
-    blocked = capsys.readouterr().err
-    assert "global version log is blocked" in blocked and key in blocked and "out of the warehouse" in blocked, blocked
+    # not stuck silently: every later write fails with a clear error and changes nothing; lv recover and doctor name it
+    for table in ("kv", "kv2"):  # (one that does not read kv meets it under the key: the voided plan's free record
+        # names no head, so the head read there is vouched for before anything is built on it)
+        err = check(lh, _write_kv("serializable", table=table), exc, fragment, allow_freed=True, voided=True)
+        assert isinstance(err, ForeignGlobalVersion) and key in str(err) and "out of the warehouse" in str(err), err
+    for command in ("recover", "doctor"):
+        assert lv_main([command, lh.store.url()]) == 1, command
+        blocked = capsys.readouterr().err
+        assert "global version log is blocked" in blocked and key in blocked and "out of the warehouse" in blocked, (
+            command, blocked)
+
+
+MADE_UP = [  # decodes as the next global version, but no LakeVilla holder can have written it
+    ("names-a-version-the-log-lacks", lambda h: {**h, "tables": {**h["tables"], "kv": 999}},
+     "names table 'kv' at version 999, but the table's log has no version 999"),
+    ("names-no-transaction", lambda h: {**h, "txn": None}, "it names no transaction"),
+    ("goes-back", lambda h: {**h, "tables": {**h["tables"], "kv": 0}}, "names table 'kv' at version 0, older than"),
+]
+
+
+def _read_kv(preset: str) -> Callable[[Any], Any]:
+    return in_txn(preset, lambda t: O.run_op(t, O.read("kv", 1)))
+
+
+@pytest.mark.parametrize("label,made_up,fragment", MADE_UP, ids=[c[0] for c in MADE_UP])
+def test_a_made_up_global_version_is_refused(lh, label, made_up, fragment, capsys):
+    """A well-formed object at the next global version that no LakeVilla holder wrote (here: naming table
+    ``kv`` at a version its log lacks, naming no transaction, or going back on ``kv``) is refused by every
+    path of a new process that reads it as the head, with ForeignGlobalVersion naming the object and what
+    to do, changing nothing (the validation key stays usable); `lv recover`, `lv doctor` name it. Content tells
+    the last two (``global_state()`` refuses them); the first only when the table is read at that version,
+    or when a holder of the key vouches for a head the free record it claimed did not name (a write of kv2
+    alone), and then the process forgets it: once it is moved out, the same process reads and writes as
+    before."""
+    head = lh.global_state()
+    key = _gvl_next(lh)
+    _put(lh, key, made_up(_next_version(lh)))
+    cold = lv_core.connect(lh.store.url(), lease_s=1.0)  # a process that had not seen the head
+    actions = [_read_kv("serializable"), _read_kv("snapshot"), _write_kv("serializable"),
+               lambda x: x.snapshot("kv", as_of=head.version + 1), _write_kv("serializable", table="kv2")]
+    if label != "names-a-version-the-log-lacks":
+        actions.append(lambda x: x.global_state())
+    for action in actions:  # (a write of kv2 alone may meet it under the key: a given-up marker, the key left free)
+        keyed = action is actions[4]
+        err = check(cold, action, ForeignGlobalVersion, fragment, allow_freed=keyed, keyed=keyed)
+        assert key in str(err) and "was not written by LakeVilla" in str(err), err
+        assert "Help: " in str(err) and "out of the warehouse" in str(err), err
+        assert cold.global_log.known() <= head.version, "a refused version stays cached"
+    for command in ("recover", "doctor"):
+        assert lv_main([command, lh.store.url()]) == 1, command
+        blocked = capsys.readouterr().err
+        assert "global version log is blocked" in blocked and key in blocked and fragment in blocked, blocked
+    lh.store.delete(key)  # moved out: the process carries on as before
+    _write_kv("serializable")(cold)
+    assert cold.global_state().version == head.version + 1
+    assert O.table_rows(lh.store.url("kv")) == [(1, 11.0), (2, 20.0)]
+    assert lv_main(["doctor", lh.store.url()]) == 0
 
 
 def test_another_holders_global_version_is_a_conflict(lh):

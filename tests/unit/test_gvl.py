@@ -208,15 +208,17 @@ def test_another_holders_version_is_a_conflict_whatever_it_changed(local_store: 
 
 
 def test_check_head_tells_a_foreign_head_from_a_holders(local_store: LocalStore) -> None:
-    """`lv recover`'s look: the head is checked as a publish checks what it finds, without the log look-ups."""
+    """`lv recover`'s look: the head is checked as a publish checks what it finds (a table version missing from
+    its log counts only past the log's latest version: tests/unit/test_gvl_made_up.py)."""
     store = local_store
-    states = _chain(GlobalLog(store), 3)  # (names tables whose logs do not exist: not looked up)
+    states = _chain(GlobalLog(store), 3)  # (names tables whose logs do not exist: that tells nothing)
     assert GlobalLog(store).check_head() == states[-1]
     store.put(gvl_key(3), GvlState(3, {"t0": 99}).encode())
     with pytest.raises(ForeignGlobalVersion, match="names no transaction; it drops table"):
         GlobalLog(store).check_head()
     store.delete(gvl_key(3))
     store.put(gvl_key(3), b"garbage")
-    with pytest.raises(GlobalLogError, match=re.escape(f"malformed global version object (Expecting value: line 1 "
-                                                       f"column 1 (char 0)): global version 3 ({gvl_key(3)}). Help:")):
+    with pytest.raises(ForeignGlobalVersion, match=re.escape(f"global version 3 ({gvl_key(3)}) was not written by "
+                                                             f"LakeVilla: malformed global version object (Expecting "
+                                                             f"value: line 1 column 1 (char 0)). Help:")):
         GlobalLog(store).check_head()
