@@ -194,8 +194,9 @@ def _grid(out: Path, rel: Any, by_bench: dict[str, dict[str, Any]]) -> tuple[lis
         L.append("")
         lo = 2 if 2 in req["ks"] and req["ks"][-1] > 2 else 1
         L.append("What each feature adds (difference of the rows above; per extra table = slope over k = "
-                 f"{lo}..{req['ks'][-1]} tables; from k = 2 on, because a multi-table LV[CT] commit pays its decision "
-                 "record, 1 PUT + 1 DELETE, once per transaction, not per table):")
+                 f"{lo}..{req['ks'][-1]} tables; from k = 2 on, so that what a multi-table commit pays once per "
+                 "transaction, not per table, does not count as a table's: a decision record, 1 PUT + 1 DELETE, in "
+                 "the protocol of 2026-11-21):")
         L.append("")
         rows = []
         for name, f in req["features"].items():
