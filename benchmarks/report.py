@@ -264,6 +264,8 @@ def _grid(out: Path, rel: Any, by_bench: dict[str, dict[str, Any]]) -> tuple[lis
             L.append("")
         bad = [r for r in mt["runs"] if "error" in r or r.get("aborts")]
         if bad:
+            hit = sorted({r["store"] for r in bad})
+            clean = sorted({r["store"] for r in mt["runs"]} - set(hit))
             L.append("Aborted or failed multi-table runs: " + "; ".join(
                 f"{r['system']} {r['store']} k={r['k']}: " + (r["error"][:160] if "error" in r else
                                                              f"{r['aborts']} aborts {r['aborts_by_rule']}")
@@ -272,9 +274,10 @@ def _grid(out: Path, rel: Any, by_bench: dict[str, dict[str, Any]]) -> tuple[lis
                 "the cycle (rule III reads) and shift markers (rule IV). Where this shows up as `timeout`/"
                 "`deadlock` aborts (8 marker shifts used up) or `timeout` aborts, the shifts did not break the "
                 "cycles: several transactions shift at the same time and their new markers form new cycles. It "
-                "happens at 0 ms (everything interleaves tightly), not at 20 ms, where the same workload "
-                "committed everything. Reproduce with `python benchmarks/run.py --only multitable --stores "
-                "local-0ms`.")
+                f"happens on {', '.join(f'`{x}`' for x in hit)}"
+                + (f", not on {', '.join(f'`{x}`' for x in clean)}, where the same workload committed at the "
+                   "first attempt" if clean else "")
+                + f". Reproduce with `python benchmarks/run.py --only multitable --stores {','.join(hit)}`.")
             L.append("")
         rr = rat.get("R @ local-20ms")
         if rr:

@@ -13,7 +13,9 @@ TPC-C's consistency conditions checked after each run; see :mod:`benchmarks.tpcc
 (``--profile full`` or ``--only tpcds,cab``, they
 need the ``bench`` extra and take long): ``tpcds`` (TPC-DS reads, :mod:`benchmarks.tpcds`) and ``cab``
 (CAB-style mixed streams on TPC-H, :mod:`benchmarks.cab`).
-Every parameter of a run is recorded in its JSON; seeds are fixed.
+Every parameter of a run is recorded in its JSON; seeds are fixed. ``results/run.json`` records the newest
+run and, per benchmark, the run that wrote its results (``--only`` rewrites only those), which RESULTS.md
+names section by section.
 """
 
 from __future__ import annotations
