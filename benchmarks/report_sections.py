@@ -122,3 +122,26 @@ def cold_connect_section(out: Path, rel: str) -> list[str]:
         L += [f"Failed sample ({r['tree']}, run {r['run']}): {r['error'][:200]}" for r in cc["rows"] if "error" in r]
         L += ["", f"![{name}]({rel}/{name}.png)", ""]
     return L
+
+
+def bench_runs(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Benchmark -> the ``run.py`` run that wrote its results (``run.json``'s ``by_benchmark``; a
+    ``run.json`` from before that field is the record of every benchmark it lists)."""
+    own = {k: v for k, v in meta.items() if k != "by_benchmark"}
+    return dict(meta.get("by_benchmark") or {b: own for b in meta.get("benchmarks", [])})
+
+
+def run_label(rec: dict[str, Any] | None) -> str:
+    """One line naming a ``run.py`` run: command, profile, tree, when, how long, on what machine load."""
+    if not rec:
+        return "Run: not recorded in `run.json`."
+    env = rec.get("environment", {})
+    load = env.get("load_avg_at_start") or []
+    argv = " ".join(rec.get("argv") or [])
+    head, dirty = (rec.get("commit") or "").partition("+dirty")[:2]
+    tree = f", commit `{head[:12]}{dirty}`" if head else ""
+    return (f"Run: `python benchmarks/run.py{' ' + argv if argv else ''}` (profile `{rec.get('profile', '?')}`, seed "
+            f"{rec.get('seed')}{tree}), finished {rec.get('finished_utc', '?')}, {fmt(rec.get('duration_s'), 0)} s in "
+            f"all, on {env.get('cpus', '?')} CPUs (load average at start "
+            f"{' / '.join(f'{x:.2f}' for x in load) or '?'}), Python {env.get('python')}, pyarrow "
+            f"{env.get('pyarrow')}, deltalake (delta-rs) {env.get('deltalake')}.")

@@ -13,12 +13,15 @@ TPC-C's consistency conditions checked after each run; see :mod:`benchmarks.tpcc
 (``--profile full`` or ``--only tpcds,cab``, they
 need the ``bench`` extra and take long): ``tpcds`` (TPC-DS reads, :mod:`benchmarks.tpcds`) and ``cab``
 (CAB-style mixed streams on TPC-H, :mod:`benchmarks.cab`).
-Every parameter of a run is recorded in its JSON; seeds are fixed.
+Every parameter of a run is recorded in its JSON; seeds are fixed. ``results/run.json`` records the newest
+run and, per benchmark, the run that wrote its results (``--only`` rewrites only those), which RESULTS.md
+names section by section.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -290,6 +293,36 @@ def run_workload(name: str, cfg: dict[str, Any], out: Path) -> dict[str, Any]:
     return data
 
 
+def merge_run_meta(prev: dict[str, Any] | None, meta: dict[str, Any]) -> dict[str, Any]:
+    """``run.json`` after a run: ``meta`` (the newest run) plus ``by_benchmark``, for every benchmark whose
+    results are in the folder, the run that wrote them. A ``--only`` run rewrites only its benchmarks'
+    files, so the others keep the record of the run that wrote theirs (a ``run.json`` older than
+    ``by_benchmark`` is itself that record for the benchmarks it lists)."""
+    by: dict[str, dict[str, Any]] = {}
+    if prev:
+        own = {k: v for k, v in prev.items() if k != "by_benchmark"}
+        by = dict(prev.get("by_benchmark") or {b: own for b in prev.get("benchmarks", [])})
+    this = {k: v for k, v in meta.items() if k != "by_benchmark"}
+    by.update({b: this for b in meta["benchmarks"]})
+    return {**this, "by_benchmark": by}
+
+
+def git_commit() -> str | None:
+    """The commit of the tree the benchmarks run from, with ``+dirty`` when it has uncommitted changes
+    outside the results and notes (None: not a git checkout)."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--",
+                                ".", ":!benchmarks/results", ":!benchmarks/RESULTS.md", ":!benchmarks/notes"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", choices=sorted(PROFILES), default="default")
@@ -327,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     t0 = time.monotonic()
     meta = {"profile": args.profile, "benchmarks": only, "stores": stores, "seed": args.seed,
-            "environment": environment(), "argv": sys.argv[1:] if argv is None else argv}
+            "environment": environment(), "commit": git_commit(), "argv": sys.argv[1:] if argv is None else argv}
     s3 = None
     needs_s3 = "s3" in stores and ({"ycsb", "multitable"} & set(only))
     workdir = args.workdir or tempfile.mkdtemp(prefix="lv-bench-")
@@ -359,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     meta["duration_s"] = round(time.monotonic() - t0, 1)
     meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    write_json(out / "run.json", meta)
+    prev = out / "run.json"
+    write_json(prev, merge_run_meta(json.loads(prev.read_text()) if prev.exists() else None, meta))
     rep.write_report(out, report)
     log(f"done in {meta['duration_s']} s: {out} and {report}")
     return 0
