@@ -141,7 +141,8 @@ def place_write_marker(core: TxnCore, ts: TableState) -> tuple[int, str]:
     # (LV[R]: a lost marker, re-claimed; LV[I]: the plan cannot write there, and validates the usual way).
     # A look still under way (lv_core/txn/current.speculate) is the same HEAD: the marker is recorded
     # only if it confirms the version read, else it is given up (lv_core/txn/execute.EarlyMarkers).
-    looked = not core.iso or ts.name in core.confirmed or ts.name in core.looking
+    # A write statement's catch-up (lv_core/txn/current.catch_up) probed the log past its new base too.
+    looked = not core.iso or ts.name in core.confirmed or ts.name in core.looking or ts.tail == ts.base.version
     return _place(core, ts.name, start, check_log=not looked or start != ts.base.version + 1)
 
 
