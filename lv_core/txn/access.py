@@ -157,7 +157,7 @@ def record_write_marker(core: TxnCore, ts: TableState, v: int, etag: str) -> Non
     crashpoint("marker-placed")
     ts.marker_version, ts.marker_etag = v, etag
     for pv in range(ts.base.version + 1, v):
-        st = read_version(core.store, ts.name, pv)
+        st = core.logged.get((ts.name, pv)) or read_version(core.store, ts.name, pv)  # a log file is final
         if st.pending and st.txn and st.txn != core.id:
             ts.pending[pv] = st.txn
     ts.logical = v - 1 > ts.base.version

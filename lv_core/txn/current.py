@@ -53,9 +53,10 @@ from lv_core import concurrency
 from lv_core import events as ev
 from lv_core.concurrency import Pool, submit
 from lv_core.delta.actions import CommitInfo, decode_commit
+from lv_core.delta.features import check_readable
 from lv_core.delta.log import DeltaLog
 from lv_core.delta.snapshot import Snapshot, replay
-from lv_core.errors import NotFound
+from lv_core.errors import LvError, NotFound
 from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.markers import KEY, VersionState, read_log_version
@@ -172,9 +173,9 @@ def catch_up(core: TxnCore, op: Operation) -> CaughtUp | None:
     redoes the statement over), and only when this process knows the table moved (the look of
     :func:`first_head` found a version past the head's, or it knows a later version or marker claim,
     e.g. of a commit it made since the table was confirmed); one whose look is under way is read where
-    it is (the look decides). The log is probed from the
-    newest version known (1 HEAD, and 1 LIST when it moved) and the versions above the read version
-    are read (in parallel, up to ``Tuning.read_ahead``; the marker's claim reads them anyway). The
+    it is (the look decides). The log is probed from the newest version known (1 HEAD, and 1 LIST when
+    it moved) and the versions above the read version are read (in parallel, up to
+    ``Tuning.read_ahead``; the marker's claim reads them anyway, from ``TxnCore.logged``). The
     catch-up stops below the first version validated into the global log (or by a plan being written)
     and below a part of a multi-table commit made outside it, and is not made at all when one of those
     commits changed what an earlier operation of the transaction read (today's check at commit then
@@ -210,7 +211,12 @@ def catch_up(core: TxnCore, op: Operation) -> CaughtUp | None:
     if not preds or first_conflict(core.book.footprints(), preds) is not None:
         return None
     before = ts.base
-    ts.base = replay(ts.base, [(p.version, p.actions) for p in preds])
+    after = replay(ts.base, [(p.version, p.actions) for p in preds])
+    try:
+        check_readable(after.protocol, after.metadata, table=table)
+    except LvError:
+        return None  # a writer outside the log made it unreadable to us: the commit finds out, as before
+    ts.base = after
     ts.tail = latest  # the probe found nothing after it: the marker's claim needs no look of its own there
     core.events.emit(ev.SnapshotRead(core.id, table=table, version=ts.base.version, files=len(ts.base.files)))
     return CaughtUp(table, before)

@@ -145,22 +145,7 @@ def execute(core: TxnCore, op: Operation) -> Any:
     early = EarlyMarkers(core, op) if EarlyMarkers.usable(core, op) else None
     caught: list[CaughtUp] = []  # a write statement's table read past its global version (current.catch_up)
     try:
-        look = speculate(core, op)
-        if look is not None:
-            result = _run_beside(core, op, look, early, caught)
-        else:
-            for t in op.tables:
-                access(core, t)
-            caught.extend(c for c in [catch_up(core, op)] if c is not None)
-            result = run(core, op, step, 0, early)
-        if caught and not (result.adds.get(caught[0].table) or result.removes.get(caught[0].table)):
-            # It wrote nothing there, so no marker will hold the table: run it where it was read before
-            # (at the version its head names), as without the catch-up.
-            _delete_unrecorded(core, result)
-            if early is not None:
-                early.finish(set())
-            caught.pop().undo(core)
-            result = run(core, op, step, 0, early)
+        result = _first_run(core, op, early, caught)
     except BaseException:
         if early is not None:
             with contextlib.suppress(LvError):
@@ -221,6 +206,30 @@ def execute(core: TxnCore, op: Operation) -> Any:
         added=sum(len(v) for v in result.adds.values()),
         removed=sum(len(v) for v in result.removes.values())))
     return result.value
+
+
+def _first_run(core: TxnCore, op: Operation, early: EarlyMarkers | None, caught: list[CaughtUp]) -> OpResult:
+    """Access the operation's tables and run it: beside the look of :func:`speculate` when that applies;
+    a write statement past the commits made outside the global log (:func:`catch_up`, noted in
+    ``caught``) when it then writes the table, else where the table was read before."""
+    step = len(core.book.ops)
+    look = speculate(core, op)
+    if look is not None:
+        result = _run_beside(core, op, look, early, caught)
+    else:
+        for t in op.tables:
+            access(core, t)
+        caught.extend(c for c in [catch_up(core, op)] if c is not None)
+        result = run(core, op, step, 0, early)
+    if caught and not (result.adds.get(caught[0].table) or result.removes.get(caught[0].table)):
+        # It wrote nothing there, so no marker will hold the table: run it where it was read before
+        # (at the version its head names), as without the catch-up.
+        _delete_unrecorded(core, result)
+        if early is not None:
+            early.finish(set())
+        caught.pop().undo(core)
+        result = run(core, op, step, 0, early)
+    return result
 
 
 def _run_beside(core: TxnCore, op: Operation, look: Future[bool], early: EarlyMarkers | None,
