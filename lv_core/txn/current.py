@@ -196,6 +196,9 @@ def catch_up(core: TxnCore, op: Operation) -> CaughtUp | None:
         return None
     latest = DeltaLog(core.store, table).latest_version_by_probe(max(r, logs.known_latest(table) or r))
     logs.note_latest(table, latest)
+    if latest == r:
+        ts.tail = r  # not moved after all: the probe is the marker claim's look at the log
+        return None
     versions = list(range(r + 1, min(latest, r + core.settings.tuning.read_ahead) + 1))
     found = concurrency.gather(Pool.REQUESTS, lambda v: _logged(core, table, v), versions,
                                limit=core.settings.tuning.read_ahead_parallel)
