@@ -41,7 +41,8 @@ outside the global log (plain Delta writers, presets without LV[I]). Its marker 
 commits whatever it read, and settling certifies (or redoes) the statement on the state just below
 the marker; so the statement reads that state at once, the newest version of such commits, and the
 commit finds nothing in between to redo (docs/PROTOCOL.md, "Why the relaxed rules stay
-serializable", point 2, and "Special cases").
+serializable", point 2, and "Special cases"). Under LV[I] alone (no markers) the table's read version
+becomes that version, so validation judges it from there instead of aborting for commits it read.
 """
 
 from __future__ import annotations
@@ -155,12 +156,13 @@ class CaughtUp:
 
     table: str
     before: Snapshot  # the base it had (restored when the statement fails)
+    read_version: int | None  # and its read version
 
     def undo(self, core: TxnCore) -> None:
         """Read the table where it was read before (the statement failed or wrote nothing there)."""
         ts = core.book.tables.get(self.table)
         if ts is not None and ts.marker_version is None:
-            ts.base, ts.tail = self.before, None
+            ts.base, ts.read_version, ts.tail = self.before, self.read_version, None
 
 
 def catch_up(core: TxnCore, op: Operation) -> CaughtUp | None:
@@ -168,9 +170,11 @@ def catch_up(core: TxnCore, op: Operation) -> CaughtUp | None:
     outside the global log above the version the transaction's head names; returns what it moved, or
     None when the table is read where it was (the normal path makes no request here).
 
-    Only for a transaction with LV[I] and markers, a table without a marker yet (its marker, claimed at
-    this first write, will lie above those commits: they are predecessors that settling certifies or
-    redoes the statement over), and only when this process knows the table moved (the look of
+    Only for a transaction with LV[I], a table without a marker yet (its marker, claimed at this first
+    write, will lie above those commits: they are predecessors that settling certifies or redoes the
+    statement over; LV[I] alone: validation judges the table from its new read version, R1 and
+    ``foreign_lost_update`` past it, R3 against a validated commit since), and only when this process
+    knows the table moved (the look of
     :func:`first_head` found a version past the head's, or it knows a later version or marker claim,
     e.g. of a commit it made since the table was confirmed); one whose look is under way is read where
     it is (the look decides). The log is probed from the newest version known (1 HEAD, and 1 LIST when
@@ -180,12 +184,13 @@ def catch_up(core: TxnCore, op: Operation) -> CaughtUp | None:
     and below a part of a multi-table commit made outside it, and is not made at all when one of those
     commits changed what an earlier operation of the transaction read (today's check at commit then
     decides, redo or ``exposed_read``). A statement that then writes nothing to the table (no marker
-    will hold it) is run again at the version read before (:func:`lv_core.txn.execute.execute`), so the
-    transaction is always in a state the path without catch-up (run at the read version, redone at
-    commit on the version below the marker) can leave it in.
+    will hold it, no global version will name it past its read version) is run again at the version read
+    before (:func:`lv_core.txn.execute.execute`): with markers the transaction is then always in a state
+    the path without catch-up (run at the read version, redone at commit on the version below the
+    marker) can leave it in.
     """
     table = op.tables[0] if op.name in REWRITES and op.tables and not op.blind else None
-    if table is None or not (core.iso and core.markers):
+    if table is None or not core.iso:
         return None
     ts = core.book.tables.get(table)
     if ts is None or ts.marker_version is not None or ts.read_version is None or ts.pending or table in core.looking:
@@ -213,16 +218,18 @@ def catch_up(core: TxnCore, op: Operation) -> CaughtUp | None:
         preds.append(PredecessorCommit(table, st.version, st.txn, actions))
     if not preds or first_conflict(core.book.footprints(), preds) is not None:
         return None
-    before = ts.base
+    before, read_version = ts.base, ts.read_version
     after = replay(ts.base, [(p.version, p.actions) for p in preds])
     try:
         check_readable(after.protocol, after.metadata, table=table)
     except LvError:
         return None  # a writer outside the log made it unreadable to us: the commit finds out, as before
     ts.base = after
+    if not core.markers:  # LV[I] alone: validation judges the table from the version it now reads
+        ts.read_version = after.version
     ts.tail = latest  # the probe found nothing after it: the marker's claim needs no look of its own there
     core.events.emit(ev.SnapshotRead(core.id, table=table, version=ts.base.version, files=len(ts.base.files)))
-    return CaughtUp(table, before)
+    return CaughtUp(table, before, read_version)
 
 
 def _logged(core: TxnCore, table: str, version: int) -> VersionState | None:

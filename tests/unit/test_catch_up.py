@@ -156,3 +156,29 @@ def test_no_catch_up_past_a_validated_commit(lh):
     r = txn.book.head.tables["x"]
     add_kv(txn, "x", 1, 1.0)
     assert txn.book.tables["x"].base.version == r
+
+
+@pytest.mark.parametrize("preset", ["serializable", "snapshot"])
+def test_lv_i_alone_updates_after_plain_commits_without_aborting(lh, preset):
+    """LV[I] without markers: the UPDATE reads past the plain commits, and validation judges the table
+    from there (it used to abort: the plain commits added files its predicate may match)."""
+    _plain_commits(lh, 3)
+    txn = lh.begin(preset, features={"I"})
+    runs = _update_x1(txn, 5.0)
+    res = txn.commit()
+    assert runs == [1] and not txn.book.has_markers()
+    assert committed_kv(lh, "x") == {1: 105.0, 2: 201.0, 10: 1.0, 12: 1.0}
+    assert lh.global_state().tables["x"] == res.versions["x"]
+
+
+def test_lv_i_alone_plain_commit_after_the_catch_up_still_conflicts(lh):
+    """A plain commit landing after the catch-up that rewrites the row updated: lost update, refused."""
+    _plain_commits(lh, 2)
+    txn = lh.begin("serializable", features={"I"})
+    _update_x1(txn, 5.0)
+    plain = lh.begin("delta")
+    plain.execute(ops.update("x", ops.eq("id", 1), ops.add_to("val", 1000.0)))
+    plain.commit()
+    with pytest.raises(TransactionAborted):
+        txn.commit()
+    assert committed_kv(lh, "x")[1] == 1100.0
