@@ -145,7 +145,8 @@ def place_write_marker(core: TxnCore, ts: TableState) -> tuple[int, str]:
     # (LV[R]: a lost marker, re-claimed; LV[I]: the plan cannot write there, and validates the usual way).
     # A look still under way (lv_core/txn/current.speculate) is the same HEAD: the marker is recorded
     # only if it confirms the version read, else it is given up (lv_core/txn/execute.EarlyMarkers).
-    looked = not core.iso or ts.name in core.confirmed or ts.name in core.looking
+    # A write statement's catch-up (lv_core/txn/current.catch_up) probed the log past its new base too.
+    looked = not core.iso or ts.name in core.confirmed or ts.name in core.looking or ts.tail == ts.base.version
     return _place(core, ts.name, start, check_log=not looked or start != ts.base.version + 1)
 
 
@@ -160,7 +161,7 @@ def record_write_marker(core: TxnCore, ts: TableState, v: int, etag: str) -> Non
     crashpoint("marker-placed")
     ts.marker_version, ts.marker_etag = v, etag
     for pv in range(ts.base.version + 1, v):
-        st = read_version(core.store, ts.name, pv)
+        st = core.logged.get((ts.name, pv)) or read_version(core.store, ts.name, pv)  # a log file is final
         if st.pending and st.txn and st.txn != core.id:
             ts.pending[pv] = st.txn
     ts.logical = v - 1 > ts.base.version

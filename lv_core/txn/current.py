@@ -34,21 +34,41 @@ every table it read is confirmed to have no log version past its read version, e
   ordered after it, as with the validation made a moment earlier.
 
 Otherwise (a table moved, a marker, a write, another policy) the transaction validates as before.
+
+:func:`catch_up` serves a write statement (UPDATE, DELETE, MERGE, OPTIMIZE) of a transaction with
+LV[I] and markers on a table whose log moved past the version its head names through commits made
+outside the global log (plain Delta writers, presets without LV[I]). Its marker lands above those
+commits whatever it read, and settling certifies (or redoes) the statement on the state just below
+the marker; so the statement reads that state at once, the newest version of such commits, and the
+commit finds nothing in between to redo (docs/PROTOCOL.md, "Why the relaxed rules stay
+serializable", point 2, and "Special cases"). Under LV[I] alone (no markers) the table's read version
+becomes that version, so validation judges it from there instead of aborting for commits it read.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Future
+from dataclasses import dataclass
 
+from lv_core import concurrency
+from lv_core import events as ev
 from lv_core.concurrency import Pool, submit
+from lv_core.delta.actions import CommitInfo, decode_commit
+from lv_core.delta.features import check_readable
 from lv_core.delta.log import DeltaLog
-from lv_core.errors import NotFound
+from lv_core.delta.snapshot import Snapshot, replay
+from lv_core.errors import LvError, NotFound
+from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
+from lv_core.protocol.markers import KEY, VersionState, read_log_version
 from lv_core.storage.base import ObjectStore
 from lv_core.txn.core import TxnCore
 from lv_core.txn.ops import Operation
 
-__all__ = ["first_head", "is_latest", "settle", "speculate"]
+__all__ = ["REWRITES", "CaughtUp", "catch_up", "first_head", "is_latest", "settle", "speculate"]
+
+#: Operations that read the table they write (their first table) before writing it.
+REWRITES = frozenset({"update", "delete", "merge", "optimize"})
 
 
 def is_latest(store: ObjectStore, table: str, version: int) -> bool:
@@ -127,3 +147,96 @@ def settle(core: TxnCore, op: Operation, look: Future[bool]) -> bool:
     core.book.tables.pop(table, None)
     core.book.head = core.services.glog.head()  # known to be stale: read the head, no second look
     return False
+
+
+@dataclass(frozen=True)
+class CaughtUp:
+    """A table :func:`catch_up` moved to a newer base: the statement must write it (its marker is then
+    claimed), else the move is undone."""
+
+    table: str
+    before: Snapshot  # the base it had (restored when the statement fails)
+    read_version: int | None  # and its read version
+
+    def undo(self, core: TxnCore) -> None:
+        """Read the table where it was read before (the statement failed or wrote nothing there)."""
+        ts = core.book.tables.get(self.table)
+        if ts is not None and ts.marker_version is None:
+            ts.base, ts.read_version, ts.tail = self.before, self.read_version, None
+
+
+def catch_up(core: TxnCore, op: Operation) -> CaughtUp | None:
+    """Before a write statement runs: read the table it rewrites at the newest of the commits made
+    outside the global log above the version the transaction's head names; returns what it moved, or
+    None when the table is read where it was (the normal path makes no request here).
+
+    Only for a transaction with LV[I], a table without a marker yet (its marker, claimed at this first
+    write, will lie above those commits: they are predecessors that settling certifies or redoes the
+    statement over; LV[I] alone: validation judges the table from its new read version, R1 and
+    ``foreign_lost_update`` past it, R3 against a validated commit since), and only when this process
+    knows the table moved (the look of
+    :func:`first_head` found a version past the head's, or it knows a later version or marker claim,
+    e.g. of a commit it made since the table was confirmed); one whose look is under way is read where
+    it is (the look decides). The log is probed from the newest version known (1 HEAD, and 1 LIST when
+    it moved) and the versions above the read version are read (in parallel, up to
+    ``Tuning.read_ahead``; the marker's claim reads them anyway, from ``TxnCore.logged``). The
+    catch-up stops below the first version validated into the global log (or by a plan being written)
+    and below a part of a multi-table commit made outside it, and is not made at all when one of those
+    commits changed what an earlier operation of the transaction read (today's check at commit then
+    decides, redo or ``exposed_read``). A statement that then writes nothing to the table (no marker
+    will hold it, no global version will name it past its read version) is run again at the version read
+    before (:func:`lv_core.txn.execute.execute`): with markers the transaction is then always in a state
+    the path without catch-up (run at the read version, redone at commit on the version below the
+    marker) can leave it in.
+    """
+    table = op.tables[0] if op.name in REWRITES and op.tables and not op.blind else None
+    if table is None or not core.iso:
+        return None
+    ts = core.book.tables.get(table)
+    if ts is None or ts.marker_version is not None or ts.read_version is None or ts.pending or table in core.looking:
+        return None
+    logs, r = core.services.logs, ts.base.version
+    known = logs.known_reserved(table)
+    if not logs.moved(table) and (known is None or known <= r):
+        return None
+    latest = DeltaLog(core.store, table).latest_version_by_probe(max(r, logs.known_latest(table) or r))
+    logs.note_latest(table, latest)
+    if latest == r:
+        ts.tail = r  # not moved after all: the probe is the marker claim's look at the log
+        return None
+    versions = list(range(r + 1, min(latest, r + core.settings.tuning.read_ahead) + 1))
+    found = concurrency.gather(Pool.REQUESTS, lambda v: _logged(core, table, v), versions,
+                               limit=core.settings.tuning.read_ahead_parallel)
+    preds: list[PredecessorCommit] = []
+    for st in found:
+        if st is None or st.parts:
+            break
+        actions = [] if st.kind == "freed" else decode_commit(st.raw, version=st.version, table=table)
+        if any(isinstance(a, CommitInfo) and isinstance(a.payload.get(KEY), dict) and "gvl" in a.payload[KEY]
+               for a in actions):
+            break  # validated into the global log (or being so): not ours to move past here
+        preds.append(PredecessorCommit(table, st.version, st.txn, actions))
+    if not preds or first_conflict(core.book.footprints(), preds) is not None:
+        return None
+    before, read_version = ts.base, ts.read_version
+    after = replay(ts.base, [(p.version, p.actions) for p in preds])
+    try:
+        check_readable(after.protocol, after.metadata, table=table)
+    except LvError:
+        return None  # a writer outside the log made it unreadable to us: the commit finds out, as before
+    ts.base = after
+    if not core.markers:  # LV[I] alone: validation judges the table from the version it now reads
+        ts.read_version = after.version
+    ts.tail = latest  # the probe found nothing after it: the marker's claim needs no look of its own there
+    core.events.emit(ev.SnapshotRead(core.id, table=table, version=ts.base.version, files=len(ts.base.files)))
+    return CaughtUp(table, before, read_version)
+
+
+def _logged(core: TxnCore, table: str, version: int) -> VersionState | None:
+    """A log version (cached for the transaction: a Delta file is written once)."""
+    st = core.logged.get((table, version))
+    if st is None:
+        st = read_log_version(core.store, table, version)
+        if st is not None:
+            core.logged[(table, version)] = st
+    return st

@@ -28,7 +28,7 @@ from lv_core.txn import waiting
 from lv_core.txn.access import access, claim_write_marker, free_placed, place_write_marker, record_write_marker
 from lv_core.txn.context import OpContext
 from lv_core.txn.core import TxnCore
-from lv_core.txn.current import settle, speculate
+from lv_core.txn.current import CaughtUp, catch_up, settle, speculate
 from lv_core.txn.ops import Operation, OpResult
 from lv_core.txn.precedence import give_way
 from lv_core.txn.state import OpRecord, TableState
@@ -143,18 +143,15 @@ def execute(core: TxnCore, op: Operation) -> Any:
     book = core.book
     step = len(book.ops)
     early = EarlyMarkers(core, op) if EarlyMarkers.usable(core, op) else None
+    caught: list[CaughtUp] = []  # a write statement's table read past its global version (current.catch_up)
     try:
-        look = speculate(core, op)
-        if look is not None:
-            result = _run_beside(core, op, look, early)
-        else:
-            for t in op.tables:
-                access(core, t)
-            result = run(core, op, step, 0, early)
+        result = _first_run(core, op, early, caught)
     except BaseException:
         if early is not None:
             with contextlib.suppress(LvError):
                 early.finish(set())
+        for c in caught:
+            c.undo(core)
         raise
     claimed: set[str] = set()  # tables whose marker this operation claimed (beside it, or below)
     try:
@@ -166,6 +163,8 @@ def execute(core: TxnCore, op: Operation) -> Any:
             with contextlib.suppress(LvError):
                 early.finish(set())
         _delete_unrecorded(core, result)
+        for c in caught:
+            c.undo(core)
         raise
     claim = [t for t in op.tables if core.claims_at_write and book.tables[t].marker_version is None
              and (result.adds.get(t) or result.removes.get(t))]
@@ -179,6 +178,8 @@ def execute(core: TxnCore, op: Operation) -> Any:
                 book.claiming = None
         except BaseException:
             _delete_unrecorded(core, result)
+            for c in caught:
+                c.undo(core)
             raise
     logical = any(book.tables[t].logical for t in op.tables)
     mode = "logical" if logical and not op.blind else "physical"
@@ -207,11 +208,37 @@ def execute(core: TxnCore, op: Operation) -> Any:
     return result.value
 
 
-def _run_beside(core: TxnCore, op: Operation, look: Future[bool], early: EarlyMarkers | None) -> OpResult:
+def _first_run(core: TxnCore, op: Operation, early: EarlyMarkers | None, caught: list[CaughtUp]) -> OpResult:
+    """Access the operation's tables and run it: beside the look of :func:`speculate` when that applies;
+    a write statement past the commits made outside the global log (:func:`catch_up`, noted in
+    ``caught``) when it then writes the table, else where the table was read before."""
+    step = len(core.book.ops)
+    look = speculate(core, op)
+    if look is not None:
+        result = _run_beside(core, op, look, early, caught)
+    else:
+        for t in op.tables:
+            access(core, t)
+        caught.extend(c for c in [catch_up(core, op)] if c is not None)
+        result = run(core, op, step, 0, early)
+    if caught and not (result.adds.get(caught[0].table) or result.removes.get(caught[0].table)):
+        # It wrote nothing there, so no marker will hold the table: run it where it was read before
+        # (at the version its head names), as without the catch-up.
+        _delete_unrecorded(core, result)
+        if early is not None:
+            early.finish(set())
+        caught.pop().undo(core)
+        result = run(core, op, step, 0, early)
+    return result
+
+
+def _run_beside(core: TxnCore, op: Operation, look: Future[bool], early: EarlyMarkers | None,
+                caught: list[CaughtUp]) -> OpResult:
     """Run the transaction's first operation (one table) while :func:`lv_core.txn.current.speculate`'s
     look at the table's log is under way: kept when the look confirms the version it ran on (what it
     would have run on after the look), else what it staged is deleted and it runs again on the newest
-    head (issue 38: a read or update without the round trip of the look)."""
+    head (issue 38: a read or update without the round trip of the look), a write statement past the
+    commits made outside the global log (:func:`lv_core.txn.current.catch_up`, noted in ``caught``)."""
     step = len(core.book.ops)
     try:
         access(core, op.tables[0])
@@ -233,6 +260,7 @@ def _run_beside(core: TxnCore, op: Operation, look: Future[bool], early: EarlyMa
     if early is not None:
         early.finish(set())  # placed from the stale version: given up, placed again by the next run
     access(core, op.tables[0])
+    caught.extend(c for c in [catch_up(core, op)] if c is not None)
     return run(core, op, step, 0, early)
 
 

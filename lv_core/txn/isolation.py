@@ -86,7 +86,9 @@ def _refusal(core: TxnCore, outcome: ValidationOutcome) -> TransactionAborted | 
         if v.pending and not v.blind:
             return aborted("pending_taken", {"table": t, "pending": list(v.pending)}, table=t, first=v.pending[0])
         preds = []
-        for fv in v.foreign:
+        # Only versions past the one read: a write statement of LV[I] alone may have read past commits
+        # outside the log (lv_core/txn/current.catch_up); otherwise every foreign version is past r.
+        for fv in (f for f in v.foreign if v.r is None or f > v.r):
             st = read_version(core.store, t, fv)
             preds.append(PredecessorCommit(t, fv, st.txn, decode_commit(st.raw, version=fv, table=t)))
         c = first_conflict(core.book.footprints(), preds) if preds else None

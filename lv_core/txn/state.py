@@ -36,6 +36,9 @@ class TableState:
     pending: dict[int, str] = field(default_factory=dict)  # preceding pending markers: version -> txn
     first_step: int | None = None
     read_version: int | None = None  # LV[I]: the global log's version of the table it reads at
+    #: LV[I]: a version after which a probe found the log empty, made after ``base`` was read
+    #: (:func:`lv_core.txn.current.catch_up`); None: none known
+    tail: int | None = None
 
 
 @dataclass
