@@ -47,6 +47,7 @@ def template(tmp_path_factory) -> str:
     path = str(tmp_path_factory.mktemp("bad-input") / "template")
     lh = lv_core.connect(path, lease_s=1.0)
     setup_tables(lh, ROWS)
+    lh.close()  # waits for background writes (the global log's hint), which copytree would race
     return path
 
 
