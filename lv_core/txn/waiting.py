@@ -171,10 +171,10 @@ def shift(core: TxnCore, tables: set[str], reason: str) -> list[Edge]:
     Our reads keep their versions (repeatable reads); the versions between the old base and the
     new marker become predecessors to wait for and check at commit. Returns the new edges.
 
-    Every table's marker moves at once (in parallel), and only then are the versions in between
-    read: a transaction placing markers meanwhile, in the order we placed ours, could otherwise
-    queue behind our new marker in one table and ahead of it in the next, a cycle that needs another
-    shift (benchmarks/multitable at 0 ms: newcomers kept a shifting transaction chasing them until
+    Every table's marker moves at once (tables in parallel, each reading the versions in between
+    after placing): a transaction placing markers meanwhile, in the order we placed ours, could
+    otherwise queue behind our new marker in one table and ahead of it in the next, a cycle that
+    needs another shift (benchmarks/multitable at 0 ms: newcomers kept a shifting transaction chasing them until
     ``max_shifts`` aborted it).
     """
     book = core.book
@@ -182,6 +182,7 @@ def shift(core: TxnCore, tables: set[str], reason: str) -> list[Edge]:
         raise aborted("shifts_exhausted", {"shifts": len(book.shifts)}, shifts=len(book.shifts), reason=reason)
 
     got: dict[str, tuple[int, int, int]] = {}  # table -> (old version, new version, attempts)
+    between: dict[str, dict[int, str]] = {}  # table -> pending markers of others below the new one
 
     def move(t: str) -> None:
         ts = book.tables[t]
@@ -192,6 +193,12 @@ def shift(core: TxnCore, tables: set[str], reason: str) -> list[Edge]:
         v, etag, attempts = place_marker(core.store, t, old + 1, core.marker_info())
         ts.marker_version, ts.marker_etag, ts.logical = v, etag, True  # ours, even if another table fails
         got[t] = (old, v, attempts)
+        found = {}
+        for pv in range(old + 1, v):
+            st = read_version(core.store, t, pv)
+            if st.pending and st.txn and st.txn != core.id:
+                found[pv] = st.txn
+        between[t] = found
 
     order = sorted(tables)
     mine = concurrency.current_pool()
@@ -207,13 +214,11 @@ def shift(core: TxnCore, tables: set[str], reason: str) -> list[Edge]:
         old, v, attempts = got[t]
         core.events.emit(ev.MarkerFreed(core.id, table=t, version=old, reason="shift"))
         core.services.logs.note_claimed(t, v)
-        for pv in range(old + 1, v):
-            st = read_version(core.store, t, pv)
-            if st.pending and st.txn and st.txn != core.id:
-                ts.pending[pv] = st.txn
-                book.preds[(st.txn, t)] = pv
-                new_edges.append(Edge(core.id, st.txn, t, pv))
-                core.events.emit(ev.EdgeAdded(core.id, to_txn=st.txn, table=t, version=pv))
+        for pv, x in sorted(between[t].items()):
+            ts.pending[pv] = x
+            book.preds[(x, t)] = pv
+            new_edges.append(Edge(core.id, x, t, pv))
+            core.events.emit(ev.EdgeAdded(core.id, to_txn=x, table=t, version=pv))
         moved[t] = (old, v)
         core.events.emit(ev.MarkerPlaced(core.id, table=t, version=v, attempts=attempts, shift=True))
     book.shifts.append({"tables": {t: list(m) for t, m in moved.items()}, "reason": reason, "ts": time.time()})
