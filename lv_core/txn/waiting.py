@@ -1,9 +1,9 @@
 """Module #3 for one transaction: its dependency edges, cycle checks and marker shifts, and waiting
 for the markers before its own to resolve (freeing expired ones on the way).
 
-Rules (paper section 4): expose the predecessors in every marker held (II), read the markers of
-those waited on for their edges (III), and shift when an edge would close a cycle or a wait lasts
-too long (IV).
+Rules (paper section 4): expose the predecessors in the transaction's edges object (II), read the
+edges objects of those waited on (III), and shift when new edges close cycles (every table where they
+enter us in one shift) or a wait lasts too long (IV).
 """
 
 from __future__ import annotations
