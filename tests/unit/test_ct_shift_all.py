@@ -60,3 +60,30 @@ def test_one_shift_breaks_the_cycles_of_an_overtake_across_m_tables(tmp_path, m)
     r1 = t1.commit()
     assert all(r1.versions[t] > r2.versions[t] for t in tables)
     assert all(_rows(lh, t) == [1, 2] for t in tables)
+
+
+def test_a_waiter_shifts_every_table_where_the_cycles_enter_it_at_once(tmp_path):
+    """While waiting at commit (rule IV's periodic check): T1 waits behind T2 in c, and T2's edges
+    object says T2 waits behind T1 in a and b. One shift moves both a and b (on the code before: a
+    only, and b's cycle needed a second check and shift)."""
+    from lv_core.protocol.dag import Edge
+    from lv_core.protocol.edges import write_edges
+    from lv_core.txn import waiting
+
+    lh = lv_core.connect(str(tmp_path / "wh"), lease_s=10.0, cycle_check_s=1000, shift_after_s=1000)
+    for t in ("a", "b", "c"):
+        lh.create_table(t, "id BIGINT")
+    t1, t2 = lh.begin(CT, timeout_s=20), lh.begin(CT, timeout_s=20)
+    _insert(t2, "c", 2)
+    for t in ("a", "b", "c"):
+        _insert(t1, t, 1)
+    held, theirs = t1.marker_versions(), t2.marker_versions()
+    write_edges(lh.store, t2.id, [Edge(t2.id, t1.id, t, held[t]) for t in ("a", "b")], theirs)
+    core = t1.core
+    with pytest.raises(waiting.Restart):
+        waiting._check_while_waiting(core, core.book.tables["c"], theirs["c"], t2.id, waited_s=0.0)
+    assert [sorted(s["tables"]) for s in core.book.shifts] == [["a", "b"]]
+    now = t1.marker_versions()
+    assert now["a"] > held["a"] and now["b"] > held["b"] and now["c"] == held["c"]
+    t1.rollback()
+    t2.rollback()
