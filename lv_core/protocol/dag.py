@@ -2,8 +2,8 @@
 
 An edge ``src -> dst`` labelled ``table@version`` means: ``src`` holds a marker in ``table`` placed
 after ``dst``'s marker at ``version``, so ``src`` waits for ``dst`` there (``dst`` precedes ``src``).
-Every transaction exposes its outgoing edges in all of its markers (rule II) and reads the markers of
-others to learn theirs (rule III). Adding an edge that closes a cycle would deadlock; a *marker shift*
+Every transaction exposes its outgoing edges (rule II: in its edges object, :mod:`lv_core.protocol.edges`)
+and reads those of others (rule III). Adding an edge that closes a cycle would deadlock; a *marker shift*
 breaks it: the transaction frees its markers in the tables where the cycle enters it and claims new
 ones at later versions, which inverts those incoming edges (paper Lemma 1).
 """

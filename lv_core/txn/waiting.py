@@ -1,9 +1,9 @@
 """Module #3 for one transaction: its dependency edges, cycle checks and marker shifts, and waiting
 for the markers before its own to resolve (freeing expired ones on the way).
 
-Rules (paper section 4): expose the predecessors in every marker held (II), read the markers of
-those waited on for their edges (III), and shift when an edge would close a cycle or a wait lasts
-too long (IV).
+Rules (paper section 4): expose the predecessors in the transaction's edges object (II), read the
+edges objects of those waited on (III), and shift when new edges close cycles (every table where they
+enter us in one shift) or a wait lasts too long (IV).
 """
 
 from __future__ import annotations
@@ -84,35 +84,51 @@ def _marker_edges(core: TxnCore, node: str, via: Edge | None, seen: Mapping[tupl
     return out + [e for e in legacy if e not in out]
 
 
-def _cycle_through(core: TxnCore, new_edges: list[Edge],
-                   seen: Mapping[tuple[str, int], VersionState] | None = None) -> list[Edge] | None:
-    """A live cycle ``new_edges`` close, if any (issue 38: waiters shifted for dead ones again and
-    again, until ``max_shifts`` aborted them as deadlocked).
+def _cycles_through(core: TxnCore, new_edges: list[Edge], seen: Mapping[tuple[str, int], VersionState] | None = None,
+                    *, first_only: bool = False) -> list[list[Edge]]:
+    """The live cycles ``new_edges`` close, one per table where they enter us (empty: none).
 
-    Edges objects outlive what they say: one names our marker from before a shift until its owner
-    rewrites it (an edge into us counts only at a marker we hold now), and an ended transaction's is
-    deleted in the background after its markers were freed. So before a cycle is reported, every edge
-    on it into another transaction is checked against the marker it points at (2 GETs each, only when
-    a cycle was found; ``seen`` states count): an edge to a marker no longer pending is dropped and
-    the search runs again without it."""
+    All of them, not only the first, so that one marker shift breaks them all: a transaction that
+    overtook us after we placed markers in m tables waits behind us in each of them, and a shift of
+    one table per cycle found used up ``max_shifts`` before m shifts (benchmarks/multitable at 0 ms:
+    ``deadlock`` aborts, since blind appends wait at commit and a stale edge into us no longer hides
+    the rest). Each next search leaves out the edges into us in the tables found so far (the shift
+    inverts them), so there are at most as many searches as tables held; the edges objects read are
+    kept for the next search.
+
+    Edges objects outlive what they say (issue 38: waiters shifted for dead ones again and again,
+    until ``max_shifts`` aborted them as deadlocked): one names our marker from before a shift until
+    its owner rewrites it (an edge into us counts only at a marker we hold now), and an ended
+    transaction's is deleted in the background after its markers were freed. So before a cycle is
+    reported, every edge on it into another transaction is checked against the marker it points at
+    (2 GETs each, only when a cycle was found; ``seen`` states count): an edge to a marker no longer
+    pending is dropped and the search runs again without it."""
     known: dict[str, TxnEdges | None] = {}
     seen = seen or {}
     held = {t: ts.marker_version for t, ts in core.book.tables.items() if ts.marker_version is not None}
     live: dict[Edge, bool] = {}
+    entered: set[str] = set()  # tables where a cycle found enters us
+    cycles: list[list[Edge]] = []
 
     def out(node: str, via: Edge | None) -> list[Edge]:
         return [e for e in _marker_edges(core, node, via, seen, known)
-                if live.get(e, True) and (e.dst != core.id or held.get(e.table) == e.version)]
+                if live.get(e, True)
+                and (e.dst != core.id or (held.get(e.table) == e.version and e.table not in entered))]
 
     while True:
         cycle = closes_cycle(core.id, [e for e in new_edges if live.get(e, True)], out)
         if cycle is None:
-            return None
+            return cycles
         for e in cycle:
             if e.dst != core.id and e not in live:
                 live[e] = _pending_at(core, e, seen)
-        if all(live.get(e, True) for e in cycle):
-            return cycle
+        if not all(live.get(e, True) for e in cycle):
+            continue
+        cycles.append(cycle)
+        into = shift_tables(core.id, cycle) - entered
+        if first_only or not into:
+            return cycles
+        entered |= into
 
 
 def _pending_at(core: TxnCore, e: Edge, seen: Mapping[tuple[str, int], VersionState]) -> bool:
@@ -132,19 +148,19 @@ def _note_cycle(core: TxnCore, cycle: list[Edge]) -> None:
 
 
 def _break_cycles(core: TxnCore, new_edges: list[Edge], seen: Mapping[tuple[str, int], VersionState]) -> None:
-    """Before waiting behind ``new_edges``: if one closes a cycle, shift our markers (rule IV)."""
+    """Before waiting behind ``new_edges``: if they close cycles, shift our markers where the cycles
+    enter us, all in one shift (rule IV)."""
     tables_held = core.book.tables
     for _ in range(core.settings.max_shifts):
-        cycle = _cycle_through(core, new_edges, seen)
+        cycles = _cycles_through(core, new_edges, seen)
         seen = {}  # after a shift, markers are read afresh
-        if cycle is None:
-            return
-        tables = {t for t in shift_tables(core.id, cycle)
+        tables = {t for c in cycles for t in shift_tables(core.id, c)
                   if t in tables_held and any(e.dst == core.id and e.table == t
-                                              and e.version == tables_held[t].marker_version for e in cycle)}
+                                              and e.version == tables_held[t].marker_version for e in c)}
         if not tables:
-            return  # the cycle runs through a marker of ours that no longer exists: already broken
-        _note_cycle(core, cycle)
+            return  # no cycle, or one through a marker of ours that no longer exists: already broken
+        for c in cycles:
+            _note_cycle(core, c)
         new_edges = shift(core, tables, "cycle")
     raise aborted("cycle_unbroken", {"cycles": len(core.book.cycles)}, shifts=core.settings.max_shifts)
 
@@ -154,29 +170,55 @@ def shift(core: TxnCore, tables: set[str], reason: str) -> list[Edge]:
 
     Our reads keep their versions (repeatable reads); the versions between the old base and the
     new marker become predecessors to wait for and check at commit. Returns the new edges.
+
+    Every table's marker moves at once (tables in parallel, each reading the versions in between
+    after placing): a transaction placing markers meanwhile, in the order we placed ours, could
+    otherwise queue behind our new marker in one table and ahead of it in the next, a cycle that
+    needs another shift (benchmarks/multitable at 0 ms: newcomers kept a shifting transaction chasing them until
+    ``max_shifts`` aborted it).
     """
     book = core.book
     if len(book.shifts) >= core.settings.max_shifts:
         raise aborted("shifts_exhausted", {"shifts": len(book.shifts)}, shifts=len(book.shifts), reason=reason)
-    new_edges: list[Edge] = []
-    moved: dict[str, tuple[int, int]] = {}
-    for t in sorted(tables):
+
+    got: dict[str, tuple[int, int, int]] = {}  # table -> (old version, new version, attempts)
+    between: dict[str, dict[int, str]] = {}  # table -> pending markers of others below the new one
+
+    def move(t: str) -> None:
         ts = book.tables[t]
         assert ts.marker_version is not None and ts.marker_etag is not None
         old = ts.marker_version
         with contextlib.suppress(PreconditionFailed):
             update_marker(core.store, t, old, ts.marker_etag, encode_freed(core.id, "shift"))
-        core.events.emit(ev.MarkerFreed(core.id, table=t, version=old, reason="shift"))
         v, etag, attempts = place_marker(core.store, t, old + 1, core.marker_info())
-        core.services.logs.note_claimed(t, v)
+        ts.marker_version, ts.marker_etag, ts.logical = v, etag, True  # ours, even if another table fails
+        got[t] = (old, v, attempts)
+        found = {}
         for pv in range(old + 1, v):
             st = read_version(core.store, t, pv)
             if st.pending and st.txn and st.txn != core.id:
-                ts.pending[pv] = st.txn
-                book.preds[(st.txn, t)] = pv
-                new_edges.append(Edge(core.id, st.txn, t, pv))
-                core.events.emit(ev.EdgeAdded(core.id, to_txn=st.txn, table=t, version=pv))
-        ts.marker_version, ts.marker_etag, ts.logical = v, etag, True
+                found[pv] = st.txn
+        between[t] = found
+
+    order = sorted(tables)
+    mine = concurrency.current_pool()
+    if len(order) > 1 and (mine is None or mine > concurrency.Pool.TASKS):
+        concurrency.gather(concurrency.Pool.TASKS, move, order)
+    else:  # a TASKS (or REQUESTS) task may not wait on TASKS: one table after another
+        for t in order:
+            move(t)
+    new_edges: list[Edge] = []
+    moved: dict[str, tuple[int, int]] = {}
+    for t in order:
+        ts = book.tables[t]
+        old, v, attempts = got[t]
+        core.events.emit(ev.MarkerFreed(core.id, table=t, version=old, reason="shift"))
+        core.services.logs.note_claimed(t, v)
+        for pv, x in sorted(between[t].items()):
+            ts.pending[pv] = x
+            book.preds[(x, t)] = pv
+            new_edges.append(Edge(core.id, x, t, pv))
+            core.events.emit(ev.EdgeAdded(core.id, to_txn=x, table=t, version=pv))
         moved[t] = (old, v)
         core.events.emit(ev.MarkerPlaced(core.id, table=t, version=v, attempts=attempts, shift=True))
     book.shifts.append({"tables": {t: list(m) for t, m in moved.items()}, "reason": reason, "ts": time.time()})
@@ -269,10 +311,11 @@ def _check_while_waiting(core: TxnCore, ts: TableState, v: int, on_txn: str, wai
         return  # another table's waiter is shifting right now
     try:
         book = core.book
-        cycle = _cycle_through(core, [Edge(core.id, on_txn, ts.name, v)])
-        tables = {t for t in shift_tables(core.id, cycle) if t in book.tables and t != ts.name} if cycle else set()
-        if cycle and tables:
-            _note_cycle(core, cycle)
+        cycles = _cycles_through(core, [Edge(core.id, on_txn, ts.name, v)])
+        tables = {t for c in cycles for t in shift_tables(core.id, c) if t in book.tables and t != ts.name}
+        if tables:
+            for c in cycles:
+                _note_cycle(core, c)
             shift(core, tables, "cycle")
             expose_predecessors(core)
             raise Restart()
