@@ -73,3 +73,40 @@ def test_a_redo_that_leaves_a_marker_table_unwritten_publishes_the_version_it_re
     assert report.ok("serializable"), report.explain()
     assert y_got == {1: 101.0} and x_got == {}
     assert committed_kv(lh, "x") == {1: 100.0, 7: 7.0}
+
+
+def test_a_redo_that_leaves_nothing_to_write_orders_the_commits_it_read_before_it(lh):
+    """X reads y and updates row 5 of x; F deletes row 5 first, so X's redo writes nothing at all: X is
+    read-only, after F. Z then overwrites the y X read (after X), Z2 reads Z's y and row 5 at Z's global
+    version (before F) and commits read-only after W's global version named x past F: F -> X -> Z -> Z2 -> F
+    (G2-item in the black-box checker, fails on the code before). Now X takes the key and publishes a global
+    version naming x at the version it read, so Z2 reads x past F."""
+    x = lh.begin("serializable")
+    assert read_kv(x, "y", 1) == {1: 100.0}
+    f = lh.begin("delta")
+    assert f.execute(ops.delete("x", ops.eq("id", 5))) == 1
+    f.commit()
+    assert add_kv(x, "x", 5, 1.0) == 1
+    res = x.commit()
+    assert res.redo_count == 1 and not res.versions
+    marker = x.book.tables["x"].marker_version
+    assert marker is not None and lh.global_state().tables["x"] == marker - 1  # before: no global version
+    z = lh.begin("serializable")
+    add_kv(z, "y", 1, 1.0)
+    z.commit()
+    z2 = lh.begin("serializable")
+    y_got, x_got = read_kv(z2, "y", 1), read_kv(z2, "x", 5)
+    w = lh.begin("serializable")
+    w.execute(ops.append("x", pa.table({"id": pa.array([7], pa.int64()), "val": pa.array([7.0], pa.float64())})))
+    w.commit()
+    z2.commit()
+    history = [
+        _txn("setup", 0, MicroOp.append("x/5", 1), MicroOp.append("y/1", 10)),
+        _txn("F", 1, MicroOp.read("x/5", [1]), MicroOp.append("x/5", 2), preset="delta"),
+        _txn("X", 2, MicroOp.read("y/1", [10]), MicroOp.read("x/5", [1, 2])),
+        _txn("Z", 3, MicroOp.append("y/1", 11)),
+        _txn("Z2", 4, MicroOp.read("y/1", [10, 11] if y_got == {1: 101.0} else [10]),
+             MicroOp.read("x/5", [1] if x_got == {5: 500.0} else [1, 2])),
+    ]
+    report = check(history, {"x/5": [1, 2], "y/1": [10, 11]})
+    assert report.ok("serializable"), report.explain()
