@@ -176,9 +176,10 @@ def _settled_tail(marker: int) -> Future[LogTail]:
 
 
 def _read_past_head(core: TxnCore) -> bool:
-    """Whether a marker table a redo left unwritten was read past the version the head names: commits outside
-    the log it saw there must be named before the transaction by a global version of its own (additions)."""
-    head = core.book.head
+    """Whether a marker table a redo left unwritten was read past the version the newest head this process knows
+    names (no request): commits outside the log it saw there must be named before the transaction by a global
+    version of its own (additions; none under the key: the key is only released)."""
+    head = core.services.glog.known_state() or core.book.head
     return head is not None and any(
         ts.marker_version is not None and (known := head.table_version(t)) is not None and ts.marker_version - 1 > known
         for t, ts in core.book.tables.items())
