@@ -337,8 +337,11 @@ class ValidationOutcome:
         return {t: v.w for t, v in self.tables.items() if v.written and v.w is not None}
 
     def additions(self) -> dict[str, int]:
-        """Read-only tables the global log does not know yet -> the version to add them at (their ``r``)."""
-        return {t: v.r for t, v in self.tables.items() if v.new_table and not v.written and v.r is not None}
+        """Read-only tables to name at their ``r``: those the global log does not know yet, and those read past
+        the version it names (a marker table a redo left unwritten, read at ``marker - 1``: the commits
+        outside the log it saw there are caught up before the transaction, docs/PROTOCOL.md "Special cases")."""
+        return {t: v.r for t, v in self.tables.items() if not v.written and v.r is not None
+                and (v.new_table or (v.l is not None and v.r > v.l))}
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -175,6 +175,16 @@ def _settled_tail(marker: int) -> Future[LogTail]:
     return done
 
 
+def _read_past_head(core: TxnCore) -> bool:
+    """Whether a marker table a redo left unwritten was read past the version the newest head this process knows
+    names (no request): commits outside the log it saw there must be named before the transaction by a global
+    version of its own (additions; none under the key: the key is only released)."""
+    head = core.services.glog.known_state() or core.book.head
+    return head is not None and any(
+        ts.marker_version is not None and (known := head.table_version(t)) is not None and ts.marker_version - 1 > known
+        for t, ts in core.book.tables.items())
+
+
 def commit_isolated(core: TxnCore, deadline: float) -> Published:
     """Validate and commit under LV[I]: settle marker tables (LV[R]), then run the commit's state machine
     (:mod:`lv_core.txn.commitstep`): read-only; else take the free key with the plan; else wait for the
@@ -183,7 +193,10 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
         settle_markers(core, deadline)  # LV[R]: predecessors resolved and redone, nothing published yet
     writes = core.book.writes()
     run = _Run(core, writes, table_accesses(core, writes), deadline)
-    end = run.drive(*start(writes=bool(writes)))
+    past = not writes and _read_past_head(core)
+    if past:  # judged as validate_read_only judges a redo's reads; placed like a writer's, under the key
+        core.policy = dataclasses.replace(core.policy, r1_read_only=True)
+    end = run.drive(*start(writes=bool(writes) or past))
     if end.phase is Phase.JOINED:
         assert isinstance(run.decided, tuple) and run.waiter is not None
         return gc.joined(core, run.decided, writes, run.waiter.key)
