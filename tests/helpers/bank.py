@@ -47,3 +47,16 @@ def committed_kv(lh: lv_core.Lakehouse, table: str) -> dict[int, float]:
 
 def total(t: pa.Table) -> float:
     return pc.sum(t["val"]).as_py() or 0.0
+
+
+def logged_xy(path: str, x: dict[int, float]) -> lv_core.Lakehouse:
+    """A warehouse at ``path`` with kv tables ``x`` (``x``'s rows) and ``y`` ({1: 100.0}), both already in the
+    global version log (a serializable transaction wrote them), lease 5 s."""
+    lh = lv_core.connect(path, lease_s=5.0)
+    make_kv(lh, "x", x)
+    make_kv(lh, "y", {1: 100.0})
+    w = lh.begin("serializable")
+    add_kv(w, "x", 1, 0)
+    add_kv(w, "y", 1, 0)
+    w.commit()
+    return lh

@@ -15,21 +15,14 @@ from lv_core.delta.actions import AddFile
 from lv_core.engine import arrow_ops as ops
 from lv_core.errors import TransactionAborted
 from lv_core.txn.ops import Operation
-from tests.helpers.bank import add_kv, committed_kv, make_kv, read_kv
+from tests.helpers.bank import add_kv, committed_kv, logged_xy, read_kv
 
 PRESETS = ["serializable", "snapshot", "write_serializable"]
 
 
 @pytest.fixture
 def lh(tmp_path) -> lv_core.Lakehouse:
-    lh = lv_core.connect(str(tmp_path / "wh"), lease_s=5.0)
-    make_kv(lh, "x", {1: 100.0, 2: 200.0})
-    make_kv(lh, "y", {1: 100.0})
-    w = lh.begin("serializable")  # the first validating transaction adds both tables to the global log
-    add_kv(w, "x", 1, 0)
-    add_kv(w, "y", 1, 0)
-    w.commit()
-    return lh
+    return logged_xy(str(tmp_path / "wh"), {1: 100.0, 2: 200.0})
 
 
 def _counted(op: Operation) -> tuple[Operation, list[int]]:

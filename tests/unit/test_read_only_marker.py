@@ -11,19 +11,12 @@ import lv_core
 from lv_core.blackbox.checker import check
 from lv_core.blackbox.history import MicroOp, Outcome, Txn
 from lv_core.engine import arrow_ops as ops
-from tests.helpers.bank import add_kv, committed_kv, make_kv, read_kv
+from tests.helpers.bank import add_kv, committed_kv, logged_xy, read_kv
 
 
 @pytest.fixture
 def lh(tmp_path) -> lv_core.Lakehouse:
-    lh = lv_core.connect(str(tmp_path / "wh"), lease_s=5.0)
-    make_kv(lh, "x", {1: 100.0, 5: 500.0})
-    make_kv(lh, "y", {1: 100.0})
-    w = lh.begin("serializable")  # the first validating transaction adds both tables to the global log
-    add_kv(w, "x", 1, 0)
-    add_kv(w, "y", 1, 0)
-    w.commit()
-    return lh
+    return logged_xy(str(tmp_path / "wh"), {1: 100.0, 5: 500.0})
 
 
 def _txn(tid: str, process: int, *ops_: MicroOp, preset: str = "serializable") -> Txn:
