@@ -13,18 +13,12 @@ from lv_core import events as ev
 from lv_core.engine import arrow_ops as ops
 from lv_core.errors import TransactionAborted
 from lv_core.storage.instrumented import InstrumentedStore
-from tests.helpers.bank import add_kv, committed_kv, make_kv, read_kv, write_kv
+from tests.helpers.bank import add_kv, committed_kv, logged_xy, make_kv, read_kv, write_kv
 
 
 @pytest.fixture
 def lh(tmp_path) -> lv_core.Lakehouse:
-    lh = lv_core.connect(str(tmp_path / "wh"), lease_s=5.0)
-    make_kv(lh, "x", {1: 100.0})
-    make_kv(lh, "y", {1: 100.0})
-    w = lh.begin("serializable")  # the first validating transaction adds both tables to the global log
-    add_kv(w, "x", 1, 0)
-    add_kv(w, "y", 1, 0)
-    w.commit()
+    lh = logged_xy(str(tmp_path / "wh"), {1: 100.0})
     assert set(lh.global_state().tables) == {"x", "y"}
     return lh
 

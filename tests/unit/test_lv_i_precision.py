@@ -21,19 +21,12 @@ from lv_core.engine import arrow_ops as ops
 from lv_core.engine.arrow_io import read_data_files
 from lv_core.errors import TransactionAborted
 from lv_core.txn.ops import Operation, OpResult
-from tests.helpers.bank import add_kv, committed_kv, make_kv, read_kv, write_kv
+from tests.helpers.bank import add_kv, committed_kv, logged_xy, read_kv, write_kv
 
 
 @pytest.fixture
 def lh(tmp_path) -> lv_core.Lakehouse:
-    lh = lv_core.connect(str(tmp_path / "wh"), lease_s=5.0)
-    make_kv(lh, "x", {1: 100.0, 2: 200.0})
-    make_kv(lh, "y", {1: 100.0})
-    w = lh.begin("serializable")
-    add_kv(w, "x", 1, 0)
-    add_kv(w, "y", 1, 0)
-    w.commit()
-    return lh
+    return logged_xy(str(tmp_path / "wh"), {1: 100.0, 2: 200.0})
 
 
 def _may_hold(key: int):

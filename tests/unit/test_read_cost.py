@@ -7,12 +7,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-import lv_core
 from lv_core import Lakehouse
 from lv_core import events as ev
 from lv_core.errors import TransactionAborted
 from lv_core.storage.instrumented import InstrumentedStore
-from tests.helpers.bank import add_kv, committed_kv, make_kv, read_kv
+from tests.helpers.bank import add_kv, committed_kv, logged_xy, read_kv
 
 WRITES = ("PUT", "PUT-create", "PUT-if-match", "DELETE")
 
@@ -21,13 +20,7 @@ WRITES = ("PUT", "PUT-create", "PUT-if-match", "DELETE")
 def two(tmp_path) -> tuple[Lakehouse, Lakehouse, InstrumentedStore]:
     """Two lakehouses on one warehouse (two kernels): ``a`` counted, ``b`` the other writer."""
     path = str(tmp_path / "wh")
-    b = lv_core.connect(path, lease_s=5.0)
-    make_kv(b, "x", {1: 100.0, 2: 100.0})
-    make_kv(b, "y", {1: 100.0})
-    w = b.begin("serializable")  # both tables enter the global log
-    add_kv(w, "x", 1, 0)
-    add_kv(w, "y", 1, 0)
-    w.commit()
+    b = logged_xy(path, {1: 100.0, 2: 100.0})  # both tables in the global log
     st = InstrumentedStore(b.store)
     a = Lakehouse(st, lease_s=5.0)
     warm = a.begin("serializable")  # a learns the head and caches both snapshots
