@@ -299,13 +299,8 @@ class GlobalLog:
         v = state.table_version(error.table)
         if state.version < 0 or v is None or v != error.version:
             return error
-        latest = error.latest
-        if latest is None:
-            try:
-                latest = DeltaLog(self.store, error.table).latest_version()
-            except LvError:
-                return error
-        if v <= latest:
+        latest = error.latest if error.latest is not None else self._latest_of(error.table)
+        if latest is None or v <= latest:
             return error
         self.forget(state.version)
         return ForeignGlobalVersion(state.version, [_lacks(error.table, v, latest)], advise=True)
