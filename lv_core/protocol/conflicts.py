@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
-from lv_core.delta.actions import Action, AddFile, Metadata, Protocol, RemoveFile
+from lv_core.delta.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile
+from lv_core.protocol.markers import KEY
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,12 @@ class PredecessorCommit:
     @property
     def changes_metadata(self) -> bool:
         return any(isinstance(a, (Metadata, Protocol)) for a in self.actions)
+
+    @property
+    def lakevilla(self) -> list[dict]:
+        """The LakeVilla fields of its commitInfo (none for a commit made without LakeVilla)."""
+        return [a.payload[KEY] for a in self.actions
+                if isinstance(a, CommitInfo) and isinstance(a.payload.get(KEY), dict)]
 
 
 @dataclass(frozen=True)

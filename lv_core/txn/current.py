@@ -53,17 +53,17 @@ from dataclasses import dataclass
 from lv_core import concurrency
 from lv_core import events as ev
 from lv_core.concurrency import Pool, submit
-from lv_core.delta.actions import CommitInfo, decode_commit
 from lv_core.delta.features import check_readable
 from lv_core.delta.log import DeltaLog
 from lv_core.delta.snapshot import Snapshot, replay
 from lv_core.errors import LvError, NotFound
 from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
-from lv_core.protocol.markers import KEY, VersionState, read_log_version
+from lv_core.protocol.markers import VersionState, read_log_version
 from lv_core.storage.base import ObjectStore
 from lv_core.txn.core import TxnCore
 from lv_core.txn.ops import Operation
+from lv_core.txn.waiting import predecessor
 
 __all__ = ["REWRITES", "CaughtUp", "catch_up", "first_head", "is_latest", "settle", "speculate"]
 
@@ -211,11 +211,10 @@ def catch_up(core: TxnCore, op: Operation) -> CaughtUp | None:
     for st in found:
         if st is None or st.parts:
             break
-        actions = [] if st.kind == "freed" else decode_commit(st.raw, version=st.version, table=table)
-        if any(isinstance(a, CommitInfo) and isinstance(a.payload.get(KEY), dict) and "gvl" in a.payload[KEY]
-               for a in actions):
+        pc = predecessor(table, st)
+        if any("gvl" in lv for lv in pc.lakevilla):
             break  # validated into the global log (or being so): not ours to move past here
-        preds.append(PredecessorCommit(table, st.version, st.txn, actions))
+        preds.append(pc)
     if not preds or first_conflict(core.book.footprints(), preds) is not None:
         return None
     before, read_version = ts.base, ts.read_version

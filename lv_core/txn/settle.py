@@ -11,11 +11,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from lv_core import events as ev
-from lv_core.delta.actions import CommitInfo
 from lv_core.delta.snapshot import Snapshot, apply_actions, replay
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import Conflict, PredecessorCommit, first_conflict
-from lv_core.protocol.markers import KEY
 from lv_core.txn.core import TxnCore
 from lv_core.txn.execute import redo_from
 from lv_core.txn.waiting import Restart, resolve_all
@@ -51,16 +49,11 @@ def rebase(base: Snapshot, preds: list[PredecessorCommit]) -> Snapshot:
     return base
 
 
-def _lakevilla_infos(p: PredecessorCommit) -> list[dict]:
-    """The LakeVilla fields of the commit's commitInfo (none for a commit made without LakeVilla)."""
-    return [a.payload[KEY] for a in p.actions if isinstance(a, CommitInfo) and isinstance(a.payload.get(KEY), dict)]
-
-
 def _in_global_log(preds: list[PredecessorCommit], conflict: Conflict) -> bool:
     """Whether the commit behind ``conflict`` was validated into the global version log (LV[I])."""
     for p in preds:
         if p.table == conflict.table and p.version == conflict.version:
-            return any("gvl" in lv for lv in _lakevilla_infos(p))
+            return any("gvl" in lv for lv in p.lakevilla)
     return False
 
 
@@ -69,7 +62,7 @@ def _forget_stale_key(core: TxnCore, preds: list[PredecessorCommit]) -> None:
     validation key it may have cached is not the current one any more (taking it warm would only fail:
     the commit reads the key instead)."""
     known = core.services.glog.known()
-    if any(isinstance(lv.get("gvl"), int) and lv["gvl"] > known for p in preds for lv in _lakevilla_infos(p)):
+    if any(isinstance(lv.get("gvl"), int) and lv["gvl"] > known for p in preds for lv in p.lakevilla):
         core.services.vlock.remember_free(None)
 
 

@@ -37,7 +37,7 @@ from lv_core.txn.core import TxnCore, out_edges
 from lv_core.txn.state import TableState
 
 __all__ = ["Restart", "add_edges", "expose_for_commit", "expose_later", "expose_predecessors", "exposed_markers",
-           "resolve_all", "shift", "written_tables"]
+           "predecessor", "resolve_all", "shift", "written_tables"]
 
 log = logging.getLogger("lv_core.txn")
 
@@ -358,7 +358,7 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
         got = logged.get(v)
         if got is not None and not (core.iso and got.parts and got.txn != core.id):  # in the log: final
             # (LV[I] waits for the other parts of a multi-table commit outside the global log: below)
-            out.append(_predecessor(ts.name, got))
+            out.append(predecessor(ts.name, got))
             continue
         waited_on: str | None = None
         backoff = concurrency.Backoff(s.poll_min_s, max(s.poll_min_s, s.poll_max_s), factor=1.5)
@@ -415,13 +415,13 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
             core.events.emit(ev.WaitEnded(core.id, table=ts.name, version=v, on_txn=waited_on, outcome=outcome))
         if st.filled:
             core.logged[(ts.name, v)] = st
-        out.append(_predecessor(ts.name, st))
+        out.append(predecessor(ts.name, st))
         if polls > 1:  # time passed: the versions above may have landed meanwhile
             logged, missed = _read_ahead(core, ts.name, versions[i + 1:], first=_landed_lead(ts, versions[i + 1:]))
     return out
 
 
-def _predecessor(table: str, st: VersionState) -> PredecessorCommit:
+def predecessor(table: str, st: VersionState) -> PredecessorCommit:
     """A resolved version below our marker as a predecessor (a freed one changes nothing)."""
     actions = [] if st.kind == "freed" else decode_commit(st.raw, version=st.version, table=table)
     return PredecessorCommit(table, st.version, st.txn, actions)
