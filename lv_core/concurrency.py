@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, TypeVar
 
-__all__ = ["Backoff", "Pool", "REQUESTS", "TASKS", "WAITS", "current_pool", "gather", "submit", "then"]
+__all__ = ["Backoff", "Pool", "REQUESTS", "TASKS", "WAITS", "current_pool", "gather", "may_wait", "submit", "then"]
 
 T = TypeVar("T")
 
@@ -84,9 +84,16 @@ def submit(pool: Pool, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Fu
     return _EXECUTORS[pool].submit(fn, *args, **kwargs)
 
 
+def may_wait(on: Pool) -> bool:
+    """Whether the calling thread may wait on ``on``'s futures (the module's rule)."""
+    me = current_pool()
+    return me is None or on < me
+
+
 def _check_wait(on: Pool) -> None:
     me = current_pool()
-    if me is not None and on >= me:
+    if not may_wait(on):
+        assert me is not None  # a plain thread may wait on any pool
         raise RuntimeError(f"a {me.name} task may not wait on {on.name} futures (lv_core.concurrency's rule)")
 
 

@@ -201,8 +201,7 @@ def shift(core: TxnCore, tables: set[str], reason: str) -> list[Edge]:
         between[t] = found
 
     order = sorted(tables)
-    mine = concurrency.current_pool()
-    if len(order) > 1 and (mine is None or mine > concurrency.Pool.TASKS):
+    if concurrency.may_wait(concurrency.Pool.TASKS):
         concurrency.gather(concurrency.Pool.TASKS, move, order)
     else:  # a TASKS (or REQUESTS) task may not wait on TASKS: one table after another
         for t in order:
