@@ -19,6 +19,13 @@ def lh(tmp_path) -> lv_core.Lakehouse:
     return logged_xy(str(tmp_path / "wh"), {1: 100.0, 5: 500.0})
 
 
+def _append_blindly(lh: lv_core.Lakehouse) -> None:
+    """A blind serializable writer of x (row 7): its global version names x past F."""
+    w = lh.begin("serializable")
+    w.execute(ops.append("x", pa.table({"id": pa.array([7], pa.int64()), "val": pa.array([7.0], pa.float64())})))
+    w.commit()
+
+
 def _txn(tid: str, process: int, *ops_: MicroOp, preset: str = "serializable") -> Txn:
     return Txn(tid, process, tuple(ops_), Outcome.OK, preset=preset)
 
@@ -49,9 +56,7 @@ def test_a_redo_that_leaves_a_marker_table_unwritten_publishes_the_version_it_re
     y = lh.begin(preset)
     y_got = read_kv(y, "y", 1)
     x_got = read_kv(y, "x", 5)
-    w = lh.begin("serializable")  # a blind writer of x: its global version names x past F
-    w.execute(ops.append("x", pa.table({"id": pa.array([7], pa.int64()), "val": pa.array([7.0], pa.float64())})))
-    w.commit()
+    _append_blindly(lh)
     y.commit()
 
     # The history as a list-append one: key "x/5" records row 5's life (1 created, 2 deleted), "y/1" the
@@ -91,9 +96,7 @@ def test_a_redo_that_leaves_nothing_to_write_orders_the_commits_it_read_before_i
     z.commit()
     z2 = lh.begin(preset)
     y_got, x_got = read_kv(z2, "y", 1), read_kv(z2, "x", 5)
-    w = lh.begin("serializable")
-    w.execute(ops.append("x", pa.table({"id": pa.array([7], pa.int64()), "val": pa.array([7.0], pa.float64())})))
-    w.commit()
+    _append_blindly(lh)
     z2.commit()
     history = [
         _txn("setup", 0, MicroOp.append("x/5", 1), MicroOp.append("y/1", 10)),
