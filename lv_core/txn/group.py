@@ -31,25 +31,28 @@ claiming it), so same-table requests are left as they are.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Mapping, TypeVar, Union
+from typing import Any, Callable, Mapping, Sequence, TypeVar, Union
 
 from lv_core import concurrency
 from lv_core import events as ev
 from lv_core.concurrency import Backoff, Pool
 from lv_core.delta.actions import decode_commit, encode_commit
 from lv_core.errors import LvError, NotFound, TransactionAborted
-from lv_core.protocol.commitplan import PlannedCommit, build_plan
+from lv_core.protocol import samegroup as sg
+from lv_core.protocol.commitplan import OVERWRITE_MARKER, PlannedCommit, build_plan
+from lv_core.protocol.conflicts import PredecessorCommit
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect
 from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.layout import marker_key
-from lv_core.protocol.markers import KEY, classify, lakevilla_commit_info
+from lv_core.protocol.markers import KEY, classify, lakevilla_commit_info, read_version
 from lv_core.protocol.parts import close_parts
 from lv_core.protocol.validation import TableAccess, validate
 from lv_core.protocol.vlock import COMMITTING, FreeAnswer, HeldLock, LockRecord, Serving, ValidationTimeout
@@ -61,8 +64,8 @@ from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
 from lv_core.txn.state import Decision, DecisionKind
 
-__all__ = ["SERVE_ROUNDS", "SERVING", "Decided", "Group", "Waiter", "forget", "gather", "in_background", "joined",
-           "keep_serving", "make_request", "serve"]
+__all__ = ["SERVE_ROUNDS", "SERVING", "Decided", "Group", "Waiter", "forget", "gather", "in_background", "gather_same",
+           "joined", "keep_serving", "make_request", "serve", "serve_same"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,9 +80,11 @@ MEMBER_POLL_S = 0.015
 MEMBER_POLLS = 8
 
 
-def make_request(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], known: int) -> Request | None:
+def make_request(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], known: int, *,
+                 early: bool = False) -> Request | None:
     """The commit request of ``core``, or None when another holder may not commit it (a written table
-    without a marker, or a marker on a table it does not write: those need the owner's own commit)."""
+    without a marker, or a marker on a table it does not write: those need the owner's own commit).
+    ``early``: made before its one table's predecessors resolved (:func:`sg.unsettled`)."""
     book = core.book
     markers = {t: (ts.marker_version, ts.marker_etag) for t, ts in book.tables.items()
                if ts.marker_version is not None and ts.marker_etag is not None}
@@ -88,8 +93,13 @@ def make_request(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
     info = {"preset": core.preset, "tables": sorted(writes), "redo": book.redo_count}
     commits = {t: RequestCommit(encode_commit(actions), lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", info),
                                 core.ict(t)) for t, actions in writes.items()}
+    un = None
+    if early:
+        (ts,) = book.tables.values()
+        un = sg.unsettled(ts.base.version, [v for v in ts.pending if v <= ts.base.version],
+                          sg.encode_footprints(book.footprints()))
     return Request(core.id, known, tuple(accesses), core.policy, commits,
-                   {t: (int(v), str(e)) for t, (v, e) in markers.items()})
+                   {t: (int(v), str(e)) for t, (v, e) in markers.items()}, un)
 
 
 class _Named(Enum):
@@ -138,8 +148,21 @@ class Waiter:
         #: free again; probing then finds the version taken and the commit goes the usual way)
         self.settled = True
         self._reading: Future[int] | None = None  # (:meth:`_read_ahead`)
+        #: queued before its predecessors resolved (isolation._queue_early): requests may wait behind it
+        self.early = False
+        self.queuing: Future[None] | None = None  # that early PUT
+
+    def requeue(self, request: Callable[[], Request | None]) -> None:
+        """After a redo the request queued early is stale: queue ``request`` instead (same key: overwritten),
+        or withdraw it when there is none. 1 PUT or DELETE."""
+        self._request, self.queued, old = request, False, self.key
+        self.busy()
+        if not self.queued:
+            withdraw(self.core.store, old)
 
     def busy(self) -> None:
+        if self.queued:  # (queued early: before its predecessors resolved)
+            return
         req = self._request()
         if req is not None:
             put_request(self.core.store, req)
@@ -337,6 +360,8 @@ def _left(req: Request, why: str) -> _Checked | None:
 def _check(store: ObjectStore, state: GvlState, req: Request) -> _Checked | None:
     """Validate one request as its owner would (R1 by versions); its plan entries, validation outcome and
     additions, or None to leave it to its owner."""
+    if req.unsettled is not None:  # (gather leaves them out: only a same-table holder certifies them)
+        return _left(req, "unsettled")
     live = concurrency.submit(Pool.REQUESTS, _markers_live, store, req)  # (GETs one after another: a leaf)
     try:
         outcome = validate(collect(store, state, req.accesses, req.policy, own_txn=req.txn, parallel=1), req.policy)
@@ -369,10 +394,14 @@ def _check(store: ObjectStore, state: GvlState, req: Request) -> _Checked | None
 def gather(store: ObjectStore, own: str | frozenset[str], taken: frozenset[str]) -> list[Request]:
     """The queued requests (other than those of the transaction(s) ``own``) on tables disjoint from
     ``taken`` and each other's. Cost: 1 LIST + 1 GET per request (in parallel)."""
+    return _disjoint(pending(store, skip=own, avoid=taken), taken)
+
+
+def _disjoint(reqs: list[Request], taken: frozenset[str]) -> list[Request]:
     chosen: list[Request] = []
     used = set(taken)
-    for req in pending(store, skip=own, avoid=taken):
-        if req.tables & used:
+    for req in reqs:
+        if req.tables & used or req.unsettled is not None:
             continue
         used |= req.tables
         chosen.append(req)
@@ -395,6 +424,58 @@ def serve(store: ObjectStore, state: GvlState, chosen: list[Request]) -> Group:
     return group
 
 
+def gather_same(store: ObjectStore, own: str, tables: frozenset[str]) -> list[Request]:
+    """The requests queued on the tables ``tables`` alone (same-table group commit). Cost: 1 LIST + 1 GET per
+    such request (in parallel)."""
+    return pending(store, skip=own, only=tables)
+
+
+def _resolved(store: ObjectStore, table: str, v: int) -> PredecessorCommit | None:
+    """Version ``v`` of ``table`` as a resolved predecessor (a freed marker: no action), or None (1 GET)."""
+    try:
+        st = read_version(store, table, v)
+    except (NotFound, LvError):
+        return None
+    if st.kind == "freed":
+        return PredecessorCommit(table, v, st.txn, [])
+    return PredecessorCommit(table, v, st.txn, decode_commit(st.raw, version=v, table=table)) \
+        if st.kind == "commit" else None
+
+
+def serve_same(store: ObjectStore, state: GvlState, txn: str, own: list[PlannedCommit], chosen: list[Request],
+               group: Group) -> None:
+    """Add to ``group`` the unsettled requests of ``chosen`` that may follow the holder ``txn``'s entries
+    ``own`` on their table in the global version after ``state`` (:func:`sg.chain`; live markers as
+    :func:`_check`). Cost: 1 GET per version certifying needs below the holder's and per member marker
+    (in parallel)."""
+    reqs = {r.txn: r for r in chosen}
+    cands = [c for r in chosen if isinstance(c := sg.candidate(r), sg.Candidate)]
+    live = {c.txn: concurrency.submit(Pool.REQUESTS, _markers_live, store, reqs[c.txn]) for c in cands}
+    taken = {t for g in group.members.values() for t in g["tables"]}  # (a settled member's table: not twice)
+    for e in own:
+        mine = [c for c in cands if c.table == e.table]
+        if e.blind or not mine or e.table in taken:
+            continue
+        need = sorted(set().union(*(sg.needs(c, e.version) for c in mine)))
+        log_ = dict(zip(need, concurrency.gather(Pool.REQUESTS, functools.partial(_resolved, store, e.table), need),
+                        strict=True))
+        top = PredecessorCommit(e.table, e.version, txn, decode_commit(e.data, version=e.version, table=e.table))
+        for link in sg.chain(top, mine, log_):
+            c, req = link.candidate, reqs[link.candidate.txn]
+            if link.why is not None or not live[c.txn].result():
+                _left(req, link.why or "markers not live")
+                break
+            info = dict(req.commits[c.table].info)
+            info[KEY] = {**dict(info.get(KEY) or {}), "gvl": state.version + 1}
+            data = commit_info_first(decode_commit(req.commits[c.table].actions), info, req.commits[c.table].ict)
+            group.plan.append(PlannedCommit(c.table, c.marker, data, OVERWRITE_MARKER, req.markers[c.table][1]))
+            group.members[c.txn] = {"tables": [c.table], "at": {c.table: c.marker}, "validation": {
+                "compatible": True, "rule": None, "tables": {c.table: {
+                    "r": c.read, "w": c.marker, "h": c.marker - 1, "l": state.table_version(c.table),
+                    "after": f"{top.txn}@{top.version}"}}}}
+            group.keys.append(req.key)
+
+
 def keep_serving(held: HeldLock, head: GvlState) -> None:
     """After the holder's plan was published as ``head``, while it still holds the lock: commit the
     queued requests in further global versions, as the next holder would, so that no handoff (release,
@@ -406,14 +487,19 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
     found nothing queued."""
     store = held.lock.store
     served = {held.txn, *held.record.group}
+    tops = _tops(held.record.plan, head, {})
     for _ in range(SERVE_ROUNDS):
         found = held.looked()
         if held.lost or found is not None and not found or not threading.main_thread().is_alive():
             return  # (the program is exiting: release, the next holder serves them)
         chosen = [r for r in found or () if isinstance(r, Request) and r.txn not in served]
         if not chosen:  # (read while the last plan was written: requests queued since then count too)
-            chosen = gather(store, frozenset(served), frozenset())
-        group = serve(store, head, chosen)
+            chosen = _look(store, frozenset(served))
+        same = [r for r in chosen if r.unsettled is not None or (len(r.tables) == 1 and r.tables <= set(tops))]
+        settled = [r for r in chosen if r not in same]
+        group = serve(store, head, settled)
+        if same and tops:  # same-table requests behind the last commits published (tops)
+            serve_same(store, head, held.txn, list(tops.values()), same, group)
         held.note_queued(bool(chosen))  # the free record says whether any are left (to their owners)
         if not group.members:
             return
@@ -425,14 +511,27 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
             log.info("validation lock of %s: serving the queue stopped: %s", held.txn, e)
             return
         _withdraw(store, group.keys)
-        if result.gvl is None or len(group.members) < len(chosen):
+        if result.gvl is None or any(r.unsettled is None and r.txn not in group.members for r in chosen):
             return
         head = result.gvl
+        tops = _tops(group.plan, head, tops)
     held.note_queued(True)
 
 
+def _tops(plan: Sequence[PlannedCommit], head: GvlState, tops: Mapping[str, PlannedCommit]) -> dict[str, PlannedCommit]:
+    """Per table, the newest entry of ``plan`` (else of ``tops``) that ``head`` names: what a same-table
+    request may follow in the next round (:func:`serve_same`)."""
+    out = {t: e for t, e in tops.items() if head.table_version(t) == e.version}
+    for e in plan:
+        if head.table_version(e.table) == e.version and not e.blind:
+            out[e.table] = e
+    return out
+
+
 def _look(store: ObjectStore, served: frozenset[str]) -> list[Request]:
-    return gather(store, served, frozenset())
+    """The settled requests :func:`gather` chooses, and the unsettled ones (:func:`serve_same` judges them)."""
+    reqs = pending(store, skip=served)
+    return _disjoint(reqs, frozenset()) + [r for r in reqs if r.unsettled is not None]
 
 
 #: what a holder does for the queue: reads the requests other than those its plans commit while it writes

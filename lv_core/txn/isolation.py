@@ -20,7 +20,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from lv_core import concurrency
 from lv_core import events as ev
+from lv_core.concurrency import Pool
 from lv_core.delta.actions import decode_commit
 from lv_core.errors import LvError, TransactionAborted
 from lv_core.protocol.aborts import aborted
@@ -189,14 +191,30 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
     """Validate and commit under LV[I]: settle marker tables (LV[R]), then run the commit's state machine
     (:mod:`lv_core.txn.commitstep`): read-only; else take the free key with the plan; else wait for the
     key queued for group commit, and validate under it unless another holder decided the transaction."""
+    early: gc.Waiter | None = None
+    runs: list[_Run] = []
+    redos = core.book.redo_count
     if core.markers and core.book.has_markers():
-        settle_markers(core, deadline)  # LV[R]: predecessors resolved and redone, nothing published yet
+        early = _queue_early(core, deadline, lambda w, found: runs[0].on_free(w, found))
+        try:
+            settle_markers(core, deadline)  # LV[R]: predecessors resolved and redone, nothing published yet
+        except BaseException:
+            if early is not None and early.queuing is not None:  # (a holder that read it may still commit it:
+                with contextlib.suppress(LvError):  # the abort's free of the marker decides, as for a lost response)
+                    early.queuing.result()
+                    withdraw(core.store, early.key)
+            raise
+        if early is not None and (early.queuing is None or early.queuing.exception() is not None or not early.queued):
+            early = None
     writes = core.book.writes()
-    run = _Run(core, writes, table_accesses(core, writes), deadline)
+    run = _Run(core, writes, table_accesses(core, writes), deadline, early)
+    runs.append(run)
+    if early is not None and core.book.redo_count != redos:  # the request queued early is stale: the settled one
+        early.requeue(lambda: gc.make_request(core, writes, run.accesses, early.known))
     past = not writes and _read_past_head(core)
     if past:  # judged as validate_read_only judges a redo's reads; placed like a writer's, under the key
         core.policy = dataclasses.replace(core.policy, r1_read_only=True)
-    end = run.drive(*start(writes=bool(writes) or past))
+    end = run.drive(*start(writes=bool(writes) or past, waiting=early is not None and early.queued and bool(writes)))
     if end.phase is Phase.JOINED:
         assert isinstance(run.decided, tuple) and run.waiter is not None
         return gc.joined(core, run.decided, writes, run.waiter.key)
@@ -205,6 +223,24 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
         raise run.error
     assert run.published is not None
     return run.published
+
+
+def _queue_early(core: TxnCore, deadline: float, on_free: Any) -> gc.Waiter | None:
+    """Queue the commit request of a transaction writing one table behind pending predecessors before
+    settling (same-table group commit: a holder before it may commit it; docs/PROTOCOL.md), or None."""
+    book = core.book
+    if len(book.tables) != 1:
+        return None
+    (ts,) = book.tables.values()
+    if ts.marker_version is None or (not ts.pending and ts.marker_version == ts.base.version + 1):
+        return None  # (uncontended: nothing to wait for, nothing queued)
+    writes = book.writes()
+    accesses = table_accesses(core, writes)
+    waiter = gc.Waiter(core, lambda: gc.make_request(core, writes, accesses, waiter.known, early=True), deadline,
+                       on_free=on_free)
+    waiter.early = True
+    waiter.queuing = concurrency.submit(Pool.REQUESTS, waiter.busy)  # 1 PUT beside the settling
+    return waiter
 
 
 class _Run:
@@ -222,6 +258,7 @@ class _Run:
         self.state: GvlState | None = None  # the head validated against
         self.early: dict[str, tuple[int, Future[LogTail]]] = {}  # the written tables' tails, probed or known
         self.chosen: Future[list] | None = None  # the queued requests to serve, read beside
+        self.same: Future[list] | None = None  # the unsettled requests on our tables (gc.serve_same), read beside
         self.group = gc.Group()  # the queued requests committed with ours
         self.outcome: ValidationOutcome | None = None
         self.planned: Planned | None = None
@@ -286,6 +323,7 @@ class _Run:
             self.decided = outcome_of(glog, core.id, self.waiter.known, head=self.state)
             if self.decided is not None:
                 return Answer.DECIDED
+            self._look_behind()
         if not accesses or any(a.marker is None and a.written for a in accesses):
             return Answer.BUSY  # a write without marker is placed by the usual route (next free version, moves)
         if not queued:
@@ -339,12 +377,26 @@ class _Run:
             return False
         return True
 
+    def _look_behind(self) -> None:
+        """Read the requests queued behind ours on our tables (a transaction that queued early: others wait
+        behind it) beside what comes next."""
+        if self.waiter is not None and self.waiter.early:
+            self.same = gc.in_background(gc.gather_same, self.core.store, self.core.id, frozenset(self.writes))
+
+    def _serve_behind(self, verdict: Answer) -> Answer:
+        """Compatible: add the requests behind ours that may follow our entries (gc.serve_same)."""
+        if verdict is Answer.COMPATIBLE and self.same is not None:
+            assert self.state is not None and self.planned is not None
+            gc.serve_same(self.core.store, self.state, self.core.id, self.planned.plan, self.same.result(),
+                          self.group)
+        return verdict
+
     def validate_at_free_head(self) -> Answer:
         """Validate at the free key's head (cold: serving the queue as a holder would)."""
         assert self.state is not None
         if self.chosen is not None:
             self.group = gc.serve(self.core.store, self.state, self.chosen.result())
-        return self._verdict(fast=True)
+        return self._serve_behind(self._verdict(fast=True))
 
     def claim_with_plan(self) -> Answer:
         """PUT-if-match "committing" with the plan on the free record: success proves nobody held the key
@@ -376,8 +428,9 @@ class _Run:
     # ------------------------------------------------------------ the usual route: wait for the key
     def wait_for_key(self) -> Answer:
         core, vlock, writes, accesses = self.core, self.core.services.vlock, self.writes, self.accesses
-        self.waiter = gc.Waiter(core, lambda: gc.make_request(core, writes, accesses, core.services.glog.known()),
-                             self.deadline, on_free=self._on_free)
+        if self.waiter is None:  # (else queued early: commit_isolated)
+            self.waiter = gc.Waiter(core, lambda: gc.make_request(core, writes, accesses, core.services.glog.known()),
+                                    self.deadline, on_free=self.on_free)
         left = max(0.001, self.deadline - time.monotonic())
         try:
             self.held = vlock.acquire_or_join(core.id, self.waiter, timeout_s=left + 3 * vlock.lease_s,
@@ -396,7 +449,7 @@ class _Run:
     def _on_wait(self, rec: LockRecord) -> None:
         self.core.events.emit(ev.Waiting(self.core.id, table=ev.VALIDATION_KEY, version=-1, on_txn=rec.txn))
 
-    def _on_free(self, waiter: gc.Waiter, found: tuple[LockRecord, str]) -> tuple[FreeAnswer, gc.Decided | None]:
+    def on_free(self, waiter: gc.Waiter, found: tuple[LockRecord, str]) -> tuple[FreeAnswer, gc.Decided | None]:
         """Queued, and the key is free: the fast route from the free record found (a run of its own)."""
         run = _Run(self.core, self.writes, self.accesses, self.deadline, waiter, found)
         try:
@@ -425,6 +478,7 @@ class _Run:
         chosen = (gc.in_background(gc.gather, core.store, core.id, frozenset(a.table for a in self.accesses))
                   if held.waited else None)
         gone = gc.in_background(withdraw, core.store, waiter.key) if waiter.queued else None
+        self._look_behind()
         self.early = probe_early(core.store, self.accesses, own_txn=core.id)  # with the head read: one round trip
         self.state = state = held.read_head(core.services.glog)
         if gone is not None:
@@ -435,7 +489,7 @@ class _Run:
 
     def validate_under_key(self) -> Answer:
         assert self.state is not None
-        verdict = self._verdict(fast=False)
+        verdict = self._serve_behind(self._verdict(fast=False))
         if verdict is not Answer.REFUSED:
             assert self.outcome is not None
             _emit(self.core, self.outcome, None if verdict is Answer.INCOMPATIBLE else self.state.version + 1)
