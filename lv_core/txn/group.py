@@ -15,28 +15,21 @@ file-level R1 would fail, and it leaves to the owner every request it does not p
 needing more than plain rules (foreign or pending versions, blind appends that moved, parts of
 multi-table commits outside the log): the owner validates those itself once it holds the lock.
 
-Writers of one table (YCSB A with 8 clients, issue 38) never group: markers order them, and each waits
-for the commit before its marker, so its request is queued only after that commit landed, by which
-time its holder is publishing: a holder's own commit skips it (its tags show the holder's table) and
-the session's look ran while the plan was written, before the request existed (measured with
-:mod:`benchmarks.group_trace`: no request served, none left to its owner). Each writer then takes the key itself as
-soon as it is free (:meth:`Waiter.free`), and what it reads between seeing the key free and claiming it
-is on the path of every commit to the table: the global versions it needs are read ahead
-(:meth:`Waiter._read_ahead`), and tables behind settled markers are not probed (``isolation._Run.find_free_key``).
-Serving such a request from the holder would cost more round trips than the owner's own claim
-(reading the queue and the request, validating, recording the plan, versus seeing the key free and
-claiming it), so same-table requests are left as they are.
+Writers of one table (YCSB A with 8 clients, issue 38) hold consecutive markers, each waiting for the
+commit below its own: they group in the same-table way (:mod:`lv_core.txn.behind`,
+:mod:`lv_core.protocol.samegroup`): a writer behind pending predecessors queues before settling
+(:func:`queue_early`), and a holder ahead of it certifies it against the commits ordered before it and
+writes it after its own entry, in marker order, in its global version.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable, Mapping, Sequence, TypeVar, Union
 
@@ -44,15 +37,13 @@ from lv_core import concurrency
 from lv_core import events as ev
 from lv_core.concurrency import Backoff, Pool
 from lv_core.delta.actions import decode_commit, encode_commit
-from lv_core.errors import LvError, NotFound, TransactionAborted
+from lv_core.errors import LvError, TransactionAborted
 from lv_core.protocol import samegroup as sg
-from lv_core.protocol.commitplan import OVERWRITE_MARKER, PlannedCommit, build_plan
-from lv_core.protocol.conflicts import PredecessorCommit
+from lv_core.protocol.commitplan import PlannedCommit, build_plan
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect
 from lv_core.protocol.ict import commit_info_first
-from lv_core.protocol.layout import marker_key
-from lv_core.protocol.markers import KEY, classify, lakevilla_commit_info, read_version
+from lv_core.protocol.markers import KEY, lakevilla_commit_info
 from lv_core.protocol.parts import close_parts
 from lv_core.protocol.validation import TableAccess, validate
 from lv_core.protocol.vlock import COMMITTING, FreeAnswer, HeldLock, LockRecord, Serving, ValidationTimeout
@@ -60,12 +51,13 @@ from lv_core.protocol.vqueue import CHUNK, Request, RequestCommit, outcome_of, p
 from lv_core.storage.base import ObjectStore
 from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
+from lv_core.txn.behind import Group, markers_live, prepare, serve_same
 from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
 from lv_core.txn.state import Decision, DecisionKind
 
-__all__ = ["SERVE_ROUNDS", "SERVING", "Decided", "Group", "Waiter", "forget", "gather", "in_background", "gather_same",
-           "joined", "keep_serving", "make_request", "serve", "serve_same"]
+__all__ = ["SERVE_ROUNDS", "SERVING", "Decided", "Group", "Waiter", "forget", "gather", "in_background", "joined",
+           "keep_serving", "make_request", "queue_early", "serve"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -100,6 +92,26 @@ def make_request(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
                           sg.encode_footprints(book.footprints()))
     return Request(core.id, known, tuple(accesses), core.policy, commits,
                    {t: (int(v), str(e)) for t, (v, e) in markers.items()}, un)
+
+
+def queue_early(core: TxnCore, accesses_of: Callable[[TxnCore, dict[str, list]], list[TableAccess]], deadline: float,
+                on_free: Callable[["Waiter", tuple[LockRecord, str]], tuple[FreeAnswer, Decided | None]]
+                ) -> "Waiter | None":
+    """Queue the commit request of a transaction writing one table behind pending predecessors before it
+    settles (same-table group commit: a holder before it may commit it; docs/PROTOCOL.md): the waiter,
+    its PUT under way beside the settling (:attr:`Waiter.queuing`), or None."""
+    book = core.book
+    if len(book.tables) != 1:
+        return None
+    (ts,) = book.tables.values()
+    if ts.marker_version is None or (not ts.pending and ts.marker_version == ts.base.version + 1):
+        return None  # (uncontended: nothing to wait for, nothing queued)
+    writes = book.writes()
+    accesses = accesses_of(core, writes)
+    waiter = Waiter(core, lambda: make_request(core, writes, accesses, waiter.known, early=True), deadline, on_free)
+    waiter.early = True
+    waiter.queuing = concurrency.submit(Pool.REQUESTS, waiter.busy)
+    return waiter
 
 
 class _Named(Enum):
@@ -151,6 +163,22 @@ class Waiter:
         #: queued before its predecessors resolved (isolation._queue_early): requests may wait behind it
         self.early = False
         self.queuing: Future[None] | None = None  # that early PUT
+
+    def retract(self, timeout_s: float) -> Decided | None:
+        """Withdraw a request queued early, and learn whether a holder committed it meanwhile (its owner is
+        giving up: its abort must not free a marker, nor delete files, that a published commit uses). A
+        holder session that read the request before the DELETE may still commit it, so the key is taken
+        (every such session has then ended, a dead one rolled forward) and the global versions since
+        :attr:`known` are looked up. Returns how it was committed, or None: it never was, and no holder
+        can commit it any more. Cost: 1 DELETE, a key round, the global versions since."""
+        if self.queuing is not None:
+            with contextlib.suppress(LvError):
+                self.queuing.result()
+        withdraw(self.core.store, self.key)
+        self.queued = False
+        glog = self.core.services.glog
+        with self.core.services.vlock.acquire(self.core.id, timeout_s=timeout_s) as held:
+            return outcome_of(glog, self.core.id, self.known, head=held.read_head(glog))
 
     def requeue(self, request: Callable[[], Request | None]) -> None:
         """After a redo the request queued early is stale: queue ``request`` instead (same key: overwritten),
@@ -319,35 +347,6 @@ def joined(core: TxnCore, found: tuple[GvlState, Mapping[str, Any]], writes: Map
     return Published(versions, {}, state)
 
 
-@dataclass
-class Group:
-    """Queued transactions a holder commits with its own: their plan entries, their tables and
-    validation outcome (the lock record's and plan's ``group``), and read-only tables to add."""
-
-    plan: list[PlannedCommit] = field(default_factory=list)
-    members: dict[str, dict[str, Any]] = field(default_factory=dict)
-    additions: dict[str, int] = field(default_factory=dict)
-    keys: list[str] = field(default_factory=list)  # the members' requests
-
-
-def _markers_live(store: ObjectStore, req: Request) -> bool:
-    """Every marker of the request is still its owner's, unchanged, within the lease it carries: the
-    owner is alive or died less than a lease ago, so recovery (which waits a lease and a grace period
-    before deleting a dead transaction's files) has not removed what the commit references. A
-    transaction renewing a lease object instead is left to itself (its markers' expiry is old).
-    Cost: 1 GET per marker."""
-    for t, (v, etag) in req.markers.items():
-        try:
-            res = store.get(marker_key(t, v))
-        except NotFound:
-            return False
-        st = classify(v, res.data, res.etag, filled=False)
-        if st.kind != "marker" or st.txn != req.txn or res.etag != etag or st.marker is None \
-                or st.marker.lease_expires < time.time():
-            return False
-    return True
-
-
 _Checked = tuple[list[PlannedCommit], dict, dict]  # a request's plan entries, validation outcome, additions
 
 
@@ -362,7 +361,7 @@ def _check(store: ObjectStore, state: GvlState, req: Request) -> _Checked | None
     additions, or None to leave it to its owner."""
     if req.unsettled is not None:  # (gather leaves them out: only a same-table holder certifies them)
         return _left(req, "unsettled")
-    live = concurrency.submit(Pool.REQUESTS, _markers_live, store, req)  # (GETs one after another: a leaf)
+    live = concurrency.submit(Pool.REQUESTS, markers_live, store, req)  # (GETs one after another: a leaf)
     try:
         outcome = validate(collect(store, state, req.accesses, req.policy, own_txn=req.txn, parallel=1), req.policy)
         if not live.result():
@@ -424,58 +423,6 @@ def serve(store: ObjectStore, state: GvlState, chosen: list[Request]) -> Group:
     return group
 
 
-def gather_same(store: ObjectStore, own: str, tables: frozenset[str]) -> list[Request]:
-    """The requests queued on the tables ``tables`` alone (same-table group commit). Cost: 1 LIST + 1 GET per
-    such request (in parallel)."""
-    return pending(store, skip=own, only=tables)
-
-
-def _resolved(store: ObjectStore, table: str, v: int) -> PredecessorCommit | None:
-    """Version ``v`` of ``table`` as a resolved predecessor (a freed marker: no action), or None (1 GET)."""
-    try:
-        st = read_version(store, table, v)
-    except (NotFound, LvError):
-        return None
-    if st.kind == "freed":
-        return PredecessorCommit(table, v, st.txn, [])
-    return PredecessorCommit(table, v, st.txn, decode_commit(st.raw, version=v, table=table)) \
-        if st.kind == "commit" else None
-
-
-def serve_same(store: ObjectStore, state: GvlState, txn: str, own: list[PlannedCommit], chosen: list[Request],
-               group: Group) -> None:
-    """Add to ``group`` the unsettled requests of ``chosen`` that may follow the holder ``txn``'s entries
-    ``own`` on their table in the global version after ``state`` (:func:`sg.chain`; live markers as
-    :func:`_check`). Cost: 1 GET per version certifying needs below the holder's and per member marker
-    (in parallel)."""
-    reqs = {r.txn: r for r in chosen}
-    cands = [c for r in chosen if isinstance(c := sg.candidate(r), sg.Candidate)]
-    live = {c.txn: concurrency.submit(Pool.REQUESTS, _markers_live, store, reqs[c.txn]) for c in cands}
-    taken = {t for g in group.members.values() for t in g["tables"]}  # (a settled member's table: not twice)
-    for e in own:
-        mine = [c for c in cands if c.table == e.table]
-        if e.blind or not mine or e.table in taken:
-            continue
-        need = sorted(set().union(*(sg.needs(c, e.version) for c in mine)))
-        log_ = dict(zip(need, concurrency.gather(Pool.REQUESTS, functools.partial(_resolved, store, e.table), need),
-                        strict=True))
-        top = PredecessorCommit(e.table, e.version, txn, decode_commit(e.data, version=e.version, table=e.table))
-        for link in sg.chain(top, mine, log_):
-            c, req = link.candidate, reqs[link.candidate.txn]
-            if link.why is not None or not live[c.txn].result():
-                _left(req, link.why or "markers not live")
-                break
-            info = dict(req.commits[c.table].info)
-            info[KEY] = {**dict(info.get(KEY) or {}), "gvl": state.version + 1}
-            data = commit_info_first(decode_commit(req.commits[c.table].actions), info, req.commits[c.table].ict)
-            group.plan.append(PlannedCommit(c.table, c.marker, data, OVERWRITE_MARKER, req.markers[c.table][1]))
-            group.members[c.txn] = {"tables": [c.table], "at": {c.table: c.marker}, "validation": {
-                "compatible": True, "rule": None, "tables": {c.table: {
-                    "r": c.read, "w": c.marker, "h": c.marker - 1, "l": state.table_version(c.table),
-                    "after": f"{top.txn}@{top.version}"}}}}
-            group.keys.append(req.key)
-
-
 def keep_serving(held: HeldLock, head: GvlState) -> None:
     """After the holder's plan was published as ``head``, while it still holds the lock: commit the
     queued requests in further global versions, as the next holder would, so that no handoff (release,
@@ -499,7 +446,8 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
         settled = [r for r in chosen if r not in same]
         group = serve(store, head, settled)
         if same and tops:  # same-table requests behind the last commits published (tops)
-            serve_same(store, head, held.txn, list(tops.values()), same, group)
+            serve_same(store, head, held.txn, list(tops.values()), prepare(
+                store, same, {t: e.version for t, e in tops.items()}, {}), group)
         held.note_queued(bool(chosen))  # the free record says whether any are left (to their owners)
         if not group.members:
             return

@@ -20,9 +20,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from lv_core import concurrency
 from lv_core import events as ev
-from lv_core.concurrency import Pool
 from lv_core.delta.actions import decode_commit
 from lv_core.errors import LvError, TransactionAborted
 from lv_core.protocol.aborts import aborted
@@ -39,6 +37,7 @@ from lv_core.protocol.vqueue import outcome_of, withdraw
 from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
 from lv_core.txn import group as gc
+from lv_core.txn.behind import Behind, look_behind, serve_same
 from lv_core.txn.commitstep import Answer, Commit, Phase, Request, start, step
 from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
@@ -47,6 +46,30 @@ from lv_core.txn.settle import settle_markers
 from lv_core.txn.state import Decision, DecisionKind
 
 __all__ = ["commit_isolated", "table_accesses"]
+
+
+def _retract(core: TxnCore, early: gc.Waiter, error: BaseException) -> tuple[GvlState, Mapping[str, Any]]:
+    """Settling failed after the request was queued early: the holder's decision if one committed it (the
+    transaction then ends committed: its settling never redid, or the holder would have found the same
+    conflict), else ``error`` is raised. When that cannot be learnt, the transaction ends undecided (its
+    files kept, the marker resolved by whoever finds it expired: the log decides)."""
+    if isinstance(error, Exception):
+        try:
+            decided = early.retract(3 * core.services.vlock.lease_s)
+        except Exception as why:  # noqa: BLE001 - reported with the error below
+            decided, error = None, _undecided(core, f"{error}; whether a holder committed it is unknown: {why}")
+        if isinstance(decided, tuple):
+            return decided
+    else:  # (interrupted: nothing more is sent)
+        _undecided(core, str(error))
+    raise error
+
+
+def _undecided(core: TxnCore, reason: str) -> LvError:
+    (ts,) = core.book.tables.values()
+    assert ts.marker_version is not None
+    core.book.decision = Decision(DecisionKind.PLAN, {ts.name: ts.marker_version})  # (ending: nothing deleted)
+    return LvError(f"commit undecided: {reason}")
 
 
 def table_accesses(core: TxnCore, writes: dict[str, list]) -> list[TableAccess]:
@@ -195,15 +218,14 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
     runs: list[_Run] = []
     redos = core.book.redo_count
     if core.markers and core.book.has_markers():
-        early = _queue_early(core, deadline, lambda w, found: runs[0].on_free(w, found))
+        early = gc.queue_early(core, table_accesses, deadline, lambda w, found: runs[0].on_free(w, found))
         try:
             settle_markers(core, deadline)  # LV[R]: predecessors resolved and redone, nothing published yet
-        except BaseException:
-            if early is not None and early.queuing is not None:  # (a holder that read it may still commit it:
-                with contextlib.suppress(LvError):  # the abort's free of the marker decides, as for a lost response)
-                    early.queuing.result()
-                    withdraw(core.store, early.key)
-            raise
+        except BaseException as e:
+            if early is None:
+                raise
+            decided = _retract(core, early, e)  # (a holder that read the request may have committed it)
+            return gc.joined(core, decided, core.book.writes(), early.key)
         if early is not None and (early.queuing is None or early.queuing.exception() is not None or not early.queued):
             early = None
     writes = core.book.writes()
@@ -225,24 +247,6 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
     return run.published
 
 
-def _queue_early(core: TxnCore, deadline: float, on_free: Any) -> gc.Waiter | None:
-    """Queue the commit request of a transaction writing one table behind pending predecessors before
-    settling (same-table group commit: a holder before it may commit it; docs/PROTOCOL.md), or None."""
-    book = core.book
-    if len(book.tables) != 1:
-        return None
-    (ts,) = book.tables.values()
-    if ts.marker_version is None or (not ts.pending and ts.marker_version == ts.base.version + 1):
-        return None  # (uncontended: nothing to wait for, nothing queued)
-    writes = book.writes()
-    accesses = table_accesses(core, writes)
-    waiter = gc.Waiter(core, lambda: gc.make_request(core, writes, accesses, waiter.known, early=True), deadline,
-                       on_free=on_free)
-    waiter.early = True
-    waiter.queuing = concurrency.submit(Pool.REQUESTS, waiter.busy)  # 1 PUT beside the settling
-    return waiter
-
-
 class _Run:
     """Performs the requests of one run of the commit's state machine (a method per :class:`Request`)
     and keeps what they read; the machine routes on the answers alone.
@@ -258,7 +262,7 @@ class _Run:
         self.state: GvlState | None = None  # the head validated against
         self.early: dict[str, tuple[int, Future[LogTail]]] = {}  # the written tables' tails, probed or known
         self.chosen: Future[list] | None = None  # the queued requests to serve, read beside
-        self.same: Future[list] | None = None  # the unsettled requests on our tables (gc.serve_same), read beside
+        self.behind: Future[Behind] | None = None  # the requests queued on our tables (serve_same), read beside
         self.group = gc.Group()  # the queued requests committed with ours
         self.outcome: ValidationOutcome | None = None
         self.planned: Planned | None = None
@@ -320,10 +324,10 @@ class _Run:
             if not self._free_head(self.found):
                 return Answer.BUSY
             assert self.state is not None
+            self._look_behind()  # (beside looking for the outcome)
             self.decided = outcome_of(glog, core.id, self.waiter.known, head=self.state)
             if self.decided is not None:
                 return Answer.DECIDED
-            self._look_behind()
         if not accesses or any(a.marker is None and a.written for a in accesses):
             return Answer.BUSY  # a write without marker is placed by the usual route (next free version, moves)
         if not queued:
@@ -379,16 +383,17 @@ class _Run:
 
     def _look_behind(self) -> None:
         """Read the requests queued behind ours on our tables (a transaction that queued early: others wait
-        behind it) beside what comes next."""
-        if self.waiter is not None and self.waiter.early:
-            self.same = gc.in_background(gc.gather_same, self.core.store, self.core.id, frozenset(self.writes))
+        behind it), and what judging them needs, beside what comes next."""
+        core = self.core
+        tops = {t: ts.marker_version for t, ts in core.book.tables.items() if t in self.writes and ts.marker_version}
+        if self.waiter is not None and self.waiter.early and self.behind is None and tops:
+            self.behind = gc.in_background(look_behind, core.store, core.id, tops, dict(core.logged))
 
     def _serve_behind(self, verdict: Answer) -> Answer:
-        """Compatible: add the requests behind ours that may follow our entries (gc.serve_same)."""
-        if verdict is Answer.COMPATIBLE and self.same is not None:
+        """Compatible: add the requests behind ours that may follow our entries (serve_same)."""
+        if verdict is Answer.COMPATIBLE and self.behind is not None:
             assert self.state is not None and self.planned is not None
-            gc.serve_same(self.core.store, self.state, self.core.id, self.planned.plan, self.same.result(),
-                          self.group)
+            serve_same(self.core.store, self.state, self.core.id, self.planned.plan, self.behind.result(), self.group)
         return verdict
 
     def validate_at_free_head(self) -> Answer:
