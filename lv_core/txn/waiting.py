@@ -433,7 +433,11 @@ def _resolve_predecessors(core: TxnCore, ts: TableState, deadline: float) -> lis
             core.logged[(ts.name, v)] = st
         out.append(predecessor(ts.name, st))
         if polls > 1:  # time passed: the versions above may have landed meanwhile
-            logged, missed = _read_ahead(core, ts.name, versions[i + 1:], first=_landed_lead(ts, versions[i + 1:]))
+            rest = versions[i + 1:]
+            # a commit validated into a global version lands with the rest of its plan (a same-table group:
+            # the versions after it, written one after another): read those at once, not one, two, four...
+            grouped = any("gvl" in lv for lv in out[-1].lakevilla)
+            logged, missed = _read_ahead(core, ts.name, rest, first=len(rest) if grouped else _landed_lead(ts, rest))
     return out
 
 
