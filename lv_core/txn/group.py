@@ -174,6 +174,8 @@ class Waiter:
         if self.queuing is not None:
             with contextlib.suppress(LvError):
                 self.queuing.result()
+        if not self.key:
+            return None  # (no request was made)
         withdraw(self.core.store, self.key)
         self.queued = False
         glog = self.core.services.glog
@@ -193,8 +195,8 @@ class Waiter:
             return
         req = self._request()
         if req is not None:
+            self.key = req.key  # (set first: a PUT whose answer is lost may have queued it)
             put_request(self.core.store, req)
-            self.key = req.key
             self.queued = True
 
     def done(self, record: LockRecord | None) -> bool:

@@ -226,7 +226,9 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
                 raise
             decided = _retract(core, early, e)  # (a holder that read the request may have committed it)
             return gc.joined(core, decided, core.book.writes(), early.key)
-        if early is not None and (early.queuing is None or early.queuing.exception() is not None or not early.queued):
+        if early is not None and early.queuing is not None and early.queuing.exception() is not None:
+            early.queued = bool(early.key)  # (the PUT may have landed: its outcome is looked up as a queued one's)
+        if early is not None and not early.queued:
             early = None
     writes = core.book.writes()
     run = _Run(core, writes, table_accesses(core, writes), deadline, early)
