@@ -18,8 +18,9 @@ refresh, file skipping, conflict checker and commit retries) as the plain open-t
 
 Point operations find the file(s) holding a key through the ``id`` min/max statistics of each data
 file (data skipping, as delta-rs and Spark do), and declare exactly that predicate to LakeVilla's
-conflict detection (``may_match``), so two updates of different keys in different files never
-conflict. Reads are not "exposed" (the YCSB client consumes values only after commit).
+conflict detection (``may_match``, as a :class:`~lv_core.engine.skipping.FileFilter` of ``id = key``: data a
+group-commit holder can judge for the owner, docs/PROTOCOL.md), so two updates of different keys in
+different files never conflict. Reads are not "exposed" (the YCSB client consumes values only after commit).
 """
 
 from __future__ import annotations
@@ -185,6 +186,15 @@ def _may_hold(key: int) -> Callable[[Any], bool]:
     return match
 
 
+def _predicate(ctx: Any, key: int) -> Any:
+    """``id = key`` as the scan predicate LakeVilla's conflict detection gets (serializable: a FileFilter)."""
+    from lv_core.delta.colmap import column_mapping
+    from lv_core.engine.skipping import file_filter
+
+    snap = ctx.snapshot(TABLE)
+    return file_filter(f"id = {int(key)}", snap.schema, snap.partition_columns, column_mapping(snap).names)
+
+
 def lv_read(key: int):
     """Point read with data skipping; a predicate read of ``id = key`` for conflict detection."""
     import pyarrow.compute as pc
@@ -200,7 +210,7 @@ def lv_read(key: int):
         data = read_data_files(ctx.store, TABLE, files, snap.schema, snap.partition_columns)
         data = data.filter(pc.equal(data["id"], key))
         return OpResult(value=data.num_rows, reads={TABLE: {f.path for f in files}}, scans={TABLE},
-                        may_match={TABLE: match})
+                        may_match={TABLE: _predicate(ctx, key)})
 
     return Operation("read", (TABLE,), run, logical={"ycsb": "read", "key": key}, exposed=False)
 
@@ -219,7 +229,7 @@ def lv_update(key: int, field: str, value: str):
     def run(ctx: Any) -> OpResult:
         snap = ctx.snapshot(TABLE)
         res = OpResult(value=0, reads={TABLE: set()}, scans={TABLE}, adds={TABLE: []}, removes={TABLE: []},
-                       may_match={TABLE: match})
+                       may_match={TABLE: _predicate(ctx, key)})
         for f in [f for f in ctx.files(TABLE).values() if match(f)]:
             data = read_data_files(ctx.store, TABLE, [f], snap.schema, snap.partition_columns)
             res.reads[TABLE].add(f.path)

@@ -334,6 +334,8 @@ class FileFilter:
     def __init__(self, where: Optional[str], schema: DeltaSchema, partition_columns: Sequence[str] = (),
                  physical: Optional[Mapping[str, str]] = None) -> None:
         self.where = where
+        self._spec = {"where": where, "schema": schema.to_json(), "partition_columns": list(partition_columns),
+                      "physical": dict(physical) if physical is not None else None}
         self._pred: Optional[Pred] = None
         if where is None or not str(where).strip():
             return
@@ -356,6 +358,18 @@ class FileFilter:
 
     def __repr__(self) -> str:
         return f"FileFilter({self.where!r})"
+
+    def spec(self) -> dict[str, Any]:
+        """Everything the filter is made of, JSON-able: :meth:`from_spec` rebuilds the same test elsewhere
+        (a group-commit holder checks a queued commit's predicate with it: docs/PROTOCOL.md)."""
+        return dict(self._spec)
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> "FileFilter":
+        """The filter :meth:`spec` describes (raises ValueError, KeyError or TypeError when malformed)."""
+        physical = spec.get("physical")
+        return cls(spec["where"], DeltaSchema.from_json(spec["schema"]), [str(c) for c in spec["partition_columns"]],
+                   None if physical is None else {str(k): str(v) for k, v in dict(physical).items()})
 
 
 def file_filter(where: Optional[str], schema: DeltaSchema, partition_columns: Sequence[str] = (),

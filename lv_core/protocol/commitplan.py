@@ -166,16 +166,19 @@ def check_entry(e: PlannedCommit) -> PlannedCommit:
 
 
 def check_plan(plan: Sequence[PlannedCommit], additions: Mapping[str, int] | None = None) -> None:
-    """Raise :class:`InvalidPlan` unless every entry passes :func:`check_entry`, no table has two
-    entries, and every addition maps a valid table name to a non-negative int (pure; no I/O)."""
-    seen: set[str] = set()
+    """Raise :class:`InvalidPlan` unless every entry passes :func:`check_entry`, a table's entries (several
+    only in a same-table group: docs/PROTOCOL.md) are at increasing versions in plan order, none blind,
+    and every addition maps a valid table name to a non-negative int (pure; no I/O)."""
+    last: dict[str, PlannedCommit] = {}
     for e in plan:
         if not isinstance(e, PlannedCommit):
             raise InvalidPlan(f"a plan entry must be a PlannedCommit, not {type(e).__name__}")
         check_entry(e)
-        if e.table in seen:
-            raise InvalidPlan(f"the plan names table {e.table!r} twice")
-        seen.add(e.table)
+        before = last.get(e.table)
+        if before is not None and (e.version <= before.version or e.blind or before.blind):
+            raise InvalidPlan(f"the plan names table {e.table!r} twice, not at increasing versions of non-blind "
+                              "commits")
+        last[e.table] = e
     for t, v in (additions or {}).items():
         _version(v, f"the version of addition {_table(t, 'addition')!r}")
 
@@ -209,19 +212,28 @@ def parse_group(group: Any, plan: Sequence[PlannedCommit]) -> dict[str, dict[str
         return {}
     if not isinstance(group, Mapping):
         raise InvalidPlan(f"group must be a JSON object, not {type(group).__name__}")
-    planned = {e.table for e in plan}
-    seen: set[str] = set()
+    planned: dict[str, list[int]] = {}
+    for e in plan:
+        planned.setdefault(e.table, []).append(e.version)
+    seen: set[tuple[str, int]] = set()
     out: dict[str, dict[str, Any]] = {}
     for m, entry in group.items():
         tables = entry.get("tables") if isinstance(entry, Mapping) else None
         validation = entry.get("validation") if isinstance(entry, Mapping) else None
-        if not (isinstance(m, str) and m) or not isinstance(tables, list) or not isinstance(validation, dict):
+        at = entry.get("at", {}) if isinstance(entry, Mapping) else None
+        if not (isinstance(m, str) and m) or not isinstance(tables, list) or not isinstance(validation, dict) \
+                or not isinstance(at, Mapping):
             raise InvalidPlan(f"group entry {m!r} must map a transaction id to its tables and validation")
         for t in tables:
-            if t not in planned or t in seen:
+            v = at.get(t) if isinstance(t, str) else None
+            versions = planned.get(t) if isinstance(t, str) else None
+            if versions is None or (v is None and len(versions) != 1) or (v is not None and v not in versions):
                 raise InvalidPlan(f"group entry {m!r} names table {t!r} that the plan does not hold once")
-            seen.add(t)
-        out[m] = {"tables": tuple(tables), "validation": validation}
+            key = (t, versions[0] if v is None else _version(v, f"group entry {m!r} at {t!r}"))
+            if key in seen:
+                raise InvalidPlan(f"group entry {m!r} names table {t!r} that the plan does not hold once")
+            seen.add(key)
+        out[m] = {"tables": tuple(tables), "validation": validation, **({"at": dict(at)} if at else {})}
     return out
 
 
@@ -465,24 +477,24 @@ def execute_plan(
         GlobalLogConflict: ``gvl_base + 1`` was published by another transaction (mutual exclusion broken).
         StorageError: a request failed; the state is unknown but running the plan again is safe.
     """
-    owner = {t: m for m, g in (group or {}).items() for t in g["tables"]}
-    parts: dict[str, list[PlannedCommit]] = {txn: []}
-    for e in plan:
-        parts.setdefault(owner.get(e.table, txn), []).append(e)
-    if len(parts) > 1:
-        # each transaction's writes on TASKS (its marker overwrites are requests it waits on)
-        members = list(parts)
-        results = dict(zip(members, concurrency.gather(concurrency.Pool.TASKS, lambda m: _run(store, m, parts[m]),
-                                                       members), strict=True))
+    parts = _parts(plan, group or {}, txn)
+    lanes = _lanes(parts)
+    if len(lanes) > 1:
+        # each lane's writes on TASKS (its marker overwrites are requests it waits on)
+        results = {m: r for got in concurrency.gather(concurrency.Pool.TASKS, lambda ln: _lane(store, ln, parts), lanes)
+                   for m, r in got.items()}
     else:
-        results = {txn: _run(store, txn, parts[txn])}
+        results = _lane(store, lanes[0], parts)
     own = results[txn]
     outcome = {m: {**({"versions": r.versions} if r.committed else {"rule": r.rule, "reason": r.reason}),
                    "validation": dict((group or {}).get(m, {}).get("validation") or {})}
                for m, r in results.items() if m != txn}
     if not own.committed and not outcome:
         return own
-    versions = {t: v for r in results.values() if r.committed for t, v in r.versions.items()}
+    versions: dict[str, int] = {}
+    for r in results.values():
+        for t, v in (r.versions if r.committed else {}).items():
+            versions[t] = max(v, versions.get(t, v))
     updates = {**dict(additions or {}), **versions}
     if base is None or base.version != gvl_base:
         base = glog.at(gvl_base)
@@ -496,6 +508,53 @@ def execute_plan(
     if not own.committed:
         return dataclasses.replace(own, group=outcome)
     return PlanResult(True, own.versions, published, group=outcome)
+
+
+def _parts(plan: Sequence[PlannedCommit], group: Mapping[str, Mapping[str, Any]],
+           txn: str) -> dict[str, list[PlannedCommit]]:
+    """Each transaction's entries (the holder ``txn``'s first; a member's by its tables, or by table and
+    version where its group entry says ``at``: a same-table group)."""
+    at = {(t, int(v)): m for m, g in group.items() for t, v in dict(g.get("at") or {}).items()}
+    owner = {t: m for m, g in group.items() for t in g["tables"] if t not in dict(g.get("at") or {})}
+    parts: dict[str, list[PlannedCommit]] = {txn: []}
+    for e in plan:
+        parts.setdefault(at.get((e.table, e.version)) or owner.get(e.table, txn), []).append(e)
+    return parts
+
+
+def _lanes(parts: Mapping[str, Sequence[PlannedCommit]]) -> list[list[str]]:
+    """The transactions grouped by shared tables, each lane in plan order (the holder's first): a lane's
+    transactions are written one after another, lanes in parallel."""
+    lanes: list[tuple[set[str], list[str]]] = []
+    for m, entries in parts.items():
+        tables = {e.table for e in entries}
+        joined = [ln for ln in lanes if ln[0] & tables]
+        merged = (tables.union(*(ln[0] for ln in joined)), [x for ln in joined for x in ln[1]] + [m])
+        lanes = [ln for ln in lanes if ln not in joined] + [merged]
+    order = list(parts)
+    return [sorted(ln[1], key=order.index) for ln in lanes]
+
+
+def _lane(store: ObjectStore, lane: Sequence[str],
+          parts: Mapping[str, Sequence[PlannedCommit]]) -> dict[str, PlanResult]:
+    """Write a lane's transactions in order. A same-table member is certified against the entries before it
+    on its table: once one of those did not land, it is not written either (broken, rule R2), so the log
+    never holds a member's commit after anything but what it was certified against, and never a gap (each
+    version is written after the one below it)."""
+    broken: dict[str, str] = {}  # table -> the transaction whose entry there did not land
+    out: dict[str, PlanResult] = {}
+    for m in lane:
+        entries = parts[m]
+        hit = sorted(e.table for e in entries if e.table in broken)
+        if hit:
+            out[m] = PlanResult(False, rule="R2", reason=(
+                f"R2 (version taken): the commit of transaction {broken[hit[0]]} on table {hit[0]!r}, which this "
+                "one was validated after in the same global version, did not land. Help: retry the transaction."))
+        else:
+            out[m] = _run(store, m, entries)
+        if not out[m].committed:
+            broken.update({e.table: m for e in entries if e.table not in broken})
+    return out
 
 
 def _void(store: ObjectStore, txn: str, parts: Mapping[str, Sequence[PlannedCommit]],

@@ -478,7 +478,15 @@ class GlobalLog:
             log.warning("could not update %s: %s", GVL_LATEST_KEY, e)
 
     def _advance(self, state: GvlState) -> GvlState:
-        """From a version known to exist (or -1), find the head: linear GETs, then gallop."""
+        """From a version known to exist (or -1), find the head: linear GETs, then gallop. Versions this
+        instance read already (e.g. a group-commit member looking for the version naming it) are not read
+        again: published versions never change."""
+        while True:
+            with self._lock:
+                ahead = self._cache.get(state.version + 1)
+            if ahead is None:
+                break
+            state = ahead
         for _ in range(self.linear_probes):
             nxt = self._get(state.version + 1, state)
             if nxt is None:

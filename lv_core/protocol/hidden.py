@@ -116,13 +116,16 @@ def changes_since(store: ObjectStore, inp: TableInputs, footprints: Sequence[OpF
     schema/protocol change (:func:`lv_core.protocol.conflicts.first_conflict`, as redo uses it), or
     a pending marker (content unknown). Freed markers and the transaction's own versions are skipped.
 
-    Cost: one GET per version in ``(r, h]`` (none when ``r >= h``).
+    Cost: one GET per version in ``(r, h]`` (none when ``r >= h``), in parallel.
     """
     assert inp.r is not None and inp.h is not None
     ops = [f for f in footprints if f.touches(inp.table)]
     out: list[Change] = []
-    for v in range(inp.r + 1, inp.h + 1):
-        st = read_version(store, inp.table, v)
+    versions = range(inp.r + 1, inp.h + 1)  # (read in parallel: one round trip, not one per version)
+    states = (concurrency.gather(concurrency.Pool.REQUESTS, lambda v: read_version(store, inp.table, v), versions,
+                                 limit=8) if concurrency.may_wait(concurrency.Pool.REQUESTS)
+              else [read_version(store, inp.table, v) for v in versions])
+    for v, st in zip(versions, states, strict=True):
         if own_txn is not None and st.txn == own_txn:
             continue
         if st.pending or (st.parts and unfinished_part(store, inp.table, st) is not None):

@@ -79,8 +79,8 @@ class LockRecord:
         if self.state == COMMITTING:
             body.update(plan=[e.to_json() for e in self.plan], plan_txn=self.plan_txn, additions=dict(self.additions))
             if self.group:
-                body["group"] = {m: {"tables": list(g["tables"]), "validation": g.get("validation") or {}}
-                                 for m, g in self.group.items()}
+                body["group"] = {m: {"tables": list(g["tables"]), "validation": g.get("validation") or {},
+                                     **({"at": dict(g["at"])} if g.get("at") else {})} for m, g in self.group.items()}
         if self.recovering:
             body["recovering"] = self.recovering
         return json.dumps(body, separators=(",", ":")).encode()

@@ -24,6 +24,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -339,8 +340,8 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo, *
     object) while the log is checked for it (1 HEAD, at the same time: one round trip): a writer that
     ignores markers may have taken the version, and then the claim is withdrawn (its object deleted)
     and the next version tried; losing the race for the marker object means: try the next version,
-    and after a second loss in a row (the start was stale: others claimed several versions), read
-    forward instead (1 LIST of the claims past it) and try just above the highest.
+    and after a second loss in a row (the start was stale: others claimed several versions), try just
+    above the highest claim past it (1 LIST, sent with the second try: one round trip less under contention).
     A writer that ignores markers may still take the version after the check: the commit then finds
     it taken and the transaction moves its marker. ``check_log=False`` skips the check for the first
     candidate (the caller has just seen the log end below it; the commit still finds a taken version).
@@ -348,6 +349,7 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo, *
     data = encode_marker(info)
     v = start
     attempts = lost = 0
+    listing: Future[int] | None = None  # the LIST started at the first loss, beside the next try
     while True:
         attempts += 1
         held = (concurrency.submit(concurrency.Pool.REQUESTS, store.exists, commit_key(table, v))
@@ -358,7 +360,13 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo, *
             if held is not None:
                 held.result()
             lost += 1
-            v = _highest_claim(store, table, v) + 1 if lost >= 2 else v + 1
+            if listing is not None:  # (two losses in a row: the start was stale; jump past the highest claim)
+                v, listing = max(v, listing.result()) + 1, None
+            elif lost >= 2:
+                v = _highest_claim(store, table, v) + 1
+            else:
+                listing = concurrency.submit(concurrency.Pool.REQUESTS, _highest_claim, store, table, v)
+                v += 1
             continue
         if held is None or not held.result():
             return v, etag, attempts

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 
+from lv_core import concurrency
 from lv_core.delta.actions import Action, decode_commit
 from lv_core.delta.errors import VersionNotFound
 from lv_core.delta.log import DeltaLog
@@ -21,6 +22,9 @@ from lv_core.delta.table import validate_table_name
 from lv_core.errors import LvError, NotFound, TableNotFound
 from lv_core.protocol.markers import VersionState, fill_version, read_version
 from lv_core.storage.base import ObjectStore
+
+#: the most versions :meth:`TableLogs.resolved_view` reads at once
+_PARALLEL = 8
 
 
 class LaterSnapshot:
@@ -159,11 +163,21 @@ class TableLogs:
         last_resolved: Snapshot = snap
         in_log = True  # every version so far is in the Delta log
         below: bytes | None = None  # the Delta file of v - 1, once read here
-        for v in range(snap.version + 1, upto + 1):
+
+        def one(v: int) -> VersionState | None:
             try:
-                st = read_version(store, table, v)
+                return read_version(store, table, v)
             except NotFound:
-                raise VersionNotFound(table, upto, latest=v - 1) from None
+                return None
+
+        # (the versions read in parallel: one round trip, or two past the log's end, not one or two per version)
+        versions = range(snap.version + 1, upto + 1)
+        states = (concurrency.gather(concurrency.Pool.REQUESTS, one, versions, limit=_PARALLEL)
+                  if concurrency.may_wait(concurrency.Pool.REQUESTS) else [one(v) for v in versions])
+        for v, found in zip(versions, states, strict=True):
+            if found is None:
+                raise VersionNotFound(table, upto, latest=v - 1)
+            st = found
             if not st.filled and st.kind == "freed" and in_log:
                 st = fill_version(store, table, v, st, below=below) or st
             below = st.raw if st.filled else None

@@ -91,6 +91,10 @@ class Request:
         policy: its preset's rules.
         commits: written table -> its commit.
         markers: written table -> (marker version, marker etag); every written table has one.
+        unsettled: queued before its predecessors resolved (same-table group commit,
+            :mod:`lv_core.protocol.samegroup`): what it read (:func:`~lv_core.protocol.samegroup.unsettled`).
+            Such a request is only committed by a holder that certifies it against those predecessors;
+            None: settled (every version below its markers resolved and redone on).
     """
 
     txn: str
@@ -99,6 +103,7 @@ class Request:
     policy: Policy
     commits: Mapping[str, RequestCommit]
     markers: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    unsettled: Mapping[str, Any] | None = None
 
     @property
     def tables(self) -> frozenset[str]:
@@ -115,6 +120,7 @@ class Request:
             "commits": {t: {"actions": c.actions.decode(), "info": dict(c.info), "ict": c.ict}
                         for t, c in self.commits.items()},
             "markers": {t: [v, e] for t, (v, e) in self.markers.items()},
+            **({} if self.unsettled is None else {"unsettled": dict(self.unsettled)}),
         }, separators=(",", ":")).encode()
 
     @classmethod
@@ -130,7 +136,9 @@ class Request:
             commits = {str(t): RequestCommit(str(c["actions"]).encode(), dict(c["info"]), bool(c["ict"]))
                        for t, c in dict(b["commits"]).items()}
             markers = {str(t): (int(m[0]), str(m[1])) for t, m in dict(b["markers"]).items()}
-            req = cls(str(b["txn"]), int(b["known"]), accesses, Policy(**b["policy"]), commits, markers)
+            un = b.get("unsettled")
+            req = cls(str(b["txn"]), int(b["known"]), accesses, Policy(**b["policy"]), commits, markers,
+                      None if un is None else dict(un))
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise ValueError(f"malformed validation request ({e})") from None
         written = {a.table for a in accesses if a.written}
@@ -155,16 +163,19 @@ def withdraw(store: ObjectStore, key: str) -> None:
 
 
 def pending(store: ObjectStore, *, skip: str | Iterable[str] = (), avoid: Iterable[str] = (),
-            limit: int = MAX_GROUP) -> list[Request]:
+            limit: int = MAX_GROUP, only: Iterable[str] | None = None) -> list[Request]:
     """The queued requests (oldest txn ids first, at most ``limit``) other than those of the transaction(s)
-    ``skip``, leaving out those whose key's tags show a table of ``avoid`` (without reading them) and
-    malformed or vanished ones. Cost: 1 LIST + 1 GET per request read (in parallel)."""
+    ``skip``, leaving out those whose key's tags show a table of ``avoid``, or (``only``) a table not in
+    ``only`` (without reading them), and malformed or vanished ones. Cost: 1 LIST + 1 GET per request read
+    (in parallel)."""
     busy = {tag(t) for t in avoid}
+    allowed = None if only is None else {tag(t) for t in only}
     skipped = {skip} if isinstance(skip, str) else set(skip)
     keys = []
     for meta in store.list(VQ_PREFIX):
         parsed = parse_key(meta.key)
-        if parsed is None or parsed[0] in skipped or (parsed[1] is not None and parsed[1] & busy):
+        if parsed is None or parsed[0] in skipped or (parsed[1] is not None and parsed[1] & busy) or (
+                allowed is not None and (parsed[1] is None or not parsed[1] <= allowed)):
             continue
         keys.append((parsed[0], meta.key))
     keys = sorted(keys)[:limit]

@@ -142,8 +142,11 @@ _SEND: dict[Phase, tuple[Request, ...]] = {
 }
 
 
-def start(*, writes: bool, queued: bool = False) -> tuple[Commit, list[Request]]:
-    """The first phase: read-only, or the free key (a queued transaction's try of it: ``queued``)."""
+def start(*, writes: bool, queued: bool = False, waiting: bool = False) -> tuple[Commit, list[Request]]:
+    """The first phase: read-only, or the free key (a queued transaction's try of it: ``queued``), or
+    (``waiting``: its request was queued before its predecessors resolved) the wait, already queued."""
+    if waiting:
+        return _enter(Commit(Phase.WAIT))
     return _enter(Commit(Phase.FREE_KEY if writes or queued else Phase.READ_ONLY, queued))
 
 

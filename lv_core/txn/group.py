@@ -15,17 +15,11 @@ file-level R1 would fail, and it leaves to the owner every request it does not p
 needing more than plain rules (foreign or pending versions, blind appends that moved, parts of
 multi-table commits outside the log): the owner validates those itself once it holds the lock.
 
-Writers of one table (YCSB A with 8 clients, issue 38) never group: markers order them, and each waits
-for the commit before its marker, so its request is queued only after that commit landed, by which
-time its holder is publishing: a holder's own commit skips it (its tags show the holder's table) and
-the session's look ran while the plan was written, before the request existed (measured with
-:mod:`benchmarks.group_trace`: no request served, none left to its owner). Each writer then takes the key itself as
-soon as it is free (:meth:`Waiter.free`), and what it reads between seeing the key free and claiming it
-is on the path of every commit to the table: the global versions it needs are read ahead
-(:meth:`Waiter._read_ahead`), and tables behind settled markers are not probed (``isolation._Run.find_free_key``).
-Serving such a request from the holder would cost more round trips than the owner's own claim
-(reading the queue and the request, validating, recording the plan, versus seeing the key free and
-claiming it), so same-table requests are left as they are.
+Writers of one table (YCSB A with 8 clients, issue 38) hold consecutive markers, each waiting for the
+commit below its own: they group in the same-table way (:mod:`lv_core.txn.behind`,
+:mod:`lv_core.protocol.samegroup`): a writer behind pending predecessors queues before settling
+(:func:`queue_early`), and a holder ahead of it certifies it against the commits ordered before it and
+writes it after its own entry, in marker order, in its global version.
 """
 
 from __future__ import annotations
@@ -35,21 +29,21 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Mapping, TypeVar, Union
+from typing import Any, Callable, Mapping, Sequence, TypeVar, Union
 
 from lv_core import concurrency
 from lv_core import events as ev
 from lv_core.concurrency import Backoff, Pool
 from lv_core.delta.actions import decode_commit, encode_commit
-from lv_core.errors import LvError, NotFound, TransactionAborted
+from lv_core.errors import LvError, TransactionAborted
+from lv_core.protocol import samegroup as sg
 from lv_core.protocol.commitplan import PlannedCommit, build_plan
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect
 from lv_core.protocol.ict import commit_info_first
-from lv_core.protocol.layout import marker_key
-from lv_core.protocol.markers import KEY, classify, lakevilla_commit_info
+from lv_core.protocol.markers import KEY, lakevilla_commit_info
 from lv_core.protocol.parts import close_parts
 from lv_core.protocol.validation import TableAccess, validate
 from lv_core.protocol.vlock import COMMITTING, FreeAnswer, HeldLock, LockRecord, Serving, ValidationTimeout
@@ -57,12 +51,13 @@ from lv_core.protocol.vqueue import CHUNK, Request, RequestCommit, outcome_of, p
 from lv_core.storage.base import ObjectStore
 from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
+from lv_core.txn.behind import Group, markers_live, prepare, serve_same
 from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
 from lv_core.txn.state import Decision, DecisionKind
 
 __all__ = ["SERVE_ROUNDS", "SERVING", "Decided", "Group", "Waiter", "forget", "gather", "in_background", "joined",
-           "keep_serving", "make_request", "serve"]
+           "keep_serving", "make_request", "queue_early", "serve"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,9 +72,11 @@ MEMBER_POLL_S = 0.015
 MEMBER_POLLS = 8
 
 
-def make_request(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], known: int) -> Request | None:
+def make_request(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], known: int, *,
+                 early: bool = False) -> Request | None:
     """The commit request of ``core``, or None when another holder may not commit it (a written table
-    without a marker, or a marker on a table it does not write: those need the owner's own commit)."""
+    without a marker, or a marker on a table it does not write: those need the owner's own commit).
+    ``early``: made before its one table's predecessors resolved (:func:`sg.unsettled`)."""
     book = core.book
     markers = {t: (ts.marker_version, ts.marker_etag) for t, ts in book.tables.items()
                if ts.marker_version is not None and ts.marker_etag is not None}
@@ -88,8 +85,33 @@ def make_request(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
     info = {"preset": core.preset, "tables": sorted(writes), "redo": book.redo_count}
     commits = {t: RequestCommit(encode_commit(actions), lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", info),
                                 core.ict(t)) for t, actions in writes.items()}
+    un = None
+    if early:
+        (ts,) = book.tables.values()
+        un = sg.unsettled(ts.base.version, [v for v in ts.pending if v <= ts.base.version],
+                          sg.encode_footprints(book.footprints()))
     return Request(core.id, known, tuple(accesses), core.policy, commits,
-                   {t: (int(v), str(e)) for t, (v, e) in markers.items()})
+                   {t: (int(v), str(e)) for t, (v, e) in markers.items()}, un)
+
+
+def queue_early(core: TxnCore, accesses_of: Callable[[TxnCore, dict[str, list]], list[TableAccess]], deadline: float,
+                on_free: Callable[["Waiter", tuple[LockRecord, str]], tuple[FreeAnswer, Decided | None]]
+                ) -> "Waiter | None":
+    """Queue the commit request of a transaction writing one table behind pending predecessors before it
+    settles (same-table group commit: a holder before it may commit it; docs/PROTOCOL.md): the waiter,
+    its PUT under way beside the settling (:attr:`Waiter.queuing`), or None."""
+    book = core.book
+    if len(book.tables) != 1:
+        return None
+    (ts,) = book.tables.values()
+    if ts.marker_version is None or (not ts.pending and ts.marker_version == ts.base.version + 1):
+        return None  # (uncontended: nothing to wait for, nothing queued)
+    writes = book.writes()
+    accesses = accesses_of(core, writes)
+    waiter = Waiter(core, lambda: make_request(core, writes, accesses, waiter.known, early=True), deadline, on_free)
+    waiter.early = True
+    waiter.queuing = concurrency.submit(Pool.REQUESTS, waiter.busy)
+    return waiter
 
 
 class _Named(Enum):
@@ -138,12 +160,43 @@ class Waiter:
         #: free again; probing then finds the version taken and the commit goes the usual way)
         self.settled = True
         self._reading: Future[int] | None = None  # (:meth:`_read_ahead`)
+        #: queued before its predecessors resolved (isolation._queue_early): requests may wait behind it
+        self.early = False
+        self.queuing: Future[None] | None = None  # that early PUT
+
+    def retract(self, timeout_s: float) -> Decided | None:
+        """Withdraw a request queued early, and learn whether a holder committed it meanwhile (its owner is
+        giving up: its abort must not free a marker, nor delete files, that a published commit uses). A
+        holder session that read the request before the DELETE may still commit it, so the key is taken
+        (every such session has then ended, a dead one rolled forward) and the global versions since
+        :attr:`known` are looked up. Returns how it was committed, or None: it never was, and no holder
+        can commit it any more. Cost: 1 DELETE, a key round, the global versions since."""
+        if self.queuing is not None:
+            with contextlib.suppress(LvError):
+                self.queuing.result()
+        if not self.key:
+            return None  # (no request was made)
+        withdraw(self.core.store, self.key)
+        self.queued = False
+        glog = self.core.services.glog
+        with self.core.services.vlock.acquire(self.core.id, timeout_s=timeout_s) as held:
+            return outcome_of(glog, self.core.id, self.known, head=held.read_head(glog))
+
+    def requeue(self, request: Callable[[], Request | None]) -> None:
+        """After a redo the request queued early is stale: queue ``request`` instead (same key: overwritten),
+        or withdraw it when there is none. 1 PUT or DELETE."""
+        self._request, self.queued, old = request, False, self.key
+        self.busy()
+        if not self.queued:
+            withdraw(self.core.store, old)
 
     def busy(self) -> None:
+        if self.queued:  # (queued early: before its predecessors resolved)
+            return
         req = self._request()
         if req is not None:
+            self.key = req.key  # (set first: a PUT whose answer is lost may have queued it)
             put_request(self.core.store, req)
-            self.key = req.key
             self.queued = True
 
     def done(self, record: LockRecord | None) -> bool:
@@ -296,35 +349,6 @@ def joined(core: TxnCore, found: tuple[GvlState, Mapping[str, Any]], writes: Map
     return Published(versions, {}, state)
 
 
-@dataclass
-class Group:
-    """Queued transactions a holder commits with its own: their plan entries, their tables and
-    validation outcome (the lock record's and plan's ``group``), and read-only tables to add."""
-
-    plan: list[PlannedCommit] = field(default_factory=list)
-    members: dict[str, dict[str, Any]] = field(default_factory=dict)
-    additions: dict[str, int] = field(default_factory=dict)
-    keys: list[str] = field(default_factory=list)  # the members' requests
-
-
-def _markers_live(store: ObjectStore, req: Request) -> bool:
-    """Every marker of the request is still its owner's, unchanged, within the lease it carries: the
-    owner is alive or died less than a lease ago, so recovery (which waits a lease and a grace period
-    before deleting a dead transaction's files) has not removed what the commit references. A
-    transaction renewing a lease object instead is left to itself (its markers' expiry is old).
-    Cost: 1 GET per marker."""
-    for t, (v, etag) in req.markers.items():
-        try:
-            res = store.get(marker_key(t, v))
-        except NotFound:
-            return False
-        st = classify(v, res.data, res.etag, filled=False)
-        if st.kind != "marker" or st.txn != req.txn or res.etag != etag or st.marker is None \
-                or st.marker.lease_expires < time.time():
-            return False
-    return True
-
-
 _Checked = tuple[list[PlannedCommit], dict, dict]  # a request's plan entries, validation outcome, additions
 
 
@@ -337,7 +361,9 @@ def _left(req: Request, why: str) -> _Checked | None:
 def _check(store: ObjectStore, state: GvlState, req: Request) -> _Checked | None:
     """Validate one request as its owner would (R1 by versions); its plan entries, validation outcome and
     additions, or None to leave it to its owner."""
-    live = concurrency.submit(Pool.REQUESTS, _markers_live, store, req)  # (GETs one after another: a leaf)
+    if req.unsettled is not None:  # (gather leaves them out: only a same-table holder certifies them)
+        return _left(req, "unsettled")
+    live = concurrency.submit(Pool.REQUESTS, markers_live, store, req)  # (GETs one after another: a leaf)
     try:
         outcome = validate(collect(store, state, req.accesses, req.policy, own_txn=req.txn, parallel=1), req.policy)
         if not live.result():
@@ -369,10 +395,14 @@ def _check(store: ObjectStore, state: GvlState, req: Request) -> _Checked | None
 def gather(store: ObjectStore, own: str | frozenset[str], taken: frozenset[str]) -> list[Request]:
     """The queued requests (other than those of the transaction(s) ``own``) on tables disjoint from
     ``taken`` and each other's. Cost: 1 LIST + 1 GET per request (in parallel)."""
+    return _disjoint(pending(store, skip=own, avoid=taken), taken)
+
+
+def _disjoint(reqs: list[Request], taken: frozenset[str]) -> list[Request]:
     chosen: list[Request] = []
     used = set(taken)
-    for req in pending(store, skip=own, avoid=taken):
-        if req.tables & used:
+    for req in reqs:
+        if req.tables & used or req.unsettled is not None:
             continue
         used |= req.tables
         chosen.append(req)
@@ -406,14 +436,20 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
     found nothing queued."""
     store = held.lock.store
     served = {held.txn, *held.record.group}
+    tops = _tops(held.record.plan, head, {})
     for _ in range(SERVE_ROUNDS):
         found = held.looked()
         if held.lost or found is not None and not found or not threading.main_thread().is_alive():
             return  # (the program is exiting: release, the next holder serves them)
         chosen = [r for r in found or () if isinstance(r, Request) and r.txn not in served]
         if not chosen:  # (read while the last plan was written: requests queued since then count too)
-            chosen = gather(store, frozenset(served), frozenset())
-        group = serve(store, head, chosen)
+            chosen = _look(store, frozenset(served))
+        same = [r for r in chosen if r.unsettled is not None or (len(r.tables) == 1 and r.tables <= set(tops))]
+        settled = [r for r in chosen if r not in same]
+        group = serve(store, head, settled)
+        if same and tops:  # same-table requests behind the last commits published (tops)
+            serve_same(store, head, held.txn, list(tops.values()), prepare(
+                store, same, {t: e.version for t, e in tops.items()}, {}), group)
         held.note_queued(bool(chosen))  # the free record says whether any are left (to their owners)
         if not group.members:
             return
@@ -425,14 +461,27 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
             log.info("validation lock of %s: serving the queue stopped: %s", held.txn, e)
             return
         _withdraw(store, group.keys)
-        if result.gvl is None or len(group.members) < len(chosen):
+        if result.gvl is None or any(r.unsettled is None and r.txn not in group.members for r in chosen):
             return
         head = result.gvl
+        tops = _tops(group.plan, head, tops)
     held.note_queued(True)
 
 
+def _tops(plan: Sequence[PlannedCommit], head: GvlState, tops: Mapping[str, PlannedCommit]) -> dict[str, PlannedCommit]:
+    """Per table, the newest entry of ``plan`` (else of ``tops``) that ``head`` names: what a same-table
+    request may follow in the next round (:func:`serve_same`)."""
+    out = {t: e for t, e in tops.items() if head.table_version(t) == e.version}
+    for e in plan:
+        if head.table_version(e.table) == e.version and not e.blind:
+            out[e.table] = e
+    return out
+
+
 def _look(store: ObjectStore, served: frozenset[str]) -> list[Request]:
-    return gather(store, served, frozenset())
+    """The settled requests :func:`gather` chooses, and the unsettled ones (:func:`serve_same` judges them)."""
+    reqs = pending(store, skip=served)
+    return _disjoint(reqs, frozenset()) + [r for r in reqs if r.unsettled is not None]
 
 
 #: what a holder does for the queue: reads the requests other than those its plans commit while it writes

@@ -37,6 +37,7 @@ from lv_core.protocol.vqueue import outcome_of, withdraw
 from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
 from lv_core.txn import group as gc
+from lv_core.txn.behind import Behind, look_behind, serve_same
 from lv_core.txn.commitstep import Answer, Commit, Phase, Request, start, step
 from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
@@ -45,6 +46,30 @@ from lv_core.txn.settle import settle_markers
 from lv_core.txn.state import Decision, DecisionKind
 
 __all__ = ["commit_isolated", "table_accesses"]
+
+
+def _retract(core: TxnCore, early: gc.Waiter, error: BaseException) -> tuple[GvlState, Mapping[str, Any]]:
+    """Settling failed after the request was queued early: the holder's decision if one committed it (the
+    transaction then ends committed: its settling never redid, or the holder would have found the same
+    conflict), else ``error`` is raised. When that cannot be learnt, the transaction ends undecided (its
+    files kept, the marker resolved by whoever finds it expired: the log decides)."""
+    if isinstance(error, Exception):
+        try:
+            decided = early.retract(3 * core.services.vlock.lease_s)
+        except Exception as why:  # noqa: BLE001 - reported with the error below
+            decided, error = None, _undecided(core, f"{error}; whether a holder committed it is unknown: {why}")
+        if isinstance(decided, tuple):
+            return decided
+    else:  # (interrupted: nothing more is sent)
+        _undecided(core, str(error))
+    raise error
+
+
+def _undecided(core: TxnCore, reason: str) -> LvError:
+    (ts,) = core.book.tables.values()
+    assert ts.marker_version is not None
+    core.book.decision = Decision(DecisionKind.PLAN, {ts.name: ts.marker_version})  # (ending: nothing deleted)
+    return LvError(f"commit undecided: {reason}")
 
 
 def table_accesses(core: TxnCore, writes: dict[str, list]) -> list[TableAccess]:
@@ -189,14 +214,31 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
     """Validate and commit under LV[I]: settle marker tables (LV[R]), then run the commit's state machine
     (:mod:`lv_core.txn.commitstep`): read-only; else take the free key with the plan; else wait for the
     key queued for group commit, and validate under it unless another holder decided the transaction."""
+    early: gc.Waiter | None = None
+    runs: list[_Run] = []
+    redos = core.book.redo_count
     if core.markers and core.book.has_markers():
-        settle_markers(core, deadline)  # LV[R]: predecessors resolved and redone, nothing published yet
+        early = gc.queue_early(core, table_accesses, deadline, lambda w, found: runs[0].on_free(w, found))
+        try:
+            settle_markers(core, deadline)  # LV[R]: predecessors resolved and redone, nothing published yet
+        except BaseException as e:
+            if early is None:
+                raise
+            decided = _retract(core, early, e)  # (a holder that read the request may have committed it)
+            return gc.joined(core, decided, core.book.writes(), early.key)
+        if early is not None and early.queuing is not None and early.queuing.exception() is not None:
+            early.queued = bool(early.key)  # (the PUT may have landed: its outcome is looked up as a queued one's)
+        if early is not None and not early.queued:
+            early = None
     writes = core.book.writes()
-    run = _Run(core, writes, table_accesses(core, writes), deadline)
+    run = _Run(core, writes, table_accesses(core, writes), deadline, early)
+    runs.append(run)
+    if early is not None and core.book.redo_count != redos:  # the request queued early is stale: the settled one
+        early.requeue(lambda: gc.make_request(core, writes, run.accesses, early.known))
     past = not writes and _read_past_head(core)
     if past:  # judged as validate_read_only judges a redo's reads; placed like a writer's, under the key
         core.policy = dataclasses.replace(core.policy, r1_read_only=True)
-    end = run.drive(*start(writes=bool(writes) or past))
+    end = run.drive(*start(writes=bool(writes) or past, waiting=early is not None and early.queued and bool(writes)))
     if end.phase is Phase.JOINED:
         assert isinstance(run.decided, tuple) and run.waiter is not None
         return gc.joined(core, run.decided, writes, run.waiter.key)
@@ -222,6 +264,7 @@ class _Run:
         self.state: GvlState | None = None  # the head validated against
         self.early: dict[str, tuple[int, Future[LogTail]]] = {}  # the written tables' tails, probed or known
         self.chosen: Future[list] | None = None  # the queued requests to serve, read beside
+        self.behind: Future[Behind] | None = None  # the requests queued on our tables (serve_same), read beside
         self.group = gc.Group()  # the queued requests committed with ours
         self.outcome: ValidationOutcome | None = None
         self.planned: Planned | None = None
@@ -283,6 +326,7 @@ class _Run:
             if not self._free_head(self.found):
                 return Answer.BUSY
             assert self.state is not None
+            self._look_behind()  # (beside looking for the outcome)
             self.decided = outcome_of(glog, core.id, self.waiter.known, head=self.state)
             if self.decided is not None:
                 return Answer.DECIDED
@@ -339,12 +383,27 @@ class _Run:
             return False
         return True
 
+    def _look_behind(self) -> None:
+        """Read the requests queued behind ours on our tables (a transaction that queued early: others wait
+        behind it), and what judging them needs, beside what comes next."""
+        core = self.core
+        tops = {t: ts.marker_version for t, ts in core.book.tables.items() if t in self.writes and ts.marker_version}
+        if self.waiter is not None and self.waiter.early and self.behind is None and tops:
+            self.behind = gc.in_background(look_behind, core.store, core.id, tops, dict(core.logged))
+
+    def _serve_behind(self, verdict: Answer) -> Answer:
+        """Compatible: add the requests behind ours that may follow our entries (serve_same)."""
+        if verdict is Answer.COMPATIBLE and self.behind is not None:
+            assert self.state is not None and self.planned is not None
+            serve_same(self.core.store, self.state, self.core.id, self.planned.plan, self.behind.result(), self.group)
+        return verdict
+
     def validate_at_free_head(self) -> Answer:
         """Validate at the free key's head (cold: serving the queue as a holder would)."""
         assert self.state is not None
         if self.chosen is not None:
             self.group = gc.serve(self.core.store, self.state, self.chosen.result())
-        return self._verdict(fast=True)
+        return self._serve_behind(self._verdict(fast=True))
 
     def claim_with_plan(self) -> Answer:
         """PUT-if-match "committing" with the plan on the free record: success proves nobody held the key
@@ -376,8 +435,9 @@ class _Run:
     # ------------------------------------------------------------ the usual route: wait for the key
     def wait_for_key(self) -> Answer:
         core, vlock, writes, accesses = self.core, self.core.services.vlock, self.writes, self.accesses
-        self.waiter = gc.Waiter(core, lambda: gc.make_request(core, writes, accesses, core.services.glog.known()),
-                             self.deadline, on_free=self._on_free)
+        if self.waiter is None:  # (else queued early: commit_isolated)
+            self.waiter = gc.Waiter(core, lambda: gc.make_request(core, writes, accesses, core.services.glog.known()),
+                                    self.deadline, on_free=self.on_free)
         left = max(0.001, self.deadline - time.monotonic())
         try:
             self.held = vlock.acquire_or_join(core.id, self.waiter, timeout_s=left + 3 * vlock.lease_s,
@@ -396,7 +456,7 @@ class _Run:
     def _on_wait(self, rec: LockRecord) -> None:
         self.core.events.emit(ev.Waiting(self.core.id, table=ev.VALIDATION_KEY, version=-1, on_txn=rec.txn))
 
-    def _on_free(self, waiter: gc.Waiter, found: tuple[LockRecord, str]) -> tuple[FreeAnswer, gc.Decided | None]:
+    def on_free(self, waiter: gc.Waiter, found: tuple[LockRecord, str]) -> tuple[FreeAnswer, gc.Decided | None]:
         """Queued, and the key is free: the fast route from the free record found (a run of its own)."""
         run = _Run(self.core, self.writes, self.accesses, self.deadline, waiter, found)
         try:
@@ -425,6 +485,7 @@ class _Run:
         chosen = (gc.in_background(gc.gather, core.store, core.id, frozenset(a.table for a in self.accesses))
                   if held.waited else None)
         gone = gc.in_background(withdraw, core.store, waiter.key) if waiter.queued else None
+        self._look_behind()
         self.early = probe_early(core.store, self.accesses, own_txn=core.id)  # with the head read: one round trip
         self.state = state = held.read_head(core.services.glog)
         if gone is not None:
@@ -435,7 +496,7 @@ class _Run:
 
     def validate_under_key(self) -> Answer:
         assert self.state is not None
-        verdict = self._verdict(fast=False)
+        verdict = self._serve_behind(self._verdict(fast=False))
         if verdict is not Answer.REFUSED:
             assert self.outcome is not None
             _emit(self.core, self.outcome, None if verdict is Answer.INCOMPATIBLE else self.state.version + 1)

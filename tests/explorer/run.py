@@ -13,12 +13,18 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 import lv_core  # noqa: F401 - the composition root (wires the data plane)
 from lv_core.blackbox.checker import Report, check
 from lv_core.blackbox.history import MicroOp, OpKind, Outcome, Txn
-from lv_core.blackbox.listops import append, create_list_table, read_list, read_lists_plain
+from lv_core.blackbox.listops import append, create_list_table, decode, read_list, read_lists_plain
+from lv_core.delta.schema import DeltaSchema
+from lv_core.engine import arrow_ops as ops
+from lv_core.engine.skipping import FileFilter, file_filter
 from lv_core.errors import LvError, TransactionAborted
 from lv_core.lakehouse import Lakehouse
 from lv_core.protocol.lease import LeaseObserver, keeper
@@ -46,6 +52,9 @@ class Actor:
     name: str
     preset: str
     ops: tuple[MicroOp, ...]
+    #: read and append with the key's predicate as a FileFilter (a holder can then certify its commit for it,
+    #: same-table group commit) instead of "any new file of the table may matter"
+    keyed: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,30 @@ class RunResult:
                 + (self.report.explain() if self.report is not None else ""))
 
 
+_LIST_SCHEMA = DeltaSchema.from_arrow(pa.schema([("k", pa.int64()), ("vals", pa.string())]))
+
+
+def _key_filter(key: int) -> FileFilter:
+    return file_filter(f"k = {key}", _LIST_SCHEMA)
+
+
+def _keyed_read(txn: Any, table: str, key: int) -> tuple[int, ...]:
+    """:func:`read_list` with the key's predicate (only files that may hold ``k = key`` are read and matter)."""
+    got = txn.execute(ops.read(table, ops.eq("k", key), exposed=True, files=_key_filter(key)))
+    return tuple(x for v in got["vals"].to_pylist() for x in decode(v))
+
+
+def _keyed_append(txn: Any, table: str, key: int, elem: int) -> int:
+    """:func:`append` with the key's predicate."""
+    def add(rows: pa.Table) -> pa.Table:
+        joined = pc.binary_join_element_wise(rows["vals"], pa.scalar(str(elem)), " ")
+        return rows.set_column(rows.schema.get_field_index("vals"), "vals", pc.utf8_trim(joined, " "))
+
+    return txn.execute(ops.update(table, ops.eq("k", key), add, files=_key_filter(key),
+                                  logical={"sql": f"UPDATE {table} SET vals = concat_ws(' ', vals, '{elem}') "
+                                                  f"WHERE k = {key}"}))
+
+
 def _run_actor(actor: Actor, index: int, lh: Lakehouse, sched: Scheduler, txids: dict[str, str],
                out: dict[str, Txn]) -> None:
     """The transaction's body (as :mod:`lv_core.blackbox.workload` runs one): read, append, commit."""
@@ -129,9 +162,9 @@ def _run_actor(actor: Actor, index: int, lh: Lakehouse, sched: Scheduler, txids:
             for op in actor.ops:
                 table, key = op.key.split("/")
                 if op.kind is OpKind.READ:
-                    done.append(MicroOp.read(op.key, read_list(txn, table, int(key))))
+                    done.append(MicroOp.read(op.key, (_keyed_read if actor.keyed else read_list)(txn, table, int(key))))
                 else:
-                    append(txn, table, int(key), op.appended)
+                    (_keyed_append if actor.keyed else append)(txn, table, int(key), op.appended)
                     done.append(op)
             committing = True
             txn.commit()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from lv_core.blackbox.history import MicroOp
 from tests.explorer.run import Actor, Scenario
 
-__all__ = ["READ_SKEW", "SAME_TABLE", "THREE", "WRITE_SKEW_AFTER_PAUSE"]
+__all__ = ["READ_SKEW", "SAME_TABLE", "SAME_TABLE_GROUP", "THREE", "WRITE_SKEW_AFTER_PAUSE"]
 
 r, a = MicroOp.read, MicroOp.append
 
@@ -41,3 +41,13 @@ SAME_TABLE = Scenario("same-table-writers", ("ta",), (
     Actor("W2", "serializable", (r("ta/1", None), a("ta/1", 2))),
     Actor("W3", "serializable", (r("ta/0", None), r("ta/1", None), a("ta/1", 3))),
 ), keys=2)
+
+#: Issue 38, same-table group commit: three serializable writers of one table whose reads and appends
+#: declare their key's predicate (as YCSB does), so a holder may certify a writer queued behind it and
+#: commit it in its own global version. W3 also reads W1's list: behind W1 it conflicts with W1's commit
+#: and must be left to its owner (a redo), never committed on what it read before.
+SAME_TABLE_GROUP = Scenario("same-table-group", ("ta",), (
+    Actor("W1", "serializable", (r("ta/0", None), a("ta/0", 1)), keyed=True),
+    Actor("W2", "serializable", (r("ta/1", None), a("ta/1", 2)), keyed=True),
+    Actor("W3", "serializable", (r("ta/0", None), r("ta/2", None), a("ta/2", 3)), keyed=True),
+), keys=3)

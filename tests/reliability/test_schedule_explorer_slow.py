@@ -22,7 +22,7 @@ from __future__ import annotations
 import pytest
 
 from tests.explorer.explore import Exploration, explore, random_runs
-from tests.explorer.scenarios import READ_SKEW, THREE, WRITE_SKEW_AFTER_PAUSE
+from tests.explorer.scenarios import READ_SKEW, SAME_TABLE_GROUP, THREE, WRITE_SKEW_AFTER_PAUSE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -40,7 +40,9 @@ def _unexpected(ex: Exploration) -> list[str]:
     (READ_SKEW, 1, True, 600),
     (WRITE_SKEW_AFTER_PAUSE, 1, False, 600),
     (THREE, 1, False, 600),
-], ids=["read-skew-2-preemptions", "read-skew-within", "pause-1-preemption", "three-1-preemption"])
+    (SAME_TABLE_GROUP, 1, False, 300),
+], ids=["read-skew-2-preemptions", "read-skew-within", "pause-1-preemption", "three-1-preemption",
+        "same-table-group-1-preemption"])
 def test_exhaustive_within_wider_bounds(scenario, preemptions, within, budget) -> None:
     ex = explore(scenario, preemptions=preemptions, within=within, max_schedules=budget)
     print(scenario.name, ex.summary())
@@ -48,7 +50,8 @@ def test_exhaustive_within_wider_bounds(scenario, preemptions, within, budget) -
     assert not bad, bad[0]
 
 
-@pytest.mark.parametrize("scenario", [READ_SKEW, WRITE_SKEW_AFTER_PAUSE, THREE], ids=lambda s: s.name)
+@pytest.mark.parametrize("scenario", [READ_SKEW, WRITE_SKEW_AFTER_PAUSE, THREE, SAME_TABLE_GROUP],
+                         ids=lambda s: s.name)
 def test_random_priorities_with_faults_many_seeds(scenario) -> None:
     ex = random_runs(scenario, range(200))
     print(scenario.name, ex.summary())

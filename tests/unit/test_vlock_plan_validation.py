@@ -123,7 +123,10 @@ BAD_PLANS = [
     ("plan-not-list", dict(plan={"a": 1})),
     ("plan-string", dict(plan="abc")),
     ("entry-not-object", dict(plan=[[1, 2]])),
-    ("duplicate-table", dict(plan=[entry(), entry(version=2)])),
+    # one table twice only as a same-table group (issue 38): at increasing versions, none blind
+    ("duplicate-table-version", dict(plan=[entry(), entry()])),
+    ("same-table-going-back", dict(plan=[entry(version=2), entry()])),
+    ("same-table-blind", dict(plan=[entry(), entry(version=2, blind=True)])),
     ("addition-invalid-table", dict(additions={"../x": 1})),
     ("addition-negative", dict(additions={"ro": -1})),
     ("addition-string", dict(additions={"ro": "1"})),

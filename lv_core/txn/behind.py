@@ -1,0 +1,150 @@
+"""Group commit's holder side for requests queued behind its own entries on the same table (issue 38):
+reading them ahead of its validation (:func:`look_behind`) and adding those that may follow its entries to
+its group (:func:`serve_same`; the decision is :func:`lv_core.protocol.samegroup.chain`, pure).
+
+Also what every group member needs whatever its tables: :class:`Group` and :func:`markers_live`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from lv_core import concurrency
+from lv_core.concurrency import Pool
+from lv_core.delta.actions import decode_commit
+from lv_core.errors import LvError, NotFound
+from lv_core.protocol import samegroup as sg
+from lv_core.protocol.commitplan import OVERWRITE_MARKER, PlannedCommit
+from lv_core.protocol.conflicts import PredecessorCommit
+from lv_core.protocol.gvl import GvlState
+from lv_core.protocol.ict import commit_info_first
+from lv_core.protocol.layout import marker_key
+from lv_core.protocol.markers import KEY, VersionState, classify, read_version
+from lv_core.protocol.vqueue import Request, pending
+from lv_core.storage.base import ObjectStore
+
+__all__ = ["Behind", "Group", "look_behind", "markers_live", "prepare", "serve_same"]
+
+log = logging.getLogger("lv_core.txn.group")  # (benchmarks.group_trace counts the "left to owner" records)
+
+
+@dataclass
+class Group:
+    """Queued transactions a holder commits with its own: their plan entries, their tables and
+    validation outcome (the lock record's and plan's ``group``), and read-only tables to add."""
+
+    plan: list[PlannedCommit] = field(default_factory=list)
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)
+    additions: dict[str, int] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)  # the members' requests
+
+
+def markers_live(store: ObjectStore, req: Request) -> bool:
+    """Every marker of the request is still its owner's, unchanged, within the lease it carries: the
+    owner is alive or died less than a lease ago, so recovery (which waits a lease and a grace period
+    before deleting a dead transaction's files) has not removed what the commit references. A
+    transaction renewing a lease object instead is left to itself (its markers' expiry is old).
+    Cost: 1 GET per marker."""
+    for t, (v, etag) in req.markers.items():
+        try:
+            res = store.get(marker_key(t, v))
+        except NotFound:
+            return False
+        st = classify(v, res.data, res.etag, filled=False)
+        if st.kind != "marker" or st.txn != req.txn or res.etag != etag or st.marker is None \
+                or st.marker.lease_expires < time.time():
+            return False
+    return True
+
+
+@dataclass
+class Behind:
+    """Requests queued on a holder's tables, with what judging them reads: their markers' liveness (being
+    read) and the resolved versions below the holder's entries they did not read."""
+
+    reqs: list[Request]
+    live: dict[str, Future[bool]] = field(default_factory=dict)
+    log: dict[tuple[str, int], PredecessorCommit | None] = field(default_factory=dict)
+
+
+def _resolved(store: ObjectStore, known: Mapping[tuple[str, int], VersionState], table: str,
+              v: int) -> PredecessorCommit | None:
+    """Version ``v`` of ``table`` as a resolved predecessor (a freed marker: no action), or None (1 GET unless
+    ``known``)."""
+    st = known.get((table, v))
+    if st is None:
+        try:
+            st = read_version(store, table, v)
+        except (NotFound, LvError):
+            return None
+    if st.kind == "freed":
+        return PredecessorCommit(table, v, st.txn, [])
+    return PredecessorCommit(table, v, st.txn, decode_commit(st.raw, version=v, table=table)) \
+        if st.kind == "commit" else None
+
+
+def prepare(store: ObjectStore, reqs: list[Request], tops: Mapping[str, int],
+            known: Mapping[tuple[str, int], VersionState]) -> Behind:
+    """:class:`Behind` for ``reqs``, versions read below ``tops`` (table -> the version of the holder's entry
+    there, as expected). Cost: 1 GET per candidate's marker and per version needed not ``known`` (in parallel)."""
+    cands = [c for r in reqs if isinstance(c := sg.candidate(r), sg.Candidate) and c.table in tops]
+    byid = {r.txn: r for r in reqs}
+    live = {c.txn: concurrency.submit(Pool.REQUESTS, markers_live, store, byid[c.txn]) for c in cands}
+    need = sorted({(c.table, v) for c in cands for v in sg.needs(c, tops[c.table])})
+    got = concurrency.gather(Pool.REQUESTS, lambda tv: _resolved(store, known, *tv), need)
+    return Behind(reqs, live, dict(zip(need, got, strict=True)))
+
+
+def look_behind(store: ObjectStore, own: str, tops: Mapping[str, int],
+                known: Mapping[tuple[str, int], VersionState]) -> Behind:
+    """The requests queued on the tables of ``tops`` alone, prepared (:func:`prepare`). Cost: 1 LIST + 1 GET per
+    such request, then :func:`prepare`'s."""
+    return prepare(store, pending(store, skip=own, only=tops), tops, known)
+
+
+def _left(req: Request, why: str) -> None:
+    log.debug("left to owner: %s (%s)", why, req.txn)
+
+
+def serve_same(store: ObjectStore, state: GvlState, txn: str, own: Sequence[PlannedCommit], behind: Behind,
+               group: Group) -> None:
+    """Add to ``group`` the requests of ``behind`` that may follow the holder ``txn``'s entries ``own`` on their
+    table in the global version after ``state`` (:func:`sg.chain`; live markers as for any member). Cost: what
+    ``behind`` did not read (versions below an entry that moved: 1 GET each)."""
+    reqs = {r.txn: r for r in behind.reqs}
+    cands = [c for r in behind.reqs if isinstance(c := sg.candidate(r), sg.Candidate)]
+    taken = {t for g in group.members.values() for t in g["tables"]}  # (a settled member's table: not twice)
+    for e in own:
+        mine = [c for c in cands if c.table == e.table]
+        if e.blind or not mine or e.table in taken:
+            continue
+        need = sorted(set().union(*(sg.needs(c, e.version) for c in mine)))
+        missing = [v for v in need if (e.table, v) not in behind.log]
+        behind.log.update(zip(((e.table, v) for v in missing), concurrency.gather(
+            Pool.REQUESTS, functools.partial(_resolved, store, {}, e.table), missing), strict=True))
+        top = PredecessorCommit(e.table, e.version, txn, decode_commit(e.data, version=e.version, table=e.table))
+        for link in sg.chain(top, mine, {v: behind.log[(e.table, v)] for v in need}):
+            c, req = link.candidate, reqs[link.candidate.txn]
+            live = behind.live.get(c.txn)
+            if link.why is not None or not (live.result() if live is not None else markers_live(store, req)):
+                _left(req, link.why or "markers not live")
+                break
+            _join(group, state, req, c, top)
+
+
+def _join(group: Group, state: GvlState, req: Request, c: sg.Candidate, top: PredecessorCommit) -> None:
+    """Add ``c`` (certified after ``top``) to ``group``: its commit at its marker, named by table and version."""
+    info = dict(req.commits[c.table].info)
+    info[KEY] = {**dict(info.get(KEY) or {}), "gvl": state.version + 1}
+    data = commit_info_first(decode_commit(req.commits[c.table].actions), info, req.commits[c.table].ict)
+    group.plan.append(PlannedCommit(c.table, c.marker, data, OVERWRITE_MARKER, req.markers[c.table][1]))
+    group.members[c.txn] = {"tables": [c.table], "at": {c.table: c.marker}, "validation": {
+        "compatible": True, "rule": None, "tables": {c.table: {
+            "r": c.read, "w": c.marker, "h": c.marker - 1, "l": state.table_version(c.table),
+            "after": f"{top.txn}@{top.version}"}}}}
+    group.keys.append(req.key)
