@@ -284,25 +284,38 @@ def _freed(version: int, raw: bytes, etag: str) -> bool:
         return False
 
 
-def _reverted(store: ObjectStore, txn: str, table: str, version: int) -> bool:
-    """Whether our commit at ``version``, found already written (we are a second runner), is followed by our
-    revert of it: a runner before broke or voided the plan (the revert lands right after the commit unless
-    another writer took that version first). 1 GET, never on the path of a plan's first run."""
-    try:
-        actions = decode_commit(store.get(commit_key(table, version + 1)).data)
-    except (NotFound, LvError):
-        return False
-    lv = next((a.payload.get(KEY) for a in actions if isinstance(a, CommitInfo)), None)
-    return isinstance(lv, dict) and lv.get("kind") == "revert" and lv.get("txn") == txn and lv.get("of") == version
+#: how far past our commit a second runner looks for its revert: a voided plan reverts a table's entries
+#: at the table's tail, after every entry of its lane (same-table group), not right after each one
+REVERT_SPAN = 64
+
+
+def _reverted(store: ObjectStore, txn: str, table: str, version: int) -> int | None:
+    """Where our commit at ``version``, found already written (we are a second runner), is reverted by us, or
+    None: a runner before broke or voided the plan. A break reverts it right after the commit, a void after the
+    last entry written on the table (other members' commits in between), so the versions after it are read
+    until the first missing one (at most :data:`REVERT_SPAN`). 1 GET per version read, never on the path of a
+    plan's first run."""
+    for v in range(version + 1, version + 1 + REVERT_SPAN):
+        try:
+            actions = decode_commit(store.get(commit_key(table, v)).data)
+        except NotFound:
+            return None
+        except LvError:
+            continue
+        lv = next((a.payload.get(KEY) for a in actions if isinstance(a, CommitInfo)), None)
+        if isinstance(lv, dict) and lv.get("kind") == "revert" and lv.get("txn") == txn and lv.get("of") == version:
+            return v
+    return None
 
 
 def _ours(store: ObjectStore, txn: str, e: PlannedCommit, version: int, etag: str) -> tuple[int, str]:
     """Our commit found at ``version``: written by another runner, unless a runner before reverted it (then
     the plan stays broken: without this, a rerun after the cause of a void went away, e.g. a foreign global
     version moved out, would publish commits their revert already undoes)."""
-    if _reverted(store, txn, e.table, version):
+    at = _reverted(store, txn, e.table, version)
+    if at is not None:
         raise _Broken(VOIDED, f"the commit plan of transaction {txn} was broken or voided by a run before this one "
-                      f"(its commit {e.table}@{version} is reverted at {e.table}@{version + 1}); nothing of it is "
+                      f"(its commit {e.table}@{version} is reverted at {e.table}@{at}); nothing of it is "
                       "published. Help: retry the transaction.")
     return version, etag
 
@@ -564,7 +577,7 @@ def _void(store: ObjectStore, txn: str, parts: Mapping[str, Sequence[PlannedComm
     say so. A holder of the key wrote nothing there, so mutual exclusion holds: the plan's versions
     stay in the log (each with its revert after it) and nothing is published."""
     undone: dict[str, int] = {}
-    for m, r in results.items():
+    for m, r in reversed(list(results.items())):  # (newest first: a lane's members after their holder)
         if r.committed:
             written = [(e, r.versions[e.table], "") for e in parts[m] if e.table in r.versions]
             undone.update(_undo(store, m, written))

@@ -107,8 +107,10 @@ def queue_early(core: TxnCore, accesses_of: Callable[[TxnCore, dict[str, list]],
     if ts.marker_version is None or (not ts.pending and ts.marker_version == ts.base.version + 1):
         return None  # (uncontended: nothing to wait for, nothing queued)
     writes = book.writes()
-    accesses = accesses_of(core, writes)
-    waiter = Waiter(core, lambda: make_request(core, writes, accesses, waiter.known, early=True), deadline, on_free)
+    # Built here, before settling starts: the read version, pending versions and footprints it carries must
+    # be those the commit bytes were made from (settling rebases them, and a redo changes the bytes).
+    req = make_request(core, writes, accesses_of(core, writes), core.services.glog.known(), early=True)
+    waiter = Waiter(core, lambda: req, deadline, on_free)
     waiter.early = True
     waiter.queuing = concurrency.submit(Pool.REQUESTS, waiter.busy)
     return waiter
