@@ -575,7 +575,8 @@ def _void(store: ObjectStore, txn: str, parts: Mapping[str, Sequence[PlannedComm
     """A plan whose global version holds a foreign object: revert every transaction's written entries
     (a broken one's are already reverted; deterministic bytes, so a second runner writes the same) and
     say so. A holder of the key wrote nothing there, so mutual exclusion holds: the plan's versions
-    stay in the log (each with its revert after it) and nothing is published."""
+    stay in the log (each with its revert after it, a same-table lane's after the lane, newest first) and nothing
+    is published."""
     undone: dict[str, int] = {}
     for m, r in reversed(list(results.items())):  # (newest first: a lane's members after their holder)
         if r.committed:
