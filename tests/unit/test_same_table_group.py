@@ -315,12 +315,9 @@ def test_a_conflicting_member_is_left_to_its_owner_which_redoes_and_commits_itse
     assert not any({txns[0].id, txns[1].id} <= s for s in named), named
 
 
-def _behind_a_holder(tmp_path: Any, settle: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Lakehouse, Any, Any, Any]:
-    """Row 4 bumped by D (marker first, not committed), row 1 by M behind it, whose settling is ``settle``
-    (wrapping the real one); M commits in a thread and queues early; then D commits. Returns (lh, M's
-    outcome or error, M, D's result)."""
-    from lv_core.txn import isolation
-
+def two_writers(tmp_path: Any, m_row: int) -> tuple[Lakehouse, Any, Any]:
+    """A warehouse whose ``kv`` has rows 1 and 4 (row 4 in a file of its own), transaction D bumping row 4
+    (its marker placed, not committed) and M, of another client, bumping ``m_row`` behind it."""
     lh = lv_core.connect(str(tmp_path / "wh"), lease_s=30.0)
     make_kv(lh, "kv", {1: 0.0, 4: 0.0})
     warm = lh.begin("serializable")
@@ -329,7 +326,17 @@ def _behind_a_holder(tmp_path: Any, settle: Any, monkeypatch: pytest.MonkeyPatch
     d = lh.begin("serializable", timeout_s=60)
     d.execute(bump(4))
     m = Lakehouse(lh.store, lease_s=30.0).begin("serializable", timeout_s=60)
-    m.execute(bump(1))
+    m.execute(bump(m_row))
+    return lh, d, m
+
+
+def _behind_a_holder(tmp_path: Any, settle: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Lakehouse, Any, Any, Any]:
+    """Row 4 bumped by D (marker first, not committed), row 1 by M behind it, whose settling is ``settle``
+    (wrapping the real one); M commits in a thread and queues early; then D commits. Returns (lh, M's
+    outcome or error, M, D's result)."""
+    from lv_core.txn import isolation
+
+    lh, d, m = two_writers(tmp_path, 1)
     real = isolation.settle_markers
     monkeypatch.setattr(isolation, "settle_markers", lambda core, deadline: settle(real, core, deadline)
                         if core.id == m.id else real(core, deadline))

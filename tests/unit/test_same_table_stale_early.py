@@ -12,27 +12,17 @@ from typing import Any
 
 import pytest
 
-import lv_core
-from lv_core import Lakehouse
 from lv_core.protocol.layout import commit_key
 from lv_core.txn import group as gc
 from lv_core.txn import settle as settle_mod
-from tests.helpers.bank import add_kv, committed_kv, make_kv
-from tests.unit.test_same_table_group import bump
+from tests.helpers.bank import committed_kv
+from tests.unit.test_same_table_group import two_writers
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def test_delayed_early_put_commits_a_stale_request(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    lh = lv_core.connect(str(tmp_path / "wh"), lease_s=30.0)
-    make_kv(lh, "kv", {1: 0.0, 4: 0.0})
-    warm = lh.begin("serializable")
-    add_kv(warm, "kv", 4, 0.0)
-    warm.commit()
-    d = lh.begin("serializable", timeout_s=60)
-    d.execute(bump(4))
-    m = Lakehouse(lh.store, lease_s=30.0).begin("serializable", timeout_s=60)
-    m.execute(bump(4))  # the same row: conflicts with D's commit, so M must redo
+    lh, d, m = two_writers(tmp_path, 4)  # the same row: M conflicts with D's commit and must redo
     called = threading.Event()
     stale_put = threading.Event()
     trace: list[str] = []
