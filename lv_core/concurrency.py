@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, TypeVar
 
-__all__ = ["Backoff", "Pool", "REQUESTS", "TASKS", "WAITS", "current_pool", "gather", "may_wait", "submit", "then"]
+__all__ = ["Backoff", "Pool", "REQUESTS", "TASKS", "WAITS", "current_pool", "gather", "gather_or_inline", "may_wait",
+           "submit", "then"]
 
 T = TypeVar("T")
 
@@ -121,6 +122,12 @@ def gather(pool: Pool, fn: Callable[[T], Any], items: Iterable[T], *, limit: int
     if first is not None:
         raise first
     return out
+
+
+def gather_or_inline(pool: Pool, fn: Callable[[T], Any], items: Iterable[T], *, limit: int | None = None) -> list[Any]:
+    """:func:`gather` where the calling thread may wait on ``pool``, else the calls one after another on this
+    thread (a read path that runs both from a transaction's thread and from inside a pool task)."""
+    return gather(pool, fn, items, limit=limit) if may_wait(pool) else [fn(x) for x in items]
 
 
 def _collect(f: Future[Any], out: list[Any], first: BaseException | None) -> BaseException | None:

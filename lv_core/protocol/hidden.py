@@ -122,9 +122,8 @@ def changes_since(store: ObjectStore, inp: TableInputs, footprints: Sequence[OpF
     ops = [f for f in footprints if f.touches(inp.table)]
     out: list[Change] = []
     versions = range(inp.r + 1, inp.h + 1)  # (read in parallel: one round trip, not one per version)
-    states = (concurrency.gather(concurrency.Pool.REQUESTS, lambda v: read_version(store, inp.table, v), versions,
-                                 limit=8) if concurrency.may_wait(concurrency.Pool.REQUESTS)
-              else [read_version(store, inp.table, v) for v in versions])
+    states = concurrency.gather_or_inline(concurrency.Pool.REQUESTS, lambda v: read_version(store, inp.table, v),
+                                          versions, limit=8)
     for v, st in zip(versions, states, strict=True):
         if own_txn is not None and st.txn == own_txn:
             continue

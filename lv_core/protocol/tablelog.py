@@ -172,8 +172,7 @@ class TableLogs:
 
         # (the versions read in parallel: one round trip, or two past the log's end, not one or two per version)
         versions = range(snap.version + 1, upto + 1)
-        states = (concurrency.gather(concurrency.Pool.REQUESTS, one, versions, limit=_PARALLEL)
-                  if concurrency.may_wait(concurrency.Pool.REQUESTS) else [one(v) for v in versions])
+        states = concurrency.gather_or_inline(concurrency.Pool.REQUESTS, one, versions, limit=_PARALLEL)
         for v, found in zip(versions, states, strict=True):
             if found is None:
                 raise VersionNotFound(table, upto, latest=v - 1)
