@@ -162,7 +162,7 @@ class Waiter:
         #: free again; probing then finds the version taken and the commit goes the usual way)
         self.settled = True
         self._reading: Future[int] | None = None  # (:meth:`_read_ahead`)
-        #: queued before its predecessors resolved (isolation._queue_early): requests may wait behind it
+        #: queued before its predecessors resolved (:func:`queue_early`): requests may wait behind it
         self.early = False
         self.queuing: Future[None] | None = None  # that early PUT
 
