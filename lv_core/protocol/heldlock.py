@@ -70,11 +70,11 @@ class Serving:
     look: Callable[[ObjectStore, frozenset[str]], Sequence[object]] | None = None
 
 
-def take_over(lock: LockHost, txn: str, old: LockRecord, etag: str, gvl_base: int | None,
-              takeovers: list[Takeover], serving: Serving | None = None) -> "HeldLock | None":
+def take_over(lock: LockHost, txn: str, old: LockRecord, etag: str, takeovers: list[Takeover],
+              serving: Serving | None = None) -> "HeldLock | None":
     """Take over the expired record ``old`` (read with ``etag``): roll back a validating holder or an invalid
     plan, roll a committing one forward. None: someone changed it first."""
-    mine = holding(txn, lock.lease_s, gvl_base)
+    mine = holding(txn, lock.lease_s)
     plan_txn = old.plan_txn or old.txn
     forward = old.state == COMMITTING and not old.invalid
     rec = replace(old, txn=txn, lease_s=mine.lease_s, lease_expires=mine.lease_expires, client=mine.client,

@@ -151,10 +151,10 @@ class Takeover:
     result: PlanResult | None = None  # the roll forward's outcome
 
 
-def holding(txn: str, lease_s: float, gvl_base: int | None, state: str = VALIDATING, **more: Any) -> LockRecord:
+def holding(txn: str, lease_s: float, state: str = VALIDATING, **more: Any) -> LockRecord:
     """The record of a holder taking the lock now (``more``: a plan's fields, for state "committing")."""
     now = time.time()
-    return LockRecord(txn, state, lease_s, now + lease_s, client_label(), now, gvl_base, **more)
+    return LockRecord(txn, state, lease_s, now + lease_s, client_label(), now, **more)
 
 
 def free_record(txn: str, head: int | None, queued: bool = True) -> LockRecord:

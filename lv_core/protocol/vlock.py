@@ -130,7 +130,7 @@ class ValidationLock:
         written): the record changed."""
         if slot.head != base.version:
             return None
-        rec = holding(txn, self.lease_s, base.version, COMMITTING, plan=tuple(plan), plan_txn=txn,
+        rec = holding(txn, self.lease_s, COMMITTING, gvl_base=base.version, plan=tuple(plan), plan_txn=txn,
                       additions=dict(additions or {}), group=dict(group or {}))
         etag = self._claim(rec, slot.etag)
         if etag is None:
@@ -138,7 +138,7 @@ class ValidationLock:
             return None
         return HeldLock(self, rec, etag, [], serving=serving, claimed=base.version)
 
-    def acquire(self, txn: str, *, timeout_s: float, gvl_base: int | None = None,
+    def acquire(self, txn: str, *, timeout_s: float,
                 on_wait: Callable[[LockRecord], None] | None = None, serving: Serving | None = None) -> HeldLock:
         """Take the lock for ``txn``, waiting for the holder and taking over an expired one. ``on_wait(record)``:
         the waited-for holder or its state changed. Cost: 1 PUT-if-match on this instance's free record; else
@@ -149,18 +149,18 @@ class ValidationLock:
             GlobalLogConflict: a roll forward found its global version taken.
             StorageError: the store failed; during a roll forward, the plan stays recorded for the next.
         """
-        held = self.acquire_or_join(txn, None, timeout_s=timeout_s, gvl_base=gvl_base, on_wait=on_wait,
-                                    serving=serving)
+        held = self.acquire_or_join(txn, None, timeout_s=timeout_s, on_wait=on_wait, serving=serving)
         assert held is not None
         return held
 
-    def acquire_or_join(self, txn: str, queue: Queued | None, *, timeout_s: float, gvl_base: int | None = None,
+    def acquire_or_join(self, txn: str, queue: Queued | None, *, timeout_s: float,
                         on_wait: Callable[[LockRecord], None] | None = None, seen: KeyLook | None = None,
                         serving: Serving | None = None) -> HeldLock | None:
         """:meth:`acquire` for a transaction that queues its commit request while the lock is busy: None when a
         holder decided it. ``seen``: what :meth:`look` returned just before. Drives :mod:`~lv_core.protocol.keywait`."""
+        # (a queued waiter looks at least every queued_poll_s: any holder may decide it)
         cap = self.poll_max_s if queue is None else min(self.poll_max_s, self.queued_poll_s)
-        run = _Run(self, txn, gvl_base, queue, serving, on_wait, Backoff(min(self.poll_min_s, cap), cap, jitter=0.5),
+        run = _Run(self, txn, queue, serving, on_wait, Backoff(min(self.poll_min_s, cap), cap, jitter=0.5),
                    time.monotonic() + timeout_s)
         if self.poll_min_s > cap:  # (a waiter told to poll slowly waits poll_min_s once)
             run.sleeps.append(Backoff(self.poll_min_s, self.poll_min_s, jitter=0.5))
@@ -191,7 +191,6 @@ class _Run:
 
     lock: ValidationLock
     txn: str
-    gvl_base: int | None
     queue: Queued | None
     serving: Serving | None
     on_wait: Callable[[LockRecord], None] | None
@@ -212,7 +211,7 @@ class _Run:
                     put.result()
             return kw.Looked(found, _clock())
         if isinstance(r, kw.Claim):
-            mine = holding(self.txn, self.lock.lease_s, self.gvl_base)
+            mine = holding(self.txn, self.lock.lease_s)
             claimed = self._claimed_head(r.free_etag, wait)
             etag = self.lock._claim(mine, r.free_etag)
             if etag is not None:
@@ -220,7 +219,7 @@ class _Run:
                                      serving=self.serving, claimed=claimed)
             return kw.Claimed(etag is not None)
         if isinstance(r, kw.TakeOver):
-            self.held = take_over(self.lock, self.txn, r.record, r.etag, self.gvl_base, self.takeovers, self.serving)
+            self.held = take_over(self.lock, self.txn, r.record, r.etag, self.takeovers, self.serving)
             return kw.Claimed(self.held is not None)
         if r is kw.Act.SLEEP:
             (self.sleeps.pop() if self.sleeps else self.backoff).sleep(self.deadline)

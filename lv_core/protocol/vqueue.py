@@ -9,7 +9,7 @@ import json
 import logging
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from lv_core import concurrency
 from lv_core.concurrency import Pool
@@ -173,19 +173,31 @@ def outcome_of(glog: GlobalLog, txn: str, after: int,
     """The global version after ``after`` (up to ``head``, read when not given) whose group names ``txn``, with
     its outcome there, or None. Cost: the head (unless given) + 1 GET per version not cached (in parallel)."""
     head = glog.head() if head is None else head
-
-    def at(v: int) -> GvlState | None:
-        try:
-            return head if v == head.version else glog.at(v)
-        except LvError:  # GlobalVersionNotFound included
-            return None
-
     for start in range(after + 1, head.version + 1, CHUNK):
-        for state in concurrency.gather(Pool.REQUESTS, at, range(start, min(start + CHUNK, head.version + 1))):
+        for state in _states(glog, range(start, min(start + CHUNK, head.version + 1)), head):
             if state is not None and (got := state.group.get(txn)) is not None:
                 return state, got
     return None
 
 
+def read_ahead(glog: GlobalLog, after: int, upto: int) -> int:
+    """Read the newest global versions past ``after`` up to ``upto`` (at most :data:`CHUNK`) into the log's cache:
+    the last one before the first not published (a waiter's look ahead, :class:`lv_core.txn.group.Waiter`)."""
+    versions = range(max(after + 1, upto - CHUNK + 1), upto + 1)
+    return next((v - 1 for v, st in zip(versions, _states(glog, versions), strict=True) if st is None), upto)
+
+
+def _states(glog: GlobalLog, versions: Sequence[int], head: GvlState | None = None) -> list[GvlState | None]:
+    """Global versions ``versions`` (``head`` among them: not read again), in parallel; None: not published."""
+
+    def at(v: int) -> GvlState | None:
+        try:
+            return head if head is not None and v == head.version else glog.at(v)
+        except LvError:  # GlobalVersionNotFound included
+            return None
+
+    return concurrency.gather(Pool.REQUESTS, at, versions)
+
+
 __all__ = ["CHUNK", "MAX_GROUP", "MAX_TAGS", "VQ_PREFIX", "Request", "RequestCommit", "any_queued", "outcome_of",
-           "parse_key", "pending", "put_request", "request_key", "tag", "withdraw"]
+           "parse_key", "pending", "put_request", "read_ahead", "request_key", "tag", "withdraw"]

@@ -28,7 +28,7 @@ from lv_core.protocol.markers import lakevilla_commit_info
 from lv_core.protocol.parts import close_parts
 from lv_core.protocol.validation import TableAccess, validate
 from lv_core.protocol.vlock import COMMITTING, FreeAnswer, HeldLock, LockRecord, Serving, ValidationTimeout
-from lv_core.protocol.vqueue import CHUNK, Request, RequestCommit, outcome_of, pending, put_request, withdraw
+from lv_core.protocol.vqueue import Request, RequestCommit, outcome_of, pending, put_request, read_ahead, withdraw
 from lv_core.storage.base import ObjectStore
 from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
@@ -224,34 +224,13 @@ class Waiter:
         """Read the global versions after those read so far up to ``upto`` into the log's cache (in parallel;
         in the background unless ``wait``), so that deciding the wait once the key is free takes one round
         trip, not two. Reads only. Cost: 1 GET per version (as reading them later would)."""
-        if self._reading is not None and self._reading.done():
-            if self._reading.exception() is None:  # (a failed read: read again)
+        if self._reading is not None and (wait or self._reading.done()):
+            with contextlib.suppress(Exception):  # (a failed read: read again)
                 self._read_to = max(self._read_to, self._reading.result())
             self._reading = None
-        if upto <= self._read_to:
+        if upto <= self._read_to or self._reading is not None:  # (one read at a time)
             return
-        if self._reading is not None:  # one read at a time
-            if not wait:
-                return
-            with contextlib.suppress(LvError):
-                self._read_to = max(self._read_to, self._reading.result())
-            self._reading = None
-            if upto <= self._read_to:
-                return
-        glog, first = self.core.services.glog, max(self._read_to + 1, upto - CHUNK + 1)  # (the newest)
-
-        def at(v: int) -> bool:
-            try:
-                glog.at(v)
-                return True
-            except LvError:  # GlobalVersionNotFound included: not published yet
-                return False
-
-        def read() -> int:
-            versions = list(range(first, upto + 1))
-            found = concurrency.gather(Pool.REQUESTS, at, versions)
-            return next((v - 1 for v, ok in zip(versions, found, strict=True) if not ok), upto)
-
+        read = functools.partial(read_ahead, self.core.services.glog, self._read_to, upto)
         if wait:
             self._read_to = max(self._read_to, read())
         else:

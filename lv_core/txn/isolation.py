@@ -218,7 +218,6 @@ class _Run:
     """Performs the requests of one run of the commit's machine (a method per :class:`Request`) and keeps
     what they read. ``waiter``, ``found``: a queued transaction's try of the free key ``found``."""
 
-
     def __init__(self, core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], deadline: float,
                  waiter: gc.Waiter | None = None, found: tuple[LockRecord, str] | None = None) -> None:
         self.core, self.writes, self.accesses, self.deadline = core, writes, accesses, deadline
