@@ -58,12 +58,13 @@ def markers_live(store: ObjectStore, req: Request) -> bool:
 
 @dataclass
 class Behind:
-    """Requests queued on a holder's tables, their markers' liveness (being read) and the resolved versions
-    below the holder's entries they did not read."""
+    """Requests queued on a holder's tables (by txn), those that are chain candidates, their markers' liveness
+    (being read) and the resolved versions below the holder's entries they did not read."""
 
-    reqs: list[Request]
-    live: dict[str, Future[bool]] = field(default_factory=dict)
-    log: dict[tuple[str, int], PredecessorCommit | None] = field(default_factory=dict)
+    reqs: dict[str, Request]
+    cands: list[sg.Candidate]
+    live: dict[str, Future[bool]]
+    log: dict[tuple[str, int], PredecessorCommit | None]
 
 
 def _resolved(store: ObjectStore, known: Mapping[tuple[str, int], VersionState], table: str,
@@ -90,7 +91,7 @@ def prepare(store: ObjectStore, reqs: list[Request], tops: Mapping[str, int],
     live = {c.txn: concurrency.submit(Pool.REQUESTS, markers_live, store, byid[c.txn]) for c in cands}
     need = sorted({(c.table, v) for c in cands for v in sg.needs(c, tops[c.table])})
     got = concurrency.gather(Pool.REQUESTS, lambda tv: _resolved(store, known, *tv), need)
-    return Behind(reqs, live, dict(zip(need, got, strict=True)))
+    return Behind(byid, cands, live, dict(zip(need, got, strict=True)))
 
 
 def look_behind(store: ObjectStore, own: str, tops: Mapping[str, int],
@@ -104,11 +105,9 @@ def serve_same(store: ObjectStore, state: GvlState, txn: str, own: Sequence[Plan
                group: Group) -> None:
     """Add to ``group`` the requests of ``behind`` that may follow the holder ``txn``'s entries ``own`` in the
     global version after ``state`` (:func:`sg.chain`, live markers). Cost: what ``behind`` did not read."""
-    reqs = {r.txn: r for r in behind.reqs}
-    cands = [c for r in behind.reqs if isinstance(c := sg.candidate(r), sg.Candidate)]
     taken = {t for g in group.members.values() for t in g["tables"]}  # (a settled member's table: not twice)
     for e in own:
-        mine = [c for c in cands if c.table == e.table]
+        mine = [c for c in behind.cands if c.table == e.table]
         if e.blind or not mine or e.table in taken:
             continue
         need = sorted(set().union(*(sg.needs(c, e.version) for c in mine)))
@@ -117,9 +116,8 @@ def serve_same(store: ObjectStore, state: GvlState, txn: str, own: Sequence[Plan
             Pool.REQUESTS, functools.partial(_resolved, store, {}, e.table), missing), strict=True))
         top = PredecessorCommit(e.table, e.version, txn, decode_commit(e.data, version=e.version, table=e.table))
         for link in sg.chain(top, mine, {v: behind.log[(e.table, v)] for v in need}):
-            c, req = link.candidate, reqs[link.candidate.txn]
-            live = behind.live.get(c.txn)
-            if link.why is not None or not (live.result() if live is not None else markers_live(store, req)):
+            c, req = link.candidate, behind.reqs[link.candidate.txn]
+            if link.why is not None or not behind.live[c.txn].result():
                 log.debug("left to owner: %s (%s)", link.why or "markers not live", req.txn)
                 break
             _join(group, state, req, c, top)

@@ -87,10 +87,7 @@ def queue_early(core: TxnCore, accesses_of: Callable[[TxnCore, dict[str, list]],
     writes = book.writes()
     # built before settling starts: settling rebases what it says was read, a redo changes the bytes
     req = make_request(core, writes, accesses_of(core, writes), core.services.glog.known(), early=True)
-    waiter = Waiter(core, lambda: req, deadline, on_free)
-    waiter.early = True
-    waiter.queuing = concurrency.submit(Pool.REQUESTS, waiter.busy)
-    return waiter
+    return Waiter(core, lambda: req, deadline, on_free, early=True)
 
 
 class _Named(Enum):
@@ -115,7 +112,8 @@ class Waiter:
     what the transaction does with a free key: :class:`FreeAnswer` and, when decided there, how."""
 
     def __init__(self, core: TxnCore, request: Callable[[], Request | None], deadline: float,
-                 on_free: Callable[["Waiter", tuple[LockRecord, str]], tuple[FreeAnswer, Decided | None]]) -> None:
+                 on_free: Callable[["Waiter", tuple[LockRecord, str]], tuple[FreeAnswer, Decided | None]], *,
+                 early: bool = False) -> None:
         self.core = core
         self._request = request
         self._on_free = on_free
@@ -133,8 +131,8 @@ class Waiter:
         self.settled = True
         self._reading: Future[int] | None = None  # (:meth:`_read_ahead`)
         #: queued before its predecessors resolved (:func:`queue_early`): requests may wait behind it
-        self.early = False
-        self.queuing: Future[None] | None = None  # that early PUT
+        self.early = early
+        self.queuing = concurrency.submit(Pool.REQUESTS, self.busy) if early else None  # that early PUT
 
     def retract(self, timeout_s: float) -> Decided | None:
         """Withdraw a request queued early, and how a holder committed it meanwhile (None: never, nor can any

@@ -22,6 +22,7 @@ from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect, probe_early
 from lv_core.protocol.ict import commit_info_first
+from lv_core.protocol.lockrecord import COMMITTING
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, read_version, write_version
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import LogTail, TableAccess, ValidationOutcome, validate
@@ -378,10 +379,6 @@ class _Run:
         assert waiter is not None
         cleaner.background(f"validation request of {core.id}", lambda: withdraw(core.store, waiter.key))
 
-    def execute_plan(self) -> Answer:
-        """Write and publish the plan the key was taken with."""
-        return self._write_plan(fast=True)
-
     # ------------------------------------------------------------ the usual route: wait for the key
     def wait_for_key(self) -> Answer:
         core, vlock, writes, accesses = self.core, self.core.services.vlock, self.writes, self.accesses
@@ -455,12 +452,10 @@ class _Run:
         self.freed = _fill_unused_markers(self.core, self.planned.names)
 
     def commit_plan(self) -> Answer:
-        """Record the plan (and the group's) in the key, write and publish it."""
-        return self._write_plan(fast=False)
-
-    def _write_plan(self, *, fast: bool) -> Answer:
+        """Write and publish the plan (and the group's), first recorded in the key unless taken with it (fast)."""
         core, held, p, g, state = self.core, self.held, self.planned, self.group, self.state
         assert held is not None and p is not None and state is not None
+        fast = held.record.state == COMMITTING
         # (crash clean-up reads the decision: a decided commit ends "unknown", rolled forward)
         before, core.book.decision = core.book.decision, Decision(DecisionKind.PLAN, p.names)
         try:
@@ -481,6 +476,8 @@ class _Run:
             core.book.mark_published(t, v, self.writes.get(t, []))
         self.published = Published(dict(result.versions), self.freed, result.gvl or state)
         return Answer.PUBLISHED
+
+    execute_plan = commit_plan  # (the fast route's: the key was taken with the plan)
 
     def publish_others(self) -> Answer:
         """Publish the group served and, after an R1 failure, the foreign versions found (catch-up; read-only:
