@@ -119,9 +119,10 @@ class HeldLock:
     def __init__(self, lock: LockHost, record: LockRecord, etag: str, takeovers: list[Takeover],
                  waited: bool = False, serving: Serving | None = None, claimed: int | None = None) -> None:
         self.lock, self.waited, self.txn, self.takeovers = lock, waited, record.txn, takeovers
-        self._record, self._etag, self._serving = record, etag, serving
+        self._etag, self._serving = etag, serving
         self._mu = threading.Lock()
-        self._hold = Hold.HOLDING
+        # the record and the hold: changed only by this lock, under _mu (read-only for others)
+        self.record, self.hold = record, Hold.HOLDING
         self.head: int | None = None
         self.claimed = claimed
         self._stop = threading.Event()
@@ -132,26 +133,18 @@ class HeldLock:
         self._thread.start()
 
     def __repr__(self) -> str:
-        return f"HeldLock({self.txn}, {self._record.state}, {self._hold.value})"
+        return f"HeldLock({self.txn}, {self.record.state}, {self.hold.value})"
 
     def __enter__(self) -> "HeldLock":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._hold in (Hold.HOLDING, Hold.LOST):  # (RELEASING: the background releases)
+        if self.hold in (Hold.HOLDING, Hold.LOST):  # (RELEASING: the background releases)
             self.release()
 
     @property
-    def record(self) -> LockRecord:
-        return self._record
-
-    @property
-    def hold(self) -> Hold:
-        return self._hold
-
-    @property
     def lost(self) -> bool:
-        return self._hold is Hold.LOST
+        return self.hold is Hold.LOST
 
     def looked(self) -> Sequence[object] | None:
         """What the queue held as the last plan was written, or at :meth:`note_queued` (None: unknown)."""
@@ -204,14 +197,14 @@ class HeldLock:
             if release:
                 self.release()
             return PlanResult(True, {}, base)
-        self._transition(replace(self._record, state=COMMITTING, gvl_base=base.version, plan=tuple(plan),
+        self._transition(replace(self.record, state=COMMITTING, gvl_base=base.version, plan=tuple(plan),
                                  plan_txn=self.txn, additions=dict(additions or {}), group=dict(group or {})))
         return self.execute(base, background=background, release=release)
 
     def execute(self, base: GvlState, *, background: Callable[[str, Callable[[], object]], None] | None = None,
                 release: bool = True) -> PlanResult:
         """The second half of :meth:`commit` (raises the same): write the recorded plan, publish, serve, release."""
-        rec = self._record
+        rec = self.record
         assert rec.state == COMMITTING and rec.gvl_base == base.version
         self.head = None  # unknown until the plan's outcome is (a conflict means another published)
         crashpoint("plan-recorded" if release else "serving-plan-recorded")
@@ -226,8 +219,8 @@ class HeldLock:
         self.head = result.gvl.version if result.gvl is not None else None if voided else base.version
         if release:
             with self._mu:
-                if background is not None and self._hold is Hold.HOLDING:
-                    self._hold = Hold.RELEASING
+                if background is not None and self.hold is Hold.HOLDING:
+                    self.hold = Hold.RELEASING
             published = result.gvl if result.gvl is not None and result.gvl.version > base.version else None
             (background or (lambda _what, fn: fn()))("validation lock release",
                                                       lambda: self._release_after_plan(published))
@@ -269,9 +262,9 @@ class HeldLock:
         requests are queued (unknown: queued). Idempotent; one try (else the lease runs out). 1 PUT-if-match."""
         self._stop.set()
         with self._mu:
-            if self._hold not in _HELD:
+            if self.hold not in _HELD:
                 return  # (lost: nothing of ours to release)
-            self._hold = Hold.FREED
+            self.hold = Hold.FREED
             found = self.looked()
             queued = found is None or bool(found)
             if self._swap(free_record(self.txn, self.head, queued)):
@@ -283,15 +276,15 @@ class HeldLock:
         try:
             self._etag = put_or_confirm(self.lock.store, LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
         except (PreconditionFailed, NotFound):
-            self._hold = Hold.LOST
+            self.hold = Hold.LOST
             return False
-        self._record = rec
+        self.record = rec
         return True
 
     def _transition(self, rec: LockRecord) -> None:
         """Overwrite the record with ``rec`` and a fresh lease."""
         with self._mu:
-            if self._hold not in _HELD or not self._swap(replace(rec, lease_expires=time.time() + self.lock.lease_s)):
+            if self.hold not in _HELD or not self._swap(replace(rec, lease_expires=time.time() + self.lock.lease_s)):
                 raise ValidationLockLost(
                     f"transaction {self.txn} lost the validation lock (its lease ran out and it was taken over). "
                     "Nothing was written: validate again.")
@@ -300,16 +293,16 @@ class HeldLock:
         """Stop renewing without deleting: a waiter takes over once the lease expires."""
         self._stop.set()
         with self._mu:
-            if self._hold in _HELD:
-                self._hold = Hold.ABANDONED
+            if self.hold in _HELD:
+                self.hold = Hold.ABANDONED
 
     def _renew_loop(self) -> None:
         while not self._stop.wait(self.lock.lease_s / 3):
             with self._mu:
-                if self._hold not in _HELD:
+                if self.hold not in _HELD:
                     return
                 try:
-                    if not self._swap(replace(self._record, lease_expires=time.time() + self.lock.lease_s)):
+                    if not self._swap(replace(self.record, lease_expires=time.time() + self.lock.lease_s)):
                         log.warning("validation lock of %s was taken over (lease ran out)", self.txn)
                         return
                 except StorageError as e:  # transient: try again next period
