@@ -126,7 +126,8 @@ class HeldLock:
         self.head: int | None = None
         self.claimed = claimed
         self._stop = threading.Event()
-        # what the queue held while the last plan was written (None: not looked), for the free record
+        # what the queue held while the last plan was written (None: not looked): the free record says whether
+        # requests are queued, so that this process does not take the key again without serving them
         self._queued: Future[Sequence[object]] | None = None
         self.served: frozenset[str] = frozenset({self.txn})
         self._thread = threading.Thread(target=self._renew_loop, name=f"lv-vlock-{self.txn[-8:]}", daemon=True)

@@ -136,7 +136,8 @@ class Waiter:
 
     def retract(self, timeout_s: float) -> Decided | None:
         """Withdraw a request queued early, and how a holder committed it meanwhile (None: never, nor can any
-        now): the key is taken, so every session that read it ended. Cost: 1 DELETE, a key round, the global
+        now: the key is taken, so every session that read it ended). Its owner is giving up: its abort must not
+        free a marker, nor delete files, that a published commit uses. Cost: 1 DELETE, a key round, the global
         versions since :attr:`known`."""
         if self.queuing is not None:
             with contextlib.suppress(LvError):
@@ -173,7 +174,8 @@ class Waiter:
         rnd = (ident, record.gvl_base if record is not None else None)
         if (self.queued and record is not None and record.state == COMMITTING and record.gvl_base is not None
                 and self.core.id in record.group):
-            # our commit is being written: the next global version names it
+            # our commit is being written: the next global version names it (looked for MEMBER_POLLS times, then
+            # once per poll of the lock: a holder that died meanwhile is rolled forward by whoever polls it)
             tries = MEMBER_POLLS if rnd != self._round else 1  # a slow holder: 1 per poll
             self._round = rnd
             backoff = Backoff(MEMBER_POLL_S, MEMBER_POLL_S)
@@ -221,7 +223,8 @@ class Waiter:
     def _read_ahead(self, upto: int, *, wait: bool = False) -> None:
         """Read the global versions after those read so far up to ``upto`` into the log's cache (in parallel;
         in the background unless ``wait``), so that deciding the wait once the key is free takes one round
-        trip, not two. Reads only. Cost: 1 GET per version (as reading them later would)."""
+        trip, not two (a version a holder is still publishing is read again at the next poll). Reads only.
+        Cost: 1 GET per version (as reading them later would)."""
         if self._reading is not None and (wait or self._reading.done()):
             with contextlib.suppress(Exception):  # (a failed read: read again)
                 self._read_to = max(self._read_to, self._reading.result())

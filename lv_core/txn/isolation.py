@@ -43,8 +43,9 @@ __all__ = ["commit_isolated", "table_accesses"]
 
 
 def _retract(core: TxnCore, early: gc.Waiter, error: BaseException) -> tuple[GvlState, Mapping[str, Any]]:
-    """Settling failed after the request was queued early: the holder's decision if one committed it, else
-    ``error`` is raised; when that cannot be learnt the transaction ends undecided (the log decides)."""
+    """Settling failed after the request was queued early: the holder's decision if one committed it (then the
+    transaction ends committed: had its settling redone, the holder would have found the same conflict), else
+    ``error`` is raised; when that cannot be learnt it ends undecided (files kept, the log decides)."""
     if isinstance(error, Exception):
         try:
             decided = early.retract(3 * core.services.vlock.lease_s)
