@@ -139,6 +139,13 @@ def _collect(f: Future[Any], out: list[Any], first: BaseException | None) -> Bas
     return first
 
 
+def done(value: T) -> Future[T]:
+    """A future that already holds ``value`` (an answer known without a request)."""
+    out: Future[T] = Future()
+    out.set_result(value)
+    return out
+
+
 def then(pool: Pool, future: Future[T], fn: Callable[[T], Any]) -> Future[Any]:
     """``fn(future.result())`` on ``pool`` once ``future`` is done, without a thread waiting for it:
     how a task goes on from another task's result without breaking the wait rule (the result's

@@ -40,13 +40,11 @@ class LockHost(Protocol):
 
 
 class ValidationLockLost(TransactionError):
-    """The lock was taken over (the lease ran out) before the commit plan was recorded: nothing of the
-    transaction was written or published; it may validate again."""
+    """The lock was taken over before the plan was recorded: nothing written; validate again."""
 
 
 class CommitPending(TransactionError):
-    """The commit was decided (plan recorded) but writing it kept failing: the lock stays "committing"
-    and the next validator rolls it forward after the lease (the transaction *will* commit)."""
+    """The plan was recorded but writing it kept failing: the next validator rolls it forward after the lease."""
 
 
 class Hold(Enum):
@@ -64,23 +62,19 @@ _HELD = (Hold.HOLDING, Hold.RELEASING)  # ours: renewed, may transition and rele
 
 @dataclass(frozen=True)
 class Serving:
-    """What a holder does for the queue (group commit, :mod:`lv_core.txn.group`), given when the lock is taken.
-
-    ``then(held, published head)`` runs after each published plan of the holder's own, before the release
-    (the lock still held); ``look(store, transactions its plans commit)`` reads what is queued (truthy:
-    something is) in the background while a plan is written (None: 1 LIST).
-    """
+    """What a holder does for the queue (:mod:`lv_core.txn.group`): ``then(held, published head)`` after each
+    plan of its own, before the release; ``look(store, transactions its plans commit)`` reads what is queued
+    while a plan is written (None: 1 LIST, whether any is)."""
 
     then: Callable[["HeldLock", GvlState], None]
     look: Callable[[ObjectStore, frozenset[str]], Sequence[object]] | None = None
 
 
-def take_over(lock: LockHost, txn: str, old: LockRecord, etag: str, gvl_base: int | None,
-              takeovers: list[Takeover], serving: Serving | None = None) -> "HeldLock | None":
-    """Take over the expired record ``old`` (read with ``etag``): roll back a validating holder or an
-    invalid plan, roll a committing one forward (see :mod:`lv_core.protocol.vlock`). None: someone
-    changed it first."""
-    mine = holding(txn, lock.lease_s, gvl_base)
+def take_over(lock: LockHost, txn: str, old: LockRecord, etag: str, takeovers: list[Takeover],
+              serving: Serving | None = None) -> "HeldLock | None":
+    """Take over the expired record ``old`` (read with ``etag``): roll back a validating holder or an invalid
+    plan, roll a committing one forward. None: someone changed it first."""
+    mine = holding(txn, lock.lease_s)
     plan_txn = old.plan_txn or old.txn
     forward = old.state == COMMITTING and not old.invalid
     rec = replace(old, txn=txn, lease_s=mine.lease_s, lease_expires=mine.lease_expires, client=mine.client,
@@ -103,10 +97,7 @@ def take_over(lock: LockHost, txn: str, old: LockRecord, etag: str, gvl_base: in
                               additions=old.additions, group=old.group)
         takeovers.append(Takeover(old.txn, old.state, "rolled-forward" if result.committed else "plan-rolled-back",
                                   result))
-    except (GlobalVersionNotFound, GlobalLogConflict) as e:
-        # A plan that can never complete (its base global version does not exist, or the next one was
-        # published by another): a legitimate holder cannot have recorded it. Roll it back instead of
-        # making every later validator fail on it.
+    except (GlobalVersionNotFound, GlobalLogConflict) as e:  # (no legitimate holder recorded it)
         log.warning("validation lock of %s (committing) holds a plan that cannot complete (%s): taken over "
                     "by %s and rolled back", plan_txn, e, txn)
         takeovers.append(Takeover(old.txn, old.state, "impossible-plan-rolled-back"))
@@ -118,58 +109,46 @@ def take_over(lock: LockHost, txn: str, old: LockRecord, etag: str, gvl_base: in
 
 
 class HeldLock:
-    """The validation lock while held by ``txn``; a context manager whose exit releases it unless
-    :meth:`commit` did (so an exception before :meth:`commit`, when nothing was written, releases it).
+    """The validation lock while held; a context manager whose exit releases it unless :meth:`commit` did.
 
-    ``takeovers``: locks taken over from crashed holders while acquiring it; ``waited``: acquired after
-    waiting (others may have queued requests); ``serving``: what it does for the queue (None: only a
-    look whether any is queued); ``head``: the newest global version it knows (read under the lock, or
-    published; None: unknown), named by the free record at release; ``claimed``: the head the free record
-    it claimed named (None: none, or not claimed from a free record); ``served``: the transactions its
-    plans committed (not looked for in the queue).
-    """
+    ``takeovers``: locks taken over while acquiring it; ``waited``: acquired after waiting (requests may be
+    queued); ``head``: the newest global version it knows (None: unknown), named by the free record at
+    release; ``claimed``: the head of the free record it claimed; ``served``: the transactions its plans
+    committed."""
 
     def __init__(self, lock: LockHost, record: LockRecord, etag: str, takeovers: list[Takeover],
                  waited: bool = False, serving: Serving | None = None, claimed: int | None = None) -> None:
         self.lock, self.waited, self.txn, self.takeovers = lock, waited, record.txn, takeovers
-        self._record, self._etag, self._serving = record, etag, serving
+        self._etag, self._serving = etag, serving
         self._mu = threading.Lock()
-        self._hold = Hold.HOLDING
+        # the record and the hold: changed only by this lock, under _mu (read-only for others)
+        self.record, self.hold = record, Hold.HOLDING
         self.head: int | None = None
         self.claimed = claimed
         self._stop = threading.Event()
-        # what the queue held while the last plan was written (None: not looked): the free record says
-        # whether requests are queued, so that this process does not take the key again without serving them
+        # what the queue held while the last plan was written (None: not looked): the free record says whether
+        # requests are queued, so that this process does not take the key again without serving them
         self._queued: Future[Sequence[object]] | None = None
         self.served: frozenset[str] = frozenset({self.txn})
         self._thread = threading.Thread(target=self._renew_loop, name=f"lv-vlock-{self.txn[-8:]}", daemon=True)
         self._thread.start()
 
     def __repr__(self) -> str:
-        return f"HeldLock({self.txn}, {self._record.state}, {self._hold.value})"
+        return f"HeldLock({self.txn}, {self.record.state}, {self.hold.value})"
 
     def __enter__(self) -> "HeldLock":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._hold in (Hold.HOLDING, Hold.LOST):  # (RELEASING: the background releases)
+        if self.hold in (Hold.HOLDING, Hold.LOST):  # (RELEASING: the background releases)
             self.release()
 
     @property
-    def record(self) -> LockRecord:
-        return self._record
-
-    @property
-    def hold(self) -> Hold:
-        return self._hold
-
-    @property
     def lost(self) -> bool:
-        return self._hold is Hold.LOST
+        return self.hold is Hold.LOST
 
     def looked(self) -> Sequence[object] | None:
-        """What the queue held as the last plan was written, or at :meth:`note_queued` (waits for that
-        look; None: not looked, or it failed)."""
+        """What the queue held as the last plan was written, or at :meth:`note_queued` (None: unknown)."""
         try:
             return None if self._queued is None else self._queued.result()
         except Exception:
@@ -177,8 +156,7 @@ class HeldLock:
 
     def note_queued(self, queued: bool) -> None:
         """What a newer look at the queue found: the free record says so at release."""
-        self._queued = Future()
-        self._queued.set_result([True] if queued else [])
+        self._queued = concurrency.done([True] if queued else [])
 
     def _look(self) -> Sequence[object]:
         if self._serving is not None and self._serving.look is not None:
@@ -187,12 +165,9 @@ class HeldLock:
 
     # ------------------------------------------------------------------ holder steps
     def read_head(self, glog: GlobalLog) -> GvlState:
-        """The global log's head, read under the lock (it becomes :attr:`head`). A head past the one this
-        holder knew (or any, when it knew none) was published by nobody who released the key naming it:
-        after a voided plan, a crash, or put there by another client. It is vouched for first
-        (:meth:`GlobalLog.vouch`: 1 GET + HEADs of its tables' log versions), so that no plan is built on a
-        made-up version; a refused one leaves the free record naming no head. The usual path (the head the
-        free record named) pays nothing."""
+        """The global log's head, read under the lock (it becomes :attr:`head`). One past what this holder knew
+        was not named by a release (a voided plan, a crash, another client): it is vouched for first
+        (:meth:`GlobalLog.vouch`), so that no plan is built on a made-up version."""
         state = glog.head()
         known = self.head if self.head is not None else self.claimed
         if known is None or state.version > known:
@@ -206,19 +181,15 @@ class HeldLock:
                group: Mapping[str, Mapping[str, Any]] | None = None,
                background: Callable[[str, Callable[[], object]], None] | None = None,
                release: bool = True) -> PlanResult:
-        """Record the plan (state "committing") built on ``base`` (the head read under the lock, the one
-        validation used), write it, publish ``base.version + 1`` and release (``release=False``: keep the
-        lock for another plan; ``background(what, fn)``: release off the caller's path, since after the
-        publish only the next validator waits for it). An empty plan without additions only releases.
-        ``group``: other transactions whose commits ``plan`` holds -> ``{"tables", "validation"}``
-        (:mod:`lv_core.txn.group`): published even when the holder's own entries break (it raises after).
-        Cost: 1 PUT-if-match + :func:`~lv_core.protocol.commitplan.execute_plan` + 1 PUT-if-match (release).
+        """Record the plan (state "committing") built on ``base``, write it, publish ``base.version + 1`` and
+        release (``release=False``: keep the lock; ``background(what, fn)``: release off the caller's path).
+        ``group``: other transactions the plan commits, published even when the holder's own entries break.
+        Cost: 2 PUT-if-match + :func:`~lv_core.protocol.commitplan.execute_plan`.
 
         Raises:
-            ValidationLockLost: taken over before the plan was recorded; nothing written (validate again).
-            TransactionAborted: the plan broke while writing (``.rule`` "R2": a table version taken after
-                validation; "timeout": a marker freed after the lease ran out); what was written is rolled
-                back (``details["undone"]``), nothing published, the lock released.
+            ValidationLockLost: taken over before the plan was recorded (nothing written).
+            TransactionAborted: the plan broke (rule "R2", "timeout"...): written parts reverted, nothing
+                published, the lock released.
             CommitPending: writing kept failing; a roll forward completes the commit.
             GlobalLogConflict: global version ``base.version + 1`` was published by someone else.
         """
@@ -227,15 +198,14 @@ class HeldLock:
             if release:
                 self.release()
             return PlanResult(True, {}, base)
-        self._transition(replace(self._record, state=COMMITTING, gvl_base=base.version, plan=tuple(plan),
+        self._transition(replace(self.record, state=COMMITTING, gvl_base=base.version, plan=tuple(plan),
                                  plan_txn=self.txn, additions=dict(additions or {}), group=dict(group or {})))
         return self.execute(base, background=background, release=release)
 
     def execute(self, base: GvlState, *, background: Callable[[str, Callable[[], object]], None] | None = None,
                 release: bool = True) -> PlanResult:
-        """The second half of :meth:`commit` (raises the same): write the plan recorded in the lock (built
-        on ``base``), publish, run :attr:`Serving.then` and release."""
-        rec = self._record
+        """The second half of :meth:`commit` (raises the same): write the recorded plan, publish, serve, release."""
+        rec = self.record
         assert rec.state == COMMITTING and rec.gvl_base == base.version
         self.head = None  # unknown until the plan's outcome is (a conflict means another published)
         crashpoint("plan-recorded" if release else "serving-plan-recorded")
@@ -250,8 +220,8 @@ class HeldLock:
         self.head = result.gvl.version if result.gvl is not None else None if voided else base.version
         if release:
             with self._mu:
-                if background is not None and self._hold is Hold.HOLDING:
-                    self._hold = Hold.RELEASING
+                if background is not None and self.hold is Hold.HOLDING:
+                    self.hold = Hold.RELEASING
             published = result.gvl if result.gvl is not None and result.gvl.version > base.version else None
             (background or (lambda _what, fn: fn()))("validation lock release",
                                                       lambda: self._release_after_plan(published))
@@ -289,14 +259,13 @@ class HeldLock:
                         "finds its plan done and removes it", self.txn, e)
 
     def release(self) -> None:
-        """Stop renewing and, if the lock is still ours, leave a free record naming :attr:`head` and
-        whether requests are queued (unknown counts as queued: the next commit of this process serves
-        the queue). Idempotent; one try (a failed PUT is not sent again: the lease runs out). 1 PUT-if-match."""
+        """Stop renewing and, if the lock is still ours, leave a free record naming :attr:`head` and whether
+        requests are queued (unknown: queued). Idempotent; one try (else the lease runs out). 1 PUT-if-match."""
         self._stop.set()
         with self._mu:
-            if self._hold not in _HELD:
+            if self.hold not in _HELD:
                 return  # (lost: nothing of ours to release)
-            self._hold = Hold.FREED
+            self.hold = Hold.FREED
             found = self.looked()
             queued = found is None or bool(found)
             if self._swap(free_record(self.txn, self.head, queued)):
@@ -304,20 +273,19 @@ class HeldLock:
 
     # ------------------------------------------------------------------ internals
     def _swap(self, rec: LockRecord) -> bool:
-        """Under ``_mu``: overwrite our record with ``rec`` (if-match on our etag; a lost response is read
-        back, else the next write would fail its if-match). False: it was taken over (now LOST)."""
+        """Under ``_mu``: overwrite our record with ``rec`` (if-match). False: it was taken over (now LOST)."""
         try:
             self._etag = put_or_confirm(self.lock.store, LOCK_KEY, rec.encode(), mode=IfMatch(self._etag))
         except (PreconditionFailed, NotFound):
-            self._hold = Hold.LOST
+            self.hold = Hold.LOST
             return False
-        self._record = rec
+        self.record = rec
         return True
 
     def _transition(self, rec: LockRecord) -> None:
         """Overwrite the record with ``rec`` and a fresh lease."""
         with self._mu:
-            if self._hold not in _HELD or not self._swap(replace(rec, lease_expires=time.time() + self.lock.lease_s)):
+            if self.hold not in _HELD or not self._swap(replace(rec, lease_expires=time.time() + self.lock.lease_s)):
                 raise ValidationLockLost(
                     f"transaction {self.txn} lost the validation lock (its lease ran out and it was taken over). "
                     "Nothing was written: validate again.")
@@ -326,16 +294,16 @@ class HeldLock:
         """Stop renewing without deleting: a waiter takes over once the lease expires."""
         self._stop.set()
         with self._mu:
-            if self._hold in _HELD:
-                self._hold = Hold.ABANDONED
+            if self.hold in _HELD:
+                self.hold = Hold.ABANDONED
 
     def _renew_loop(self) -> None:
         while not self._stop.wait(self.lock.lease_s / 3):
             with self._mu:
-                if self._hold not in _HELD:
+                if self.hold not in _HELD:
                     return
                 try:
-                    if not self._swap(replace(self._record, lease_expires=time.time() + self.lock.lease_s)):
+                    if not self._swap(replace(self.record, lease_expires=time.time() + self.lock.lease_s)):
                         log.warning("validation lock of %s was taken over (lease ran out)", self.txn)
                         return
                 except StorageError as e:  # transient: try again next period

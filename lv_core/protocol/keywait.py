@@ -1,16 +1,10 @@
-"""Waiting for the validation key, as a state machine: a pure :func:`step` from (the wait so far, what the
-store or the queue answered) to (the wait now, the requests to send next).
+"""Waiting for the validation key, as a state machine (diagram in docs/ARCHITECTURE.md): a pure :func:`step`
+from (the wait so far, the last answer) to (the wait now, the requests to send next, of which only the last
+one's answer is needed); ``ValidationLock.acquire_or_join`` sends them.
 
-The protocol is the one :mod:`lv_core.protocol.vlock` describes; this module only decides and sends
-nothing (``ValidationLock.acquire_or_join`` sends each request, feeds the last one's answer back: every
-request but the last of a step is one whose answer is not needed, a notice or the queued request's PUT).
-The phases and their transitions are diagrammed in docs/ARCHITECTURE.md. A held key is judged without a
-request: the holder's lease expired -> TAKE_OVER, the deadline passed -> TIMED_OUT, else one backoff step
-and LOOK again.
-
-Expiry (either proves the holder gone): the record's ``lease_expires`` is more than ``skew_s`` in the
-past by our clock, or its etag has not changed for ``lease_s`` as we measured it (no synchronised clocks
-needed: a live holder renews every ``lease_s / 3``).
+A holder is gone when its ``lease_expires`` is more than ``skew_s`` past by our clock, or its etag has not
+changed for ``lease_s`` as we measured it (no synchronised clocks needed: a live holder renews every
+``lease_s / 3``).
 """
 
 from __future__ import annotations
@@ -134,13 +128,9 @@ Answer = Union[Claimed, Looked, Done, FreeAnswer, None]
 # ---------------------------------------------------------------- the machine
 @dataclass(frozen=True)
 class Wait:
-    """One wait for the key (immutable: :func:`step` returns a new one).
-
-    ``queued``: queues a commit request when the key is busy (group commit); ``deadline``: monotonic;
-    ``tried``: the key was found held (or the request queued) before; ``found``: the record judged (ASK,
-    TAKE_OVER, TIMED_OUT) or claimed (FREE_KEY); ``first_seen``: etag -> when first seen (monotonic, for
-    expiry by observation); ``last_seen``: the holder and state last notified.
-    """
+    """One wait for the key (immutable). ``queued``: queues a commit request when the key is busy; ``tried``:
+    the key was found held (or the request queued) before; ``found``: the record judged or claimed;
+    ``first_seen``: etag -> when first seen (monotonic); ``last_seen``: the holder and state last notified."""
 
     phase: Phase
     queued: bool
@@ -154,9 +144,8 @@ class Wait:
 
 def start(*, queued: bool, deadline: float, skew_s: float, free_etag: str | None, seen: KeyLook | None,
           contended: bool) -> tuple[Wait, list[Request]]:
-    """The first phase: claim our own free record (``free_etag``) at once unless something was read just
-    before; otherwise look first (the key exists unless the warehouse never validated, so a blind
-    PUT-create would only fail). Queued and found held moments ago: queue the request beside the GET."""
+    """The first phase: claim our own free record at once unless something was read just before; otherwise
+    look first (a blind PUT-create would only fail). Queued and contended: queue beside the GET."""
     if free_etag is not None and seen is None:
         return Wait(Phase.CLAIM, queued, deadline, skew_s), [Claim(free_etag)]
     early = queued and contended
@@ -165,8 +154,7 @@ def start(*, queued: bool, deadline: float, skew_s: float, free_etag: str | None
 
 
 def step(w: Wait, answer: Answer) -> tuple[Wait, list[Request]]:
-    """The next phase of ``w`` given the answer to its last request, and what to send next (the answer of
-    the last request listed is the next call's ``answer``). Pure: no I/O, no clock."""
+    """The next phase of ``w`` given the answer to its last request, and what to send next. Pure."""
     ph = w.phase
     look: tuple[Wait, list[Request]] = (_to(w, Phase.LOOK), [Get()])
     if ph in (Phase.CLAIM, Phase.TAKE_OVER) and isinstance(answer, Claimed):
@@ -207,8 +195,7 @@ def _looked(w: Wait, found: Found | None, clock: Clock) -> tuple[Wait, list[Requ
 
 
 def _judge(w: Wait, clock: Clock) -> tuple[Wait, list[Request]]:
-    """The key is held by ``w.found``: take it over when expired, else sleep one step and look again (or
-    time out)."""
+    """The key is held by ``w.found``: take it over when expired, else sleep and look again (or time out)."""
     assert w.found is not None
     rec, etag = w.found
     seen_at = w.first_seen.get(etag, clock.mono)

@@ -1,10 +1,5 @@
-"""The validation lock's record (``_lakevilla/validation.lock``): its states and how it is read.
-
-"validating" or "committing" while a transaction holds the lock, "free" once released (older clients
-deleted the key: a missing key is free too). A free record names the newest global version at its
-release (``head``): a holder whose PUT-if-match on the etag of its own free record succeeds knows that
-nobody held the lock since, so the global log's head is still the one it published.
-"""
+"""The validation lock's record (``_lakevilla/validation.lock``): "validating" or "committing" while held,
+"free" once released (a missing key is free too), naming the newest global version at release (``head``)."""
 
 from __future__ import annotations
 
@@ -34,19 +29,13 @@ class LockRecord:
     """The content of the lock object.
 
     Attributes:
-        state: "validating", "committing" or "free"; ``txn`` the holder (or last holder), ``client`` its
-            host:pid (for humans), ``acquired`` when it took the lock (released, for a free record).
-        lease_s, lease_expires: the holder's lease (expiry by the holder's clock).
+        txn, client, acquired: the holder (or last holder), its host:pid, when it took (or released) the lock.
         gvl_base: the global version the plan builds on (informational while validating).
-        plan, plan_txn, additions: committing only: the table commits to write, whose commit they are
-            (not ``txn`` while a taker rolls it forward: then ``recovering`` names it too), read-only
-            tables unknown to the global log -> version to add them at.
-        group: other transactions the plan commits (group commit) -> ``{"tables", "validation"}``.
-        invalid: a "committing" record whose plan (or additions, base, plan txn) is malformed: read with
-            an empty plan, never rolled forward, only taken over after its lease. Never encoded.
+        plan, plan_txn, additions, group: committing only: the table commits, whose they are (while a taker
+            rolls them forward, ``recovering`` names it too), tables to add, other transactions committed.
+        invalid: a malformed "committing" record: never rolled forward, only taken over. Never encoded.
         head, queued, nonce: free only: the newest global version at release (None: unknown); whether
-            commit requests were queued meanwhile (the releaser then serves them before taking the key
-            again: no starving the queue); unique bytes (S3 etags are content hashes).
+            requests were queued meanwhile (the releaser serves them first); unique bytes (S3 etags hash).
     """
 
     txn: str
@@ -87,10 +76,8 @@ class LockRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> "LockRecord":
-        """Parse a lock object: an unreadable one reads as an expired "validating" lock (safe to take), a
-        "committing" one with a malformed plan (:func:`~lv_core.protocol.commitplan.parse_plan`) as
-        ``invalid`` (see :class:`LockRecord`). Memoised by content: checking a plan decodes every commit
-        in it, and a waiter polls the same (immutable) record many times."""
+        """Parse a lock object: an unreadable one reads as an expired "validating" lock, a malformed plan as
+        ``invalid``. Memoised: a waiter polls the same record many times, and checking a plan decodes it."""
         return _decode(bytes(data))
 
 
@@ -146,8 +133,7 @@ class FreeSlot:
 
 
 def slot_of(found: tuple[LockRecord, str] | None) -> FreeSlot | None:
-    """The free record found, if it can be claimed with a plan (it names its head); None for a held
-    lock, no key, or a free record of an older release without head."""
+    """The free record found, if it names its head (so it can be claimed with a plan)."""
     if found is None or found[0].state != FREE or found[0].head is None:
         return None
     return FreeSlot(found[1], found[0].head, found[0].queued)
@@ -155,12 +141,9 @@ def slot_of(found: tuple[LockRecord, str] | None) -> FreeSlot | None:
 
 @dataclass(frozen=True)
 class Takeover:
-    """A lock taken over from a crashed holder (``previous_txn``, ``previous_state``: the expired record).
-
-    ``action``: "rolled-back" (was validating: nothing to do), "rolled-forward" (its plan is now committed
-    and published), "plan-rolled-back" (its plan broke, see ``result``), "impossible-plan-rolled-back" (its
-    plan could never complete), "invalid-plan-rolled-back" (a malformed plan: not executed).
-    """
+    """A lock taken over from a crashed holder. ``action``: "rolled-back", "rolled-forward",
+    "plan-rolled-back" (its plan broke, see ``result``), "impossible-plan-rolled-back",
+    "invalid-plan-rolled-back"."""
 
     previous_txn: str
     previous_state: str
@@ -168,15 +151,14 @@ class Takeover:
     result: PlanResult | None = None  # the roll forward's outcome
 
 
-def holding(txn: str, lease_s: float, gvl_base: int | None, state: str = VALIDATING, **more: Any) -> LockRecord:
+def holding(txn: str, lease_s: float, state: str = VALIDATING, **more: Any) -> LockRecord:
     """The record of a holder taking the lock now (``more``: a plan's fields, for state "committing")."""
     now = time.time()
-    return LockRecord(txn, state, lease_s, now + lease_s, client_label(), now, gvl_base, **more)
+    return LockRecord(txn, state, lease_s, now + lease_s, client_label(), now, **more)
 
 
 def free_record(txn: str, head: int | None, queued: bool = True) -> LockRecord:
-    """The record a holder leaves at release (``head``: the newest global version it knows; ``queued``:
-    requests were, or may have been, queued meanwhile)."""
+    """The record a holder leaves at release."""
     return LockRecord(txn, FREE, 0.0, 0.0, client_label(), time.time(), head=head, nonce=secrets.token_hex(8),
                       queued=queued)
 

@@ -1,18 +1,7 @@
-"""Same-table group commit (LV[I], issue 38): which queued commits of one table a holder may write
-after its own, in marker order, in the same global version. Pure: no I/O.
-
-Writers of one table hold consecutive markers. A writer at marker ``m`` queues its request as soon as
-its commit starts (before its predecessors resolved), with what it read in serializable form
-(:func:`encode_footprints`: files read and removed, tables scanned, scan predicates as
-:class:`~lv_core.engine.skipping.FileFilter` specs). A holder whose own entry on the table is at
-version ``top`` takes the requests at ``top + 1``, ``top + 2``, ... (:func:`chain`): each one is
-certified exactly as its own settling would judge it (a request queued after settling has nothing
-left to certify: it read the version right below its marker) (:func:`~lv_core.protocol.conflicts.first_conflict`
-against every version it did not read: those after its read version and the pending ones it read as
-empty), where the versions from ``top`` on are the holder's entry and the earlier members'. The chain
-stops at the first request that is not next in line, cannot be judged from data, or conflicts: that one
-and every later one are left to their owners (a redo only their own session can run).
-"""
+"""Same-table group commit (LV[I]; docs/PROTOCOL.md, "Same-table groups", with why R1-R3 stay exact): which
+queued commits of one table a holder may write after its own entry at ``top``, in marker order, in the same
+global version (:func:`chain`): each is certified as its own settling would judge it
+(:func:`~lv_core.protocol.conflicts.first_conflict` against every version it did not read). Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -28,8 +17,7 @@ __all__ = ["Candidate", "Link", "candidate", "chain", "decode_footprints", "enco
 
 
 def encode_footprints(ops: Sequence[OpFootprint]) -> list[dict[str, Any]] | None:
-    """``ops`` as JSON, or None when a scan predicate is not a :class:`FileFilter` (only its owner can
-    judge it: the request is then never certified by a holder, "owner only")."""
+    """``ops`` as JSON, or None when a scan predicate is not a :class:`FileFilter` ("owner only")."""
     out = []
     for op in ops:
         match = {}
@@ -78,7 +66,7 @@ def candidate(req: Request) -> Candidate | str:
         return "not one table"
     t = req.accesses[0].table
     m, _etag = req.markers[t]
-    # settled: its operations were redone on every version below its marker (read_version, the access's default)
+    # (settled: its operations were redone on every version below its marker)
     un = req.unsettled or unsettled(m - 1, (), [])
     if un.get("footprints") is None:
         return "owner only"
@@ -112,9 +100,9 @@ class Link:
 
 def chain(top: PredecessorCommit, candidates: Sequence[Candidate],
           log: Mapping[int, PredecessorCommit | None]) -> list[Link]:
-    """Each candidate on ``top``'s table in marker order: whether it joins after ``top`` (the holder's
-    entry). ``log``: the resolved versions below ``top.version`` (None: not readable as a resolved
-    commit, e.g. still a marker). Once one is left, every later one is left too."""
+    """Each candidate on ``top``'s table in marker order: whether it joins after ``top`` (the holder's entry).
+    ``log``: the resolved versions below ``top.version`` (None: not resolved). Once one is left, so are the
+    later ones (a redo only their owner's session can run)."""
     planned: dict[int, PredecessorCommit] = {top.version: top}
     nxt, stop = top.version + 1, ""
     out = []

@@ -1,23 +1,12 @@
-"""The validation lock (#4.2): one validating transaction at a time, with a lease and takeover.
+"""The validation lock (#4.2; docs/PROTOCOL.md, "Modules #4.1/#4.2"): one validating transaction at a time.
 
-``_lakevilla/validation.lock`` (:mod:`~lv_core.protocol.lockrecord`): free (or absent) -> "validating"
-(PUT-if-match on the free record, or PUT-create) -> "committing" with the plan -> table commits, global
-version n+1 -> free naming head n+1 (each a PUT-if-match on the holder's etag: a holder that was taken
-over changes nothing); "validating" -> free when nothing is written. The holder renews its lease every
-``lease_s / 3`` (:mod:`~lv_core.protocol.heldlock`); a waiter polls (:mod:`~lv_core.protocol.keywait`)
-until the key is free or the holder's lease expired, then takes it over by PUT-if-match on the etag it
-read: a "validating" holder wrote nothing (roll back); a "committing" one is rolled forward (the taker
-keeps the plan, ``recovering`` naming the crashed txn, runs
-:func:`~lv_core.protocol.commitplan.execute_plan`, then holds the key "validating"). So no LV[I] reader
-sees part of a multi-table commit, and a crashed validator blocks others at most ``lease_s`` plus a poll.
-An unreadable record reads as expired; a malformed plan (a buggy or foreign client) is never executed,
-only rolled back after its lease (nor by :func:`~lv_core.protocol.recovery.recover`): it cannot block
-the warehouse.
-
-Fast path: only a holder publishes global versions, so when a PUT-if-match on the etag of the free record
-a release left succeeds, nobody held the key in between and the head it names is still the newest. The
-process that released last (:meth:`ValidationLock.free_slot`) validates against that head without reading
-the log and takes the key with its plan in one request (:meth:`ValidationLock.acquire_planned`).
+``_lakevilla/validation.lock`` (:mod:`~lv_core.protocol.lockrecord`): free (or absent) -> "validating" ->
+"committing" with the plan -> free naming the head it published, each a PUT-if-match on the holder's etag.
+The holder renews its lease (:mod:`~lv_core.protocol.heldlock`); a waiter polls
+(:mod:`~lv_core.protocol.keywait`) and takes an expired holder over: a "validating" one wrote nothing (roll
+back), a "committing" one is rolled forward. A malformed plan is never executed, only rolled back after its
+lease. Fast path: a PUT-if-match on a free record succeeds only if nobody held the key since, so its head is
+still the newest: :meth:`ValidationLock.acquire_planned` takes the key with a plan validated against it.
 """
 
 from __future__ import annotations
@@ -62,7 +51,7 @@ class ValidationTimeout(TransactionAborted):
 
 
 class Queued(Protocol):
-    """A waiter that queues a commit request when the lock is busy (group commit, :mod:`lv_core.txn.group`)."""
+    """A waiter that queues a commit request when the lock is busy (:mod:`lv_core.txn.group`)."""
 
     def busy(self) -> None:
         """The lock is held by someone else: queue the request."""
@@ -76,12 +65,8 @@ class Queued(Protocol):
 
 class ValidationLock:
     """Acquires the validation lock of a warehouse (thread-safe; one instance serves many transactions).
-
-    ``glog``: the lakehouse's global log (for roll forwards); ``lease_s``: the holder's lease;
-    ``poll_min_s``, ``poll_max_s``: the waiting backoff; ``skew_s``: clock skew tolerated before a
-    record's ``lease_expires`` alone proves it expired (default ``lease_s``); ``queued_poll_s``,
-    ``contended_s``, ``plan_attempts``: see :class:`lv_core.txn.core.Tuning`.
-    """
+    ``skew_s``: clock skew tolerated before a record's ``lease_expires`` alone proves it expired (default
+    ``lease_s``); the other tuning: :class:`lv_core.txn.core.Tuning`."""
 
     def __init__(self, store: ObjectStore, glog: GlobalLog | None = None, *, lease_s: float = 30.0,
                  poll_min_s: float = 0.005, poll_max_s: float = 0.2, skew_s: float | None = None,
@@ -119,16 +104,15 @@ class ValidationLock:
             self._free = slot
 
     def contended(self) -> bool:
-        """Whether this instance found the lock held or lost a claim with a plan in the last ``contended_s``:
-        taking it with a plan would then mostly fail, and queueing at once (group commit) is faster."""
+        """Whether this instance found the lock held or lost a claim in the last ``contended_s``: then queueing
+        at once is faster than taking it with a plan."""
         return time.monotonic() < self._contended_until
 
     def note_contention(self) -> None:
         self._contended_until = time.monotonic() + self.contended_s
 
     def _claim(self, rec: LockRecord, free_etag: str | None) -> str | None:
-        """Write ``rec`` over the free record ``free_etag`` (PUT-if-match) or, without one, where there is
-        no key (PUT-create). The new etag; None: the lock is not free that way."""
+        """Write ``rec`` over the free record ``free_etag`` (None: PUT-create). The new etag, or None."""
         try:
             return put_or_confirm(self.store, LOCK_KEY, rec.encode(), mode=CREATE if free_etag is None
                                   else IfMatch(free_etag))
@@ -141,14 +125,12 @@ class ValidationLock:
                         additions: Mapping[str, int] | None = None,
                         group: Mapping[str, Mapping[str, Any]] | None = None,
                         serving: Serving | None = None) -> HeldLock | None:
-        """Take the lock straight into "committing" with ``plan`` (validated against ``base``) by one
-        PUT-if-match on the free record ``slot`` whose head is ``base``: success proves nobody held the
-        lock since, so ``base`` is still the newest global version (the caller runs :meth:`HeldLock.execute`).
-        None (nothing written): the record changed; validate the usual way. ``group``, ``serving``: as for
-        :meth:`HeldLock.commit` and :meth:`acquire`."""
+        """Take the lock straight into "committing" with ``plan`` (validated against ``base``, the head of
+        ``slot``) by one PUT-if-match on ``slot``; the caller runs :meth:`HeldLock.execute`. None (nothing
+        written): the record changed."""
         if slot.head != base.version:
             return None
-        rec = holding(txn, self.lease_s, base.version, COMMITTING, plan=tuple(plan), plan_txn=txn,
+        rec = holding(txn, self.lease_s, COMMITTING, gvl_base=base.version, plan=tuple(plan), plan_txn=txn,
                       additions=dict(additions or {}), group=dict(group or {}))
         etag = self._claim(rec, slot.etag)
         if etag is None:
@@ -156,35 +138,29 @@ class ValidationLock:
             return None
         return HeldLock(self, rec, etag, [], serving=serving, claimed=base.version)
 
-    def acquire(self, txn: str, *, timeout_s: float, gvl_base: int | None = None,
+    def acquire(self, txn: str, *, timeout_s: float,
                 on_wait: Callable[[LockRecord], None] | None = None, serving: Serving | None = None) -> HeldLock:
-        """Take the lock for ``txn``, waiting for the holder and taking over an expired one.
-
-        ``on_wait(record)``: the waited-for holder or its state changed (``Waiting`` events); ``serving``:
-        what the holder does for the queue. Cost: 1 PUT-if-match on the free record this instance wrote
-        last; otherwise 1 GET per poll round, then 1 PUT-if-match on the free record (PUT-create without
-        a key) or on an expired holder's record (a roll forward adds the plan's writes and 1 PUT-if-match).
+        """Take the lock for ``txn``, waiting for the holder and taking over an expired one. ``on_wait(record)``:
+        the waited-for holder or its state changed. Cost: 1 PUT-if-match on this instance's free record; else
+        1 GET per poll, then 1 PUT-if-match (a roll forward adds the plan's writes).
 
         Raises:
-            ValidationTimeout: not acquired within ``timeout_s`` (``.rule == "timeout"``).
-            GlobalLogConflict: a roll forward found its global version taken (mutual exclusion broken).
+            ValidationTimeout: not acquired within ``timeout_s``.
+            GlobalLogConflict: a roll forward found its global version taken.
             StorageError: the store failed; during a roll forward, the plan stays recorded for the next.
         """
-        held = self.acquire_or_join(txn, None, timeout_s=timeout_s, gvl_base=gvl_base, on_wait=on_wait,
-                                    serving=serving)
+        held = self.acquire_or_join(txn, None, timeout_s=timeout_s, on_wait=on_wait, serving=serving)
         assert held is not None
         return held
 
-    def acquire_or_join(self, txn: str, queue: Queued | None, *, timeout_s: float, gvl_base: int | None = None,
+    def acquire_or_join(self, txn: str, queue: Queued | None, *, timeout_s: float,
                         on_wait: Callable[[LockRecord], None] | None = None, seen: KeyLook | None = None,
                         serving: Serving | None = None) -> HeldLock | None:
-        """:meth:`acquire` for a transaction that queues its commit request while the lock is busy (group
-        commit): None when a holder decided it (``queue.done``). ``seen``: what :meth:`look` returned just
-        before (saves a GET). Raises what :meth:`acquire` and ``queue`` raise. Drives
-        :mod:`~lv_core.protocol.keywait`: sends each request of a step, feeds back the last one's answer."""
-        # a queued waiter's outcome can be published by any holder: it looks at least every queued_poll_s
+        """:meth:`acquire` for a transaction that queues its commit request while the lock is busy: None when a
+        holder decided it. ``seen``: what :meth:`look` returned just before. Drives :mod:`~lv_core.protocol.keywait`."""
+        # (a queued waiter looks at least every queued_poll_s: any holder may decide it)
         cap = self.poll_max_s if queue is None else min(self.poll_max_s, self.queued_poll_s)
-        run = _Run(self, txn, gvl_base, queue, serving, on_wait, Backoff(min(self.poll_min_s, cap), cap, jitter=0.5),
+        run = _Run(self, txn, queue, serving, on_wait, Backoff(min(self.poll_min_s, cap), cap, jitter=0.5),
                    time.monotonic() + timeout_s)
         if self.poll_min_s > cap:  # (a waiter told to poll slowly waits poll_min_s once)
             run.sleeps.append(Backoff(self.poll_min_s, self.poll_min_s, jitter=0.5))
@@ -215,7 +191,6 @@ class _Run:
 
     lock: ValidationLock
     txn: str
-    gvl_base: int | None
     queue: Queued | None
     serving: Serving | None
     on_wait: Callable[[LockRecord], None] | None
@@ -236,7 +211,7 @@ class _Run:
                     put.result()
             return kw.Looked(found, _clock())
         if isinstance(r, kw.Claim):
-            mine = holding(self.txn, self.lock.lease_s, self.gvl_base)
+            mine = holding(self.txn, self.lock.lease_s)
             claimed = self._claimed_head(r.free_etag, wait)
             etag = self.lock._claim(mine, r.free_etag)
             if etag is not None:
@@ -244,7 +219,7 @@ class _Run:
                                      serving=self.serving, claimed=claimed)
             return kw.Claimed(etag is not None)
         if isinstance(r, kw.TakeOver):
-            self.held = take_over(self.lock, self.txn, r.record, r.etag, self.gvl_base, self.takeovers, self.serving)
+            self.held = take_over(self.lock, self.txn, r.record, r.etag, self.takeovers, self.serving)
             return kw.Claimed(self.held is not None)
         if r is kw.Act.SLEEP:
             (self.sleeps.pop() if self.sleeps else self.backoff).sleep(self.deadline)

@@ -1,21 +1,6 @@
-"""The validation queue (group commit, LV[I]): commit requests of transactions waiting for the
-validation lock.
-
-A transaction that finds the lock held writes what validating and committing it needs::
-
-    _lakevilla/vq/<txn>~<tags>.json   {"txn", "known", "accesses", "policy", "commits", "markers"}
-
-(``tags``: a short hash of each table it touched, sorted, ``-``-separated; ``all`` when too many to
-name) and waits. Whoever holds the lock next lists the queue (1 LIST), reads the requests that may be
-disjoint from its own tables by their tags (GETs in parallel: none when every waiter shares a table
-with it), validates those on tables disjoint from each other's and from its own (R1-R3 exactly as
-the owner would, with R1 by version numbers: stricter than by files, so it never passes what the owner
-would fail), and commits the compatible ones with its own in one global version, which names each
-one's outcome (:attr:`~lv_core.protocol.gvl.GvlState.group`). The rest stay queued; their owners
-validate them themselves. A request is removed by its owner once decided, or withdrawn (deleted) on
-timeout; a holder that read it before the DELETE may still commit it, so the owner then waits for that
-holder's session to end and looks its outcome up in the global log (:func:`outcome_of`).
-"""
+"""The validation queue (group commit, LV[I]; docs/PROTOCOL.md, "Group commit"): the commit requests of
+transactions waiting for the validation lock, ``_lakevilla/vq/<txn>~<tags>.json`` (``tags``: a short hash of
+each table touched, so that a holder reads only the requests that may be disjoint from its tables)."""
 
 from __future__ import annotations
 
@@ -24,13 +9,16 @@ import json
 import logging
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from lv_core import concurrency
 from lv_core.concurrency import Pool
+from lv_core.delta.actions import decode_commit
 from lv_core.errors import LvError, NotFound
 from lv_core.protocol.gvl import GlobalLog, GvlState
+from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.layout import LV_ROOT
+from lv_core.protocol.markers import KEY
 from lv_core.protocol.validation import Policy, TableAccess
 from lv_core.storage.base import OVERWRITE, ObjectStore
 
@@ -40,8 +28,6 @@ VQ_PREFIX = f"{LV_ROOT}/vq/"
 #: the most requests one holder validates with its own
 MAX_GROUP = 32
 CHUNK = 16  # global versions read in parallel when looking for an outcome
-
-
 #: above this many tables a request's key says ``all`` instead of naming each table's tag
 MAX_TAGS = 64
 
@@ -71,31 +57,25 @@ def parse_key(key: str) -> tuple[str, frozenset[str] | None] | None:
 
 @dataclass(frozen=True)
 class RequestCommit:
-    """One table's commit in a request: its actions (encoded Delta JSON lines, without commitInfo),
-    the LakeVilla commitInfo fields (the holder adds the global version) and whether the table has
-    in-commit timestamps."""
+    """One table's commit in a request: its actions (Delta JSON lines, no commitInfo), the LakeVilla
+    commitInfo fields and whether the table has in-commit timestamps."""
 
     actions: bytes
     info: Mapping[str, Any]
     ict: bool
 
+    def data(self, gvl: int) -> bytes:
+        """The commit's bytes as a holder writes it, its commitInfo naming global version ``gvl``."""
+        info = {**self.info, KEY: {**dict(self.info.get(KEY) or {}), "gvl": gvl}}
+        return commit_info_first(decode_commit(self.actions), info, self.ict)
+
 
 @dataclass(frozen=True)
 class Request:
-    """A queued commit request.
-
-    Attributes:
-        txn: the requesting transaction.
-        known: the newest global version it had seen when it queued (its outcome is published later).
-        accesses: every table it touched, as its own validation would see them.
-        policy: its preset's rules.
-        commits: written table -> its commit.
-        markers: written table -> (marker version, marker etag); every written table has one.
-        unsettled: queued before its predecessors resolved (same-table group commit,
-            :mod:`lv_core.protocol.samegroup`): what it read (:func:`~lv_core.protocol.samegroup.unsettled`).
-            Such a request is only committed by a holder that certifies it against those predecessors;
-            None: settled (every version below its markers resolved and redone on).
-    """
+    """A queued commit request: ``known``, the newest global version it had seen (its outcome is published
+    later); ``accesses`` as its own validation sees them; per written table its commit and (version, etag) of
+    its marker; ``unsettled``: queued before its predecessors resolved, what it read
+    (:func:`~lv_core.protocol.samegroup.unsettled`: only a holder that certifies it commits it)."""
 
     txn: str
     known: int
@@ -125,11 +105,7 @@ class Request:
 
     @classmethod
     def decode(cls, data: bytes) -> "Request":
-        """Parse a request.
-
-        Raises:
-            ValueError: malformed (the holder skips it; its owner validates itself).
-        """
+        """Parse a request (ValueError: malformed; the holder skips it)."""
         try:
             b = json.loads(data)
             accesses = tuple(TableAccess(**a) for a in b["accesses"])
@@ -164,10 +140,8 @@ def withdraw(store: ObjectStore, key: str) -> None:
 
 def pending(store: ObjectStore, *, skip: str | Iterable[str] = (), avoid: Iterable[str] = (),
             limit: int = MAX_GROUP, only: Iterable[str] | None = None) -> list[Request]:
-    """The queued requests (oldest txn ids first, at most ``limit``) other than those of the transaction(s)
-    ``skip``, leaving out those whose key's tags show a table of ``avoid``, or (``only``) a table not in
-    ``only`` (without reading them), and malformed or vanished ones. Cost: 1 LIST + 1 GET per request read
-    (in parallel)."""
+    """The queued requests (oldest txn ids first, at most ``limit``) but those of ``skip``, and those whose
+    tags show a table of ``avoid`` or (``only``) one not in ``only``. Cost: 1 LIST + 1 GET per request read."""
     busy = {tag(t) for t in avoid}
     allowed = None if only is None else {tag(t) for t in only}
     skipped = {skip} if isinstance(skip, str) else set(skip)
@@ -196,24 +170,34 @@ def pending(store: ObjectStore, *, skip: str | Iterable[str] = (), avoid: Iterab
 
 def outcome_of(glog: GlobalLog, txn: str, after: int,
                head: GvlState | None = None) -> tuple[GvlState, Mapping[str, Any]] | None:
-    """The global version after ``after`` (up to ``head``, read when not given) whose group names
-    ``txn``, with its outcome there, or None. Cost: :meth:`GlobalLog.head` (unless given) + 1 GET per
-    global version newer than ``after`` that the log has not cached (reading the head caches them; the
-    others are read in parallel)."""
+    """The global version after ``after`` (up to ``head``, read when not given) whose group names ``txn``, with
+    its outcome there, or None. Cost: the head (unless given) + 1 GET per version not cached (in parallel)."""
     head = glog.head() if head is None else head
-
-    def at(v: int) -> GvlState | None:
-        try:
-            return head if v == head.version else glog.at(v)
-        except LvError:  # GlobalVersionNotFound included
-            return None
-
     for start in range(after + 1, head.version + 1, CHUNK):
-        for state in concurrency.gather(Pool.REQUESTS, at, range(start, min(start + CHUNK, head.version + 1))):
+        for state in _states(glog, range(start, min(start + CHUNK, head.version + 1)), head):
             if state is not None and (got := state.group.get(txn)) is not None:
                 return state, got
     return None
 
 
+def read_ahead(glog: GlobalLog, after: int, upto: int) -> int:
+    """Read the newest global versions past ``after`` up to ``upto`` (at most :data:`CHUNK`) into the log's cache:
+    the last one before the first not published (a waiter's look ahead, :class:`lv_core.txn.group.Waiter`)."""
+    versions = range(max(after + 1, upto - CHUNK + 1), upto + 1)
+    return next((v - 1 for v, st in zip(versions, _states(glog, versions), strict=True) if st is None), upto)
+
+
+def _states(glog: GlobalLog, versions: Sequence[int], head: GvlState | None = None) -> list[GvlState | None]:
+    """Global versions ``versions`` (``head`` among them: not read again), in parallel; None: not published."""
+
+    def at(v: int) -> GvlState | None:
+        try:
+            return head if head is not None and v == head.version else glog.at(v)
+        except LvError:  # GlobalVersionNotFound included
+            return None
+
+    return concurrency.gather(Pool.REQUESTS, at, versions)
+
+
 __all__ = ["CHUNK", "MAX_GROUP", "MAX_TAGS", "VQ_PREFIX", "Request", "RequestCommit", "any_queued", "outcome_of",
-           "parse_key", "pending", "put_request", "request_key", "tag", "withdraw"]
+           "parse_key", "pending", "put_request", "read_ahead", "request_key", "tag", "withdraw"]

@@ -1,9 +1,7 @@
-"""Group commit's holder side for requests queued behind its own entries on the same table (issue 38):
-reading them ahead of its validation (:func:`look_behind`) and adding those that may follow its entries to
-its group (:func:`serve_same`; the decision is :func:`lv_core.protocol.samegroup.chain`, pure).
-
-Also what every group member needs whatever its tables: :class:`Group` and :func:`markers_live`.
-"""
+"""Group commit's holder side for requests queued behind its own entries on the same table (docs/PROTOCOL.md,
+"Same-table groups"): reading them ahead (:func:`look_behind`), adding those that may follow its entries
+(:func:`serve_same`; the decision: :func:`lv_core.protocol.samegroup.chain`). Also :class:`Group` and
+:func:`markers_live`, which every group member needs."""
 
 from __future__ import annotations
 
@@ -22,9 +20,8 @@ from lv_core.protocol import samegroup as sg
 from lv_core.protocol.commitplan import OVERWRITE_MARKER, PlannedCommit
 from lv_core.protocol.conflicts import PredecessorCommit
 from lv_core.protocol.gvl import GvlState
-from lv_core.protocol.ict import commit_info_first
 from lv_core.protocol.layout import marker_key
-from lv_core.protocol.markers import KEY, VersionState, classify, read_version
+from lv_core.protocol.markers import VersionState, classify, read_version
 from lv_core.protocol.vqueue import Request, pending
 from lv_core.storage.base import ObjectStore
 
@@ -45,11 +42,8 @@ class Group:
 
 
 def markers_live(store: ObjectStore, req: Request) -> bool:
-    """Every marker of the request is still its owner's, unchanged, within the lease it carries: the
-    owner is alive or died less than a lease ago, so recovery (which waits a lease and a grace period
-    before deleting a dead transaction's files) has not removed what the commit references. A
-    transaction renewing a lease object instead is left to itself (its markers' expiry is old).
-    Cost: 1 GET per marker."""
+    """Every marker of the request is still its owner's, unchanged, within its lease: recovery (which waits a
+    lease and a grace period) has not removed what the commit references. Cost: 1 GET per marker."""
     for t, (v, etag) in req.markers.items():
         try:
             res = store.get(marker_key(t, v))
@@ -64,18 +58,18 @@ def markers_live(store: ObjectStore, req: Request) -> bool:
 
 @dataclass
 class Behind:
-    """Requests queued on a holder's tables, with what judging them reads: their markers' liveness (being
-    read) and the resolved versions below the holder's entries they did not read."""
+    """Requests queued on a holder's tables (by txn), those that are chain candidates, their markers' liveness
+    (being read) and the resolved versions below the holder's entries they did not read."""
 
-    reqs: list[Request]
-    live: dict[str, Future[bool]] = field(default_factory=dict)
-    log: dict[tuple[str, int], PredecessorCommit | None] = field(default_factory=dict)
+    reqs: dict[str, Request]
+    cands: list[sg.Candidate]
+    live: dict[str, Future[bool]]
+    log: dict[tuple[str, int], PredecessorCommit | None]
 
 
 def _resolved(store: ObjectStore, known: Mapping[tuple[str, int], VersionState], table: str,
               v: int) -> PredecessorCommit | None:
-    """Version ``v`` of ``table`` as a resolved predecessor (a freed marker: no action), or None (1 GET unless
-    ``known``)."""
+    """Version ``v`` of ``table`` as a resolved predecessor, or None (1 GET unless ``known``)."""
     st = known.get((table, v))
     if st is None:
         try:
@@ -90,14 +84,14 @@ def _resolved(store: ObjectStore, known: Mapping[tuple[str, int], VersionState],
 
 def prepare(store: ObjectStore, reqs: list[Request], tops: Mapping[str, int],
             known: Mapping[tuple[str, int], VersionState]) -> Behind:
-    """:class:`Behind` for ``reqs``, versions read below ``tops`` (table -> the version of the holder's entry
-    there, as expected). Cost: 1 GET per candidate's marker and per version needed not ``known`` (in parallel)."""
+    """:class:`Behind` for ``reqs``, below ``tops`` (table -> the version of the holder's entry there). Cost:
+    1 GET per candidate's marker and per version needed not ``known`` (in parallel)."""
     cands = [c for r in reqs if isinstance(c := sg.candidate(r), sg.Candidate) and c.table in tops]
     byid = {r.txn: r for r in reqs}
     live = {c.txn: concurrency.submit(Pool.REQUESTS, markers_live, store, byid[c.txn]) for c in cands}
     need = sorted({(c.table, v) for c in cands for v in sg.needs(c, tops[c.table])})
     got = concurrency.gather(Pool.REQUESTS, lambda tv: _resolved(store, known, *tv), need)
-    return Behind(reqs, live, dict(zip(need, got, strict=True)))
+    return Behind(byid, cands, live, dict(zip(need, got, strict=True)))
 
 
 def look_behind(store: ObjectStore, own: str, tops: Mapping[str, int],
@@ -107,20 +101,13 @@ def look_behind(store: ObjectStore, own: str, tops: Mapping[str, int],
     return prepare(store, pending(store, skip=own, only=tops), tops, known)
 
 
-def _left(req: Request, why: str) -> None:
-    log.debug("left to owner: %s (%s)", why, req.txn)
-
-
 def serve_same(store: ObjectStore, state: GvlState, txn: str, own: Sequence[PlannedCommit], behind: Behind,
                group: Group) -> None:
-    """Add to ``group`` the requests of ``behind`` that may follow the holder ``txn``'s entries ``own`` on their
-    table in the global version after ``state`` (:func:`sg.chain`; live markers as for any member). Cost: what
-    ``behind`` did not read (versions below an entry that moved: 1 GET each)."""
-    reqs = {r.txn: r for r in behind.reqs}
-    cands = [c for r in behind.reqs if isinstance(c := sg.candidate(r), sg.Candidate)]
+    """Add to ``group`` the requests of ``behind`` that may follow the holder ``txn``'s entries ``own`` in the
+    global version after ``state`` (:func:`sg.chain`, live markers). Cost: what ``behind`` did not read."""
     taken = {t for g in group.members.values() for t in g["tables"]}  # (a settled member's table: not twice)
     for e in own:
-        mine = [c for c in cands if c.table == e.table]
+        mine = [c for c in behind.cands if c.table == e.table]
         if e.blind or not mine or e.table in taken:
             continue
         need = sorted(set().union(*(sg.needs(c, e.version) for c in mine)))
@@ -129,19 +116,16 @@ def serve_same(store: ObjectStore, state: GvlState, txn: str, own: Sequence[Plan
             Pool.REQUESTS, functools.partial(_resolved, store, {}, e.table), missing), strict=True))
         top = PredecessorCommit(e.table, e.version, txn, decode_commit(e.data, version=e.version, table=e.table))
         for link in sg.chain(top, mine, {v: behind.log[(e.table, v)] for v in need}):
-            c, req = link.candidate, reqs[link.candidate.txn]
-            live = behind.live.get(c.txn)
-            if link.why is not None or not (live.result() if live is not None else markers_live(store, req)):
-                _left(req, link.why or "markers not live")
+            c, req = link.candidate, behind.reqs[link.candidate.txn]
+            if link.why is not None or not behind.live[c.txn].result():
+                log.debug("left to owner: %s (%s)", link.why or "markers not live", req.txn)
                 break
             _join(group, state, req, c, top)
 
 
 def _join(group: Group, state: GvlState, req: Request, c: sg.Candidate, top: PredecessorCommit) -> None:
     """Add ``c`` (certified after ``top``) to ``group``: its commit at its marker, named by table and version."""
-    info = dict(req.commits[c.table].info)
-    info[KEY] = {**dict(info.get(KEY) or {}), "gvl": state.version + 1}
-    data = commit_info_first(decode_commit(req.commits[c.table].actions), info, req.commits[c.table].ict)
+    data = req.commits[c.table].data(state.version + 1)
     group.plan.append(PlannedCommit(c.table, c.marker, data, OVERWRITE_MARKER, req.markers[c.table][1]))
     group.members[c.txn] = {"tables": [c.table], "at": {c.table: c.marker}, "validation": {
         "compatible": True, "rule": None, "tables": {c.table: {

@@ -1,15 +1,6 @@
-"""The serializable (LV[I]) commit, as a state machine: named phases, and a pure :func:`step` from (the
-commit so far, what the store or the lock answered) to (the commit now, the requests to send next).
-
-This module only decides, it sends nothing: :func:`lv_core.txn.isolation.commit_isolated` is the driver
-that performs each request and feeds the answer of the last one back. Errors of the store (and aborts
-raised while a plan is written) are not answers: they propagate, and the transaction ends by what
-``Bookkeeping.decision`` says. The transitions are the table :data:`_NEXT`, (phase, answer) -> phase, and
-what each phase asks for is :data:`_SEND`; the diagram in docs/ARCHITECTURE.md is checked against them.
-
-A queued transaction that finds the key free (keywait's FREE_KEY) runs the same machine from FREE_KEY
-with ``queued``: where the others would wait, it ends BACK_IN_QUEUE (its wait goes on).
-"""
+"""The serializable (LV[I]) commit, as a state machine (diagram in docs/ARCHITECTURE.md, checked against
+:data:`_NEXT`): a pure :func:`step` from (the commit so far, the last answer) to (the commit now, the requests
+to send next); :mod:`lv_core.txn.isolation` performs them. Store errors are not answers: they propagate."""
 
 from __future__ import annotations
 

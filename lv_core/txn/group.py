@@ -1,53 +1,34 @@
-"""Group commit (LV[I]): serializable commits of many transactions in one global version.
-
-Every write validation runs under the warehouse's one validation lock, which would cap commits at
-one per lock round trip chain (about 7 requests) whatever the number of committers. So a committer
-that finds the lock held queues a request (:mod:`lv_core.protocol.vqueue`) and waits (:class:`Waiter`);
-the next holder validates the queued requests on tables disjoint from its own and from each other's
-(:func:`serve`) and commits the compatible ones with its own plan: one plan, one global version, each
-transaction's entries rolled back on a break independently of the others'.
-
-Why R1-R3 stay exact: requests in one group touch disjoint tables, so validating each against the
-same head is validating it after the others in any order (no rule input of one is changed by
-another's commit), and the global version that publishes them all is the serial order. The holder
-checks R1 by versions (a request carries no footprint predicates), which fails whatever the owner's
-file-level R1 would fail, and it leaves to the owner every request it does not pass, and every one
-needing more than plain rules (foreign or pending versions, blind appends that moved, parts of
-multi-table commits outside the log): the owner validates those itself once it holds the lock.
-
-Writers of one table (YCSB A with 8 clients, issue 38) hold consecutive markers, each waiting for the
-commit below its own: they group in the same-table way (:mod:`lv_core.txn.behind`,
-:mod:`lv_core.protocol.samegroup`): a writer behind pending predecessors queues before settling
-(:func:`queue_early`), and a holder ahead of it certifies it against the commits ordered before it and
-writes it after its own entry, in marker order, in its global version.
-"""
+"""Group commit (LV[I]; docs/PROTOCOL.md, "Group commit", with why R1-R3 stay exact): a committer that finds
+the lock held queues a request (:mod:`lv_core.protocol.vqueue`) and waits (:class:`Waiter`); a holder commits
+the queued requests it validates (:func:`serve`; same-table ones: :mod:`lv_core.txn.behind`) with its own plan
+in one global version."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Mapping, Sequence, TypeVar, Union
+from typing import Any, Callable, Mapping, Sequence, Union
 
 from lv_core import concurrency
 from lv_core import events as ev
 from lv_core.concurrency import Backoff, Pool
-from lv_core.delta.actions import decode_commit, encode_commit
+from lv_core.delta.actions import encode_commit
 from lv_core.errors import LvError, TransactionAborted
 from lv_core.protocol import samegroup as sg
 from lv_core.protocol.commitplan import PlannedCommit, build_plan
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect
-from lv_core.protocol.ict import commit_info_first
-from lv_core.protocol.markers import KEY, lakevilla_commit_info
+from lv_core.protocol.markers import lakevilla_commit_info
 from lv_core.protocol.parts import close_parts
 from lv_core.protocol.validation import TableAccess, validate
 from lv_core.protocol.vlock import COMMITTING, FreeAnswer, HeldLock, LockRecord, Serving, ValidationTimeout
-from lv_core.protocol.vqueue import CHUNK, Request, RequestCommit, outcome_of, pending, put_request, withdraw
+from lv_core.protocol.vqueue import Request, RequestCommit, outcome_of, pending, put_request, read_ahead, withdraw
 from lv_core.storage.base import ObjectStore
 from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
@@ -56,26 +37,24 @@ from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
 from lv_core.txn.state import Decision, DecisionKind
 
-__all__ = ["SERVE_ROUNDS", "SERVING", "Decided", "Group", "Waiter", "forget", "gather", "in_background", "joined",
-           "keep_serving", "make_request", "queue_early", "serve"]
+__all__ = ["SERVE_ROUNDS", "SERVING", "Decided", "Group", "Waiter", "forget", "gather", "joined", "keep_serving",
+           "make_request", "queue_early", "serve"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 #: how a queued transaction was decided without taking the key the usual way: by another holder (the
 #: global version naming it, and its entry there) or by taking the free key with its plan (published)
 Decided = Union[tuple[GvlState, Mapping[str, Any]], Published]
 Session = tuple[str, float, "str | None"] | None  # which holder session a lock record belongs to (None: free)
 #: the most further global versions a holder publishes for queued requests before it releases
 SERVE_ROUNDS = 8
-#: a waiter whose commit is being written looks for the global version naming it this often, this many times
+#: a member whose commit is being written looks for the global version naming it this often, this many times
 MEMBER_POLL_S = 0.015
 MEMBER_POLLS = 8
 
 
 def make_request(core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], known: int, *,
                  early: bool = False) -> Request | None:
-    """The commit request of ``core``, or None when another holder may not commit it (a written table
-    without a marker, or a marker on a table it does not write: those need the owner's own commit).
+    """The commit request of ``core``, or None unless its written tables are exactly its marker tables.
     ``early``: made before its one table's predecessors resolved (:func:`sg.unsettled`)."""
     book = core.book
     markers = {t: (ts.marker_version, ts.marker_etag) for t, ts in book.tables.items()
@@ -97,9 +76,8 @@ def make_request(core: TxnCore, writes: Mapping[str, list], accesses: list[Table
 def queue_early(core: TxnCore, accesses_of: Callable[[TxnCore, dict[str, list]], list[TableAccess]], deadline: float,
                 on_free: Callable[["Waiter", tuple[LockRecord, str]], tuple[FreeAnswer, Decided | None]]
                 ) -> "Waiter | None":
-    """Queue the commit request of a transaction writing one table behind pending predecessors before it
-    settles (same-table group commit: a holder before it may commit it; docs/PROTOCOL.md): the waiter,
-    its PUT under way beside the settling (:attr:`Waiter.queuing`), or None."""
+    """Queue the request of a transaction writing one table behind pending predecessors before it settles
+    (same-table group commit): the waiter, its PUT under way beside the settling, or None."""
     book = core.book
     if len(book.tables) != 1:
         return None
@@ -107,13 +85,9 @@ def queue_early(core: TxnCore, accesses_of: Callable[[TxnCore, dict[str, list]],
     if ts.marker_version is None or (not ts.pending and ts.marker_version == ts.base.version + 1):
         return None  # (uncontended: nothing to wait for, nothing queued)
     writes = book.writes()
-    # Built here, before settling starts: the read version, pending versions and footprints it carries must
-    # be those the commit bytes were made from (settling rebases them, and a redo changes the bytes).
+    # built before settling starts: settling rebases what it says was read, a redo changes the bytes
     req = make_request(core, writes, accesses_of(core, writes), core.services.glog.known(), early=True)
-    waiter = Waiter(core, lambda: req, deadline, on_free)
-    waiter.early = True
-    waiter.queuing = concurrency.submit(Pool.REQUESTS, waiter.busy)
-    return waiter
+    return Waiter(core, lambda: req, deadline, on_free, early=True)
 
 
 class _Named(Enum):
@@ -132,18 +106,14 @@ class _Withdrawn:
 
 
 class Waiter:
-    """The waiting side of group commit (:class:`~lv_core.protocol.vlock.Queued`): queues the request
-    when the lock is busy, and ends the wait once a global version names the transaction's outcome.
-
-    At ``deadline`` the request is withdrawn (deleted); a holder that read it before may still commit
-    it, so the wait goes on until the session holding the lock then has ended, and the outcome is
-    looked up: committed, or :class:`ValidationTimeout`.
-
-    ``on_free(waiter, found)``: what the queued transaction does with a free key (``found``: its free
-    record and etag): :class:`FreeAnswer` and, when decided there, how (:data:`Decided`)."""
+    """The waiting side of group commit (:class:`~lv_core.protocol.vlock.Queued`): queues the request when
+    the lock is busy, ends the wait once a global version names the outcome. At ``deadline`` the request is
+    withdrawn, and the wait lasts until the session that may have read it ended. ``on_free(waiter, found)``:
+    what the transaction does with a free key: :class:`FreeAnswer` and, when decided there, how."""
 
     def __init__(self, core: TxnCore, request: Callable[[], Request | None], deadline: float,
-                 on_free: Callable[["Waiter", tuple[LockRecord, str]], tuple[FreeAnswer, Decided | None]]) -> None:
+                 on_free: Callable[["Waiter", tuple[LockRecord, str]], tuple[FreeAnswer, Decided | None]], *,
+                 early: bool = False) -> None:
         self.core = core
         self._request = request
         self._on_free = on_free
@@ -156,23 +126,19 @@ class Waiter:
         self._round: tuple[Session, int | None] | None = None  # the holder session and gvl base last looked at
         self._withdrawn: _Withdrawn | None = None
         self._read_to = self.known  # the global versions up to this one are in the log's cache
-        #: a free key may be claimed on settled tails (unprobed; see isolation._Run.find_free_key): False once such
-        #: a claim came back without a decision (a writer that ignores markers took a marker's version:
-        #: the void plan's release changed the free record, so the usual claim fails and the key is seen
-        #: free again; probing then finds the version taken and the commit goes the usual way)
+        #: a free key may be claimed on unprobed settled tails: False once such a claim was void (a marker's
+        #: version taken; probing then finds it)
         self.settled = True
         self._reading: Future[int] | None = None  # (:meth:`_read_ahead`)
         #: queued before its predecessors resolved (:func:`queue_early`): requests may wait behind it
-        self.early = False
-        self.queuing: Future[None] | None = None  # that early PUT
+        self.early = early
+        self.queuing = concurrency.submit(Pool.REQUESTS, self.busy) if early else None  # that early PUT
 
     def retract(self, timeout_s: float) -> Decided | None:
-        """Withdraw a request queued early, and learn whether a holder committed it meanwhile (its owner is
-        giving up: its abort must not free a marker, nor delete files, that a published commit uses). A
-        holder session that read the request before the DELETE may still commit it, so the key is taken
-        (every such session has then ended, a dead one rolled forward) and the global versions since
-        :attr:`known` are looked up. Returns how it was committed, or None: it never was, and no holder
-        can commit it any more. Cost: 1 DELETE, a key round, the global versions since."""
+        """Withdraw a request queued early, and how a holder committed it meanwhile (None: never, nor can any
+        now: the key is taken, so every session that read it ended). Its owner is giving up: its abort must not
+        free a marker, nor delete files, that a published commit uses. Cost: 1 DELETE, a key round, the global
+        versions since :attr:`known`."""
         if self.queuing is not None:
             with contextlib.suppress(LvError):
                 self.queuing.result()
@@ -208,9 +174,8 @@ class Waiter:
         rnd = (ident, record.gvl_base if record is not None else None)
         if (self.queued and record is not None and record.state == COMMITTING and record.gvl_base is not None
                 and self.core.id in record.group):
-            # Our commit is being written: the next global version names it. Look for it every
-            # MEMBER_POLL_S for a while (1 GET each), then once per poll of the lock (a holder that died
-            # meanwhile is taken over by whoever polls it; the roll forward publishes that version).
+            # our commit is being written: the next global version names it (looked for MEMBER_POLLS times, then
+            # once per poll of the lock: a holder that died meanwhile is rolled forward by whoever polls it)
             tries = MEMBER_POLLS if rnd != self._round else 1  # a slow holder: 1 per poll
             self._round = rnd
             backoff = Backoff(MEMBER_POLL_S, MEMBER_POLL_S)
@@ -223,11 +188,8 @@ class Waiter:
                 if i + 1 < tries:
                     backoff.sleep()
         elif self.queued and rnd != self._round:
-            # A new holder, or a new round of one that serves the queue (keep_serving): it may have
-            # committed us before, unless we just queued (a holder that commits the request records it
-            # in its plan first). A free lock is tried at once (PUT-create): the holder path looks the
-            # outcome up under the lock with the head it reads anyway; looking first would leave the
-            # lock idle meanwhile.
+            # a new holder or round may have committed us, unless we just queued (a free lock is tried at
+            # once: the outcome is looked up under it, with the head read anyway)
             just_queued, self._round = self._round is None, rnd
             withdrawn = self._withdrawn
             if not just_queued and (record is not None or (withdrawn is not None and withdrawn.session is not None)):
@@ -259,43 +221,17 @@ class Waiter:
         return answer
 
     def _read_ahead(self, upto: int, *, wait: bool = False) -> None:
-        """Read the global versions after those read so far up to ``upto`` (in parallel; in the
-        background unless ``wait``): what deciding the wait needs once the key is free (the head its
-        free record names, and every version since :attr:`known`, where
-        :func:`~lv_core.protocol.vqueue.outcome_of` looks for the transaction) is then in the log's
-        cache, read in one round trip (or before the key is free) instead of two after it: the head,
-        then the versions before it. While a holder writes its plan, ``upto`` includes the version it
-        publishes, which may not be there yet (then it is read again at the next poll). Reads only:
-        it changes no decision. Cost: 1 GET per global version read (as reading them later would),
-        plus 1 per poll while the holder's version is not published."""
-        if self._reading is not None and self._reading.done():
-            if self._reading.exception() is None:  # (a failed read: read again)
+        """Read the global versions after those read so far up to ``upto`` into the log's cache (in parallel;
+        in the background unless ``wait``), so that deciding the wait once the key is free takes one round
+        trip, not two (a version a holder is still publishing is read again at the next poll). Reads only.
+        Cost: 1 GET per version (as reading them later would)."""
+        if self._reading is not None and (wait or self._reading.done()):
+            with contextlib.suppress(Exception):  # (a failed read: read again)
                 self._read_to = max(self._read_to, self._reading.result())
             self._reading = None
-        if upto <= self._read_to:
+        if upto <= self._read_to or self._reading is not None:  # (one read at a time)
             return
-        if self._reading is not None:  # one read at a time
-            if not wait:
-                return
-            with contextlib.suppress(LvError):
-                self._read_to = max(self._read_to, self._reading.result())
-            self._reading = None
-            if upto <= self._read_to:
-                return
-        glog, first = self.core.services.glog, max(self._read_to + 1, upto - CHUNK + 1)  # (the newest)
-
-        def at(v: int) -> bool:
-            try:
-                glog.at(v)
-                return True
-            except LvError:  # GlobalVersionNotFound included: not published yet
-                return False
-
-        def read() -> int:
-            versions = list(range(first, upto + 1))
-            found = concurrency.gather(Pool.REQUESTS, at, versions)
-            return next((v - 1 for v, ok in zip(versions, found, strict=True) if not ok), upto)
-
+        read = functools.partial(read_ahead, self.core.services.glog, self._read_to, upto)
         if wait:
             self._read_to = max(self._read_to, read())
         else:
@@ -338,13 +274,12 @@ def joined(core: TxnCore, found: tuple[GvlState, Mapping[str, Any]], writes: Map
     validation = dict(entry.get("validation") or {})
     core.validation = validation
     versions = {str(t): int(v) for t, v in dict(entry.get("versions") or {}).items()}
-    if "versions" not in entry:
-        core.events.emit(ev.Validated(core.id, compatible=True, gvl_version=None,
-                                      tables=validation.get("tables", {}), failed_rule=None))
+    broke = "versions" not in entry
+    core.events.emit(ev.Validated(core.id, compatible=True, gvl_version=None if broke else state.version,
+                                  tables=validation.get("tables", {}), failed_rule=None))
+    if broke:
         raise TransactionAborted(str(entry.get("reason") or "the commit broke while being written"),
                                  str(entry.get("rule") or "R2"), details={"validated_by": state.txn})
-    core.events.emit(ev.Validated(core.id, compatible=True, gvl_version=state.version,
-                                  tables=validation.get("tables", {}), failed_rule=None))
     core.book.decision = Decision(DecisionKind.PLAN, versions)
     for t, v in versions.items():
         core.book.mark_published(t, v, writes.get(t, []))
@@ -386,11 +321,7 @@ def _check(store: ObjectStore, state: GvlState, req: Request) -> _Checked | None
             return _left(req, "parts")
     except LvError:  # PartMissing included
         return _left(req, "parts missing")
-    commits = {}
-    for t, c in req.commits.items():
-        info = dict(c.info)
-        info[KEY] = {**dict(info.get(KEY) or {}), "gvl": state.version + 1}
-        commits[t] = commit_info_first(decode_commit(c.actions), info, c.ict)
+    commits = {t: c.data(state.version + 1) for t, c in req.commits.items()}
     return build_plan(outcome, commits, req.markers), outcome.to_json(), additions
 
 
@@ -428,14 +359,10 @@ def serve(store: ObjectStore, state: GvlState, chosen: list[Request]) -> Group:
 
 
 def keep_serving(held: HeldLock, head: GvlState) -> None:
-    """After the holder's plan was published as ``head``, while it still holds the lock: commit the
-    queued requests in further global versions, as the next holder would, so that no handoff (release,
-    waiters noticing it, racing for the key) separates one group from the next. Stops when nothing new
-    is queued, when a request is left to its owner (which then takes the lock itself), or after
-    :data:`SERVE_ROUNDS`. Runs where the release runs (in the background: the holder's ``commit()``
-    has returned). Each round's requests are read while the plan before is written (:data:`SERVING`'s look).
-    Cost per round: as :func:`gather` + :func:`serve` + :meth:`HeldLock.commit`; none when the look
-    found nothing queued."""
+    """After the holder's plan was published as ``head``, still holding the lock: commit the queued requests
+    in further global versions, so that no handoff separates one group from the next (docs/PROTOCOL.md, "A
+    holder serves the queue"). Stops when nothing new is queued, a request is left to its owner, or after
+    :data:`SERVE_ROUNDS`. Cost per round: :func:`serve` + :meth:`HeldLock.commit`."""
     store = held.lock.store
     served = {held.txn, *held.record.group}
     tops = _tops(held.record.plan, head, {})
@@ -462,7 +389,7 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
         except LvError as e:  # the requests stay: whoever holds the key next commits them (or finds them done)
             log.info("validation lock of %s: serving the queue stopped: %s", held.txn, e)
             return
-        _withdraw(store, group.keys)
+        forget(store, group.keys)
         if result.gvl is None or any(r.unsettled is None and r.txn not in group.members for r in chosen):
             return
         head = result.gvl
@@ -491,21 +418,8 @@ def _look(store: ObjectStore, served: frozenset[str]) -> list[Request]:
 SERVING = Serving(then=keep_serving, look=_look)
 
 
-def in_background(fn: Callable[..., T], *args: Any) -> "Future[T]":
-    """``fn(*args)`` beside the head read (requests that need no global version: :func:`gather`, withdrawing
-    the holder's own request), on the TASKS pool (:func:`gather` fans its GETs out)."""
-    return concurrency.submit(Pool.TASKS, fn, *args)
-
-
-def forget(core: TxnCore, group: Group) -> None:
-    """Delete the requests of a group once its global version is published (in the background: a
-    request left behind only costs the next holder a validation that fails R2)."""
-    _withdraw(core.store, group.keys)
-
-
-def _withdraw(store: ObjectStore, keys: list[str]) -> None:
-    def remove(key: str) -> None:
-        cleaner.background(f"validation request {key}", lambda: withdraw(store, key))
-
+def forget(store: ObjectStore, keys: list[str]) -> None:
+    """Delete the requests of a group once published (in the background: one left behind only costs the next
+    holder a validation that fails R2)."""
     for key in keys:
-        remove(key)
+        cleaner.background(f"validation request {key}", functools.partial(withdraw, store, key))

@@ -1,15 +1,6 @@
-"""LV[I] inside a transaction: reads at global-log versions, validation R1-R3, atomic publication.
-
-- Reads: the first table access reads the global version log's head once; every table is read at
-  the version the log names (tables the log does not know yet: deduced from their own log). No
-  marker is placed for reading; with LV[R]/LV[CT] a marker is claimed when a table is first written.
-- Commit: marker tables first wait for their predecessors and redo what they invalidated (LV[R]);
-  then, under the validation lock, rules R1-R3 are checked with the head read under the lock, and a
-  compatible transaction records its plan in the lock, writes every table commit and publishes the
-  next global version (roll forward by whoever takes the lock over if it crashes). Read-only
-  transactions validate without the lock and write nothing. The route is the state machine of
-  :mod:`lv_core.txn.commitstep`; :class:`_Run` performs its requests.
-"""
+"""The LV[I] commit (docs/PROTOCOL.md, "Modules #4.1/#4.2"): settle marker tables (LV[R]), then validate
+R1-R3 and publish one global version. The route is the machine of :mod:`lv_core.txn.commitstep`;
+:class:`_Run` performs its requests."""
 
 from __future__ import annotations
 
@@ -20,7 +11,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from lv_core import concurrency
 from lv_core import events as ev
+from lv_core.concurrency import Pool
 from lv_core.delta.actions import decode_commit
 from lv_core.errors import LvError, TransactionAborted
 from lv_core.protocol.aborts import aborted
@@ -29,6 +22,7 @@ from lv_core.protocol.conflicts import PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect, probe_early
 from lv_core.protocol.ict import commit_info_first
+from lv_core.protocol.lockrecord import COMMITTING
 from lv_core.protocol.markers import encode_freed, lakevilla_commit_info, read_version, write_version
 from lv_core.protocol.parts import PartMissing, close_parts
 from lv_core.protocol.validation import LogTail, TableAccess, ValidationOutcome, validate
@@ -49,10 +43,9 @@ __all__ = ["commit_isolated", "table_accesses"]
 
 
 def _retract(core: TxnCore, early: gc.Waiter, error: BaseException) -> tuple[GvlState, Mapping[str, Any]]:
-    """Settling failed after the request was queued early: the holder's decision if one committed it (the
-    transaction then ends committed: its settling never redid, or the holder would have found the same
-    conflict), else ``error`` is raised. When that cannot be learnt, the transaction ends undecided (its
-    files kept, the marker resolved by whoever finds it expired: the log decides)."""
+    """Settling failed after the request was queued early: the holder's decision if one committed it (then the
+    transaction ends committed: had its settling redone, the holder would have found the same conflict), else
+    ``error`` is raised; when that cannot be learnt it ends undecided (files kept, the log decides)."""
     if isinstance(error, Exception):
         try:
             decided = early.retract(3 * core.services.vlock.lease_s)
@@ -80,10 +73,8 @@ def table_accesses(core: TxnCore, writes: dict[str, list]) -> list[TableAccess]:
         read = any(t in rec.result.reads or t in rec.result.scans for rec in ops)
         written = t in writes
         blind = written and not read and all(rec.op.blind for rec in ops if t in rec.op.tables)
-        if ts.marker_version is not None:
-            out.append(TableAccess(t, read=read, written=written, marker=ts.marker_version, blind=blind))
-        else:
-            out.append(TableAccess(t, read=read, written=written, read_version=ts.read_version, blind=blind))
+        out.append(TableAccess(t, read=read, written=written, marker=ts.marker_version, blind=blind,
+                               read_version=ts.read_version if ts.marker_version is None else None))
     return out
 
 
@@ -95,14 +86,12 @@ def _emit(core: TxnCore, outcome: ValidationOutcome, gvl_version: int | None) ->
 
 
 def _refusal(core: TxnCore, outcome: ValidationOutcome) -> TransactionAborted | None:
-    """Written tables without a marker move past commits the global log does not know (plain Delta
-    writers) or pending markers: the abort when those touch what the transaction read or rewrote."""
+    """The abort of a write moving past pending markers or foreign commits that touch what it read."""
     tables = core.book.tables
     for t, v in outcome.tables.items():
         if v.written and v.w is not None and any(p < v.w for p in v.pending) and (
                 v.moved_from is not None or tables[t].marker_version is None):
-            # A write placed above a pending marker: when that marker commits, the global version
-            # published now would gain content later. Refuse; the retry finds it resolved.
+            # (the global version published now would gain content when that marker commits)
             return aborted("pending_above", {"table": t, "pending": list(v.pending)}, table=t,
                            first=min(p for p in v.pending if p < v.w),
                            needs=v.moved_from if v.moved_from is not None else v.w)
@@ -110,9 +99,7 @@ def _refusal(core: TxnCore, outcome: ValidationOutcome) -> TransactionAborted | 
             continue
         if v.pending and not v.blind:
             return aborted("pending_taken", {"table": t, "pending": list(v.pending)}, table=t, first=v.pending[0])
-        preds = []
-        # Only versions past the one read: a write statement of LV[I] alone may have read past commits
-        # outside the log (lv_core/txn/current.catch_up); otherwise every foreign version is past r.
+        preds = []  # (past the version read: current.catch_up may have read past foreign commits)
         for fv in (f for f in v.foreign if v.r is None or f > v.r):
             st = read_version(core.store, t, fv)
             preds.append(PredecessorCommit(t, fv, st.txn, decode_commit(st.raw, version=fv, table=t)))
@@ -124,8 +111,7 @@ def _refusal(core: TxnCore, outcome: ValidationOutcome) -> TransactionAborted | 
 
 
 def _whole(core: TxnCore, state: GvlState, versions: dict[str, int]) -> dict[str, int]:
-    """``versions`` plus what keeps every multi-table commit outside the log whole (see parts.py);
-    tables whose parts cannot be included yet are dropped (a catch-up is best effort)."""
+    """``versions`` plus what keeps multi-table commits outside the log whole, dropping what cannot be."""
     versions = dict(versions)
     while versions:
         try:
@@ -136,11 +122,8 @@ def _whole(core: TxnCore, state: GvlState, versions: dict[str, int]) -> dict[str
 
 
 def _catch_up_versions(outcome: ValidationOutcome) -> dict[str, int]:
-    """After an R1 failure caused by commits the global log does not know (writers without LV[I]:
-    plain Delta, or LakeVilla presets without I), the versions to publish so a retry reads them.
-
-    Only up to the last real commit below the first pending marker: a published version must never
-    gain content later."""
+    """After an R1 failure on commits outside the log, the versions to publish so a retry reads them (only
+    below the first pending marker: a published version never gains content later)."""
     out: dict[str, int] = {}
     for t, v in outcome.tables.items():
         if v.rules["R1"].passed or not v.foreign or v.l is None:
@@ -153,9 +136,7 @@ def _catch_up_versions(outcome: ValidationOutcome) -> dict[str, int]:
 
 
 def _fill_unused_markers(core: TxnCore, names: dict[str, int]) -> dict[str, int]:
-    """Write an empty commit at each marker the plan does not commit at (read-only tables, a blind
-    append that moved): every version below it is resolved (settled), and the plan's versions above
-    must not leave a gap in the log. A version taken meanwhile by another writer is resolved too."""
+    """An empty commit at each marker the plan does not commit at: the plan's versions above leave no gap."""
     freed: dict[str, int] = {}
     for t, ts in core.book.tables.items():
         if ts.marker_version is None or names.get(t) == ts.marker_version:
@@ -168,9 +149,7 @@ def _fill_unused_markers(core: TxnCore, names: dict[str, int]) -> dict[str, int]
 
 @dataclass(frozen=True)
 class Planned:
-    """A compatible transaction's commit, to be published as ``state.version + 1``: the plan's table
-    commits, the tables to add (read-only ones the log did not know, parts of multi-table commits outside
-    the log) and each written table's version."""
+    """A compatible transaction's table commits, tables to add and written versions."""
 
     plan: list[PlannedCommit]
     additions: dict[str, int]
@@ -178,8 +157,7 @@ class Planned:
 
 
 def _planned(core: TxnCore, writes: Mapping[str, list], outcome: ValidationOutcome, state: GvlState) -> Planned:
-    """The plan of a validated transaction. Raises PartMissing: a part of a multi-table commit outside the
-    log cannot be included."""
+    """The plan of a validated transaction (raises PartMissing)."""
     book = core.book
     ci = lakevilla_commit_info(core.id, "LAKEVILLA COMMIT", {
         "preset": core.preset, "tables": sorted(writes), "redo": book.redo_count, "gvl": state.version + 1})
@@ -192,18 +170,9 @@ def _planned(core: TxnCore, writes: Mapping[str, list], outcome: ValidationOutco
     return Planned(build_plan(outcome, commits, markers), additions, names)
 
 
-def _settled_tail(marker: int) -> Future[LogTail]:
-    """What probing a written table from just below its settled marker finds when nobody took a
-    version there: the own marker, then nothing."""
-    done: Future[LogTail] = Future()
-    done.set_result(LogTail(marker - 1, ("own",)))
-    return done
-
-
 def _read_past_head(core: TxnCore) -> bool:
-    """Whether a marker table a redo left unwritten was read past the version the newest head this process knows
-    names (no request): commits outside the log it saw there must be named before the transaction by a global
-    version of its own (additions; none under the key: the key is only released)."""
+    """Whether a marker table a redo left unwritten was read past the newest head known: the commits it saw
+    there need a global version of their own (placed like a writer's, under the key)."""
     head = core.services.glog.known_state() or core.book.head
     return head is not None and any(
         ts.marker_version is not None and (known := head.table_version(t)) is not None and ts.marker_version - 1 > known
@@ -211,9 +180,7 @@ def _read_past_head(core: TxnCore) -> bool:
 
 
 def commit_isolated(core: TxnCore, deadline: float) -> Published:
-    """Validate and commit under LV[I]: settle marker tables (LV[R]), then run the commit's state machine
-    (:mod:`lv_core.txn.commitstep`): read-only; else take the free key with the plan; else wait for the
-    key queued for group commit, and validate under it unless another holder decided the transaction."""
+    """Validate and commit under LV[I]: settle marker tables, then run the commit's state machine."""
     early: gc.Waiter | None = None
     runs: list[_Run] = []
     redos = core.book.redo_count
@@ -236,7 +203,7 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
     if early is not None and core.book.redo_count != redos:  # the request queued early is stale: the settled one
         early.requeue(lambda: gc.make_request(core, writes, run.accesses, early.known))
     past = not writes and _read_past_head(core)
-    if past:  # judged as validate_read_only judges a redo's reads; placed like a writer's, under the key
+    if past:  # (judged as validate_read_only judges a redo's reads)
         core.policy = dataclasses.replace(core.policy, r1_read_only=True)
     end = run.drive(*start(writes=bool(writes) or past, waiting=early is not None and early.queued and bool(writes)))
     if end.phase is Phase.JOINED:
@@ -250,10 +217,8 @@ def commit_isolated(core: TxnCore, deadline: float) -> Published:
 
 
 class _Run:
-    """Performs the requests of one run of the commit's state machine (a method per :class:`Request`)
-    and keeps what they read; the machine routes on the answers alone.
-
-    ``waiter`` and ``found``: a queued transaction's try of the free key ``found`` (keywait's FREE_KEY)."""
+    """Performs the requests of one run of the commit's machine (a method per :class:`Request`) and keeps
+    what they read. ``waiter``, ``found``: a queued transaction's try of the free key ``found``."""
 
     def __init__(self, core: TxnCore, writes: Mapping[str, list], accesses: list[TableAccess], deadline: float,
                  waiter: gc.Waiter | None = None, found: tuple[LockRecord, str] | None = None) -> None:
@@ -292,17 +257,11 @@ class _Run:
         """Validate a transaction that writes nothing without the key; write nothing."""
         core, book = self.core, self.core.book
         policy, accesses = core.policy, self.accesses
-        if book.has_markers():
-            # It wrote, but a redo left nothing to write: its reads may no longer be one snapshot,
-            # so it is not a read-only transaction that write_serializable may let pass without R1.
+        if book.has_markers():  # a redo left nothing to write: its reads may no longer be one snapshot
             policy = dataclasses.replace(policy, r1_read_only=True)
         self.state = state = core.services.glog.head()
         if not book.has_markers() and policy.snapshot_read_only and one_global_version(core):
-            # Every table read at the one global version it started at: a prefix of the serial order
-            # of validated writers (docs/PROTOCOL.md, "Why the relaxed rules stay serializable"), so
-            # versions the log published since then are ordered after it. Only commits the log does
-            # not know yet (writers outside it) are checked: one that changed what it read aborts it
-            # once and is caught up, so the retry reads it (freshness, not serializability).
+            # only commits outside the log are checked (docs/PROTOCOL.md, "Why the relaxed rules stay serializable")
             accesses = [from_log_version(a, state) for a in accesses]
         self.outcome = validate(collect(core.store, state, accesses, policy, own_txn=core.id, parallel=1,
                                         footprints=book.footprints()), policy)
@@ -312,13 +271,9 @@ class _Run:
 
     # ------------------------------------------------------------ the fast route: the free key, with the plan
     def find_free_key(self) -> Answer:
-        """The free record to take the key with and the head it names. Warm (the record this process wrote
-        at its last release, its head still the newest this process knows): no request, and with every
-        table written behind a settled marker (every version below it in the log and read, none named by
-        the head at or past it; no blind append among several tables) no probe either: each table's tail
-        is its own marker (a version a writer that ignores markers took meanwhile breaks the plan's
-        PUT-create instead, as one taken after a probe does). Cold: 1 GET, the tails and the queue read
-        in its round trip. Queued (``found``): first, whether a holder before decided it."""
+        """The free record to take the key with and its head: warm (this process's last release), no request
+        and, behind settled markers, no probe; cold, 1 GET with the tails and the queue read beside. Queued
+        (``found``): first, whether a holder before decided it (docs/PROTOCOL.md, "Fast path")."""
         core, accesses, queued = self.core, self.accesses, self.found is not None
         glog, vlock = core.services.glog, core.services.vlock
         if queued:
@@ -339,15 +294,13 @@ class _Run:
             if slot is not None and not slot.queued and state is not None and slot.head == state.version:
                 self.early = self._settled(state)  # warm (with requests queued: cold, to serve them)
                 return Answer.FREE
-        elif self.waiter is not None and self.waiter.settled:
+        elif self.waiter is not None and self.waiter.settled:  # (the queue waits for keep_serving)
             assert self.state is not None
-            # queued: every table behind a settled marker needs no probe as when warm, and the queue waits
-            # for keep_serving (a void claim, docs/PROTOCOL.md "Special cases", turns this off)
             self.early = self._settled(self.state)
             if self.early:
                 return Answer.FREE
         self.early = probe_early(core.store, accesses, own_txn=core.id)
-        self.chosen = gc.in_background(gc.gather, core.store, core.id, frozenset(a.table for a in accesses))
+        self.chosen = self._gather()
         if queued:
             return Answer.FREE
         self.seen = KeyLook(vlock.look())
@@ -358,20 +311,19 @@ class _Run:
         return Answer.BUSY
 
     def _settled(self, state: GvlState) -> dict[str, tuple[int, Future[LogTail]]]:
-        """Each written table's tail when every table is written behind a settled marker (every version below
-        it in the log and read, none named by ``state`` at or past it; no blind append among several
-        tables): its own marker, no probe. Else none."""
+        """Each table's tail when every one is written behind a settled marker none of ``state`` names (no blind
+        append among several): its own marker, unprobed (what a probe from below it finds). Else none."""
         accesses = self.accesses
         if all(a.written and a.marker is not None and not (a.blind and len(accesses) > 1)
                and ((known := state.table_version(a.table)) is None or known < a.marker) for a in accesses):
-            return {a.table: (a.marker - 1, _settled_tail(a.marker)) for a in accesses if a.marker is not None}
+            return {a.table: (a.marker - 1, concurrency.done(LogTail(a.marker - 1, ("own",))))
+                    for a in accesses if a.marker is not None}
         return {}
 
     def _free_head(self, found: tuple[LockRecord, str] | None) -> bool:
-        """Whether ``found`` is a free record naming a head this process knows (no request): then claimed
-        (:attr:`slot`) against that head (:attr:`state`). Not when the transaction read at a newer head: one
-        nobody released the key naming (a voided plan's, a crash's, or another client's) is vouched for under
-        the key by the usual route (:meth:`HeldLock.read_head`) before anything is written."""
+        """Whether ``found`` is a free record naming a head this process knows and the transaction did not read
+        past (a newer one is vouched for under the key, :meth:`HeldLock.read_head`): then :attr:`slot`,
+        :attr:`state`."""
         slot = slot_of(found)
         if slot is None or slot.head is None:
             return False
@@ -383,13 +335,16 @@ class _Run:
             return False
         return True
 
+    def _gather(self) -> Future[list]:
+        tables = frozenset(a.table for a in self.accesses)
+        return concurrency.submit(Pool.TASKS, gc.gather, self.core.store, self.core.id, tables)
+
     def _look_behind(self) -> None:
-        """Read the requests queued behind ours on our tables (a transaction that queued early: others wait
-        behind it), and what judging them needs, beside what comes next."""
+        """Read the requests queued behind ours on our tables (we queued early), beside what comes next."""
         core = self.core
         tops = {t: ts.marker_version for t, ts in core.book.tables.items() if t in self.writes and ts.marker_version}
         if self.waiter is not None and self.waiter.early and self.behind is None and tops:
-            self.behind = gc.in_background(look_behind, core.store, core.id, tops, dict(core.logged))
+            self.behind = concurrency.submit(Pool.TASKS, look_behind, core.store, core.id, tops, dict(core.logged))
 
     def _serve_behind(self, verdict: Answer) -> Answer:
         """Compatible: add the requests behind ours that may follow our entries (serve_same)."""
@@ -406,12 +361,10 @@ class _Run:
         return self._serve_behind(self._verdict(fast=True))
 
     def claim_with_plan(self) -> Answer:
-        """PUT-if-match "committing" with the plan on the free record: success proves nobody held the key
-        since, so the head validated against is still the head (only a holder publishes)."""
+        """PUT-if-match "committing" with the plan on the free record (success: its head is still the head)."""
         p, g, state, slot = self.planned, self.group, self.state, self.slot
         assert p is not None and state is not None and slot is not None
-        # Validated, nothing recorded: what the usual route's crash point sees with the key "validating".
-        crashpoint("validation-key-held")
+        crashpoint("validation-key-held")  # (validated, nothing recorded)
         self.held = self.core.services.vlock.acquire_planned(
             self.core.id, p.plan + g.plan, state, slot, additions={**g.additions, **p.additions},
             group=g.members, serving=gc.SERVING)  # (then serves the queue: read while the plan is written)
@@ -422,15 +375,10 @@ class _Run:
         return Answer.TAKEN
 
     def withdraw_request(self) -> None:
-        """A committed request left behind would fail R3 for any later holder (the head names its tables
-        at its markers)."""
+        """(a committed request left behind would fail R3 for any later holder)"""
         core, waiter = self.core, self.waiter
         assert waiter is not None
         cleaner.background(f"validation request of {core.id}", lambda: withdraw(core.store, waiter.key))
-
-    def execute_plan(self) -> Answer:
-        """Write and publish the plan the key was taken with."""
-        return self._write_plan(fast=True)
 
     # ------------------------------------------------------------ the usual route: wait for the key
     def wait_for_key(self) -> Answer:
@@ -477,14 +425,12 @@ class _Run:
 
     # ------------------------------------------------------------ under the key ("validating")
     def read_under_key(self) -> Answer:
-        """The head, the queued requests to commit with ours, the tails of the written tables (probing), in one
-        round trip; and whether a holder before decided the transaction (its request was queued)."""
+        """The head, the queue and the tails in one round trip; and whether a holder before decided us."""
         crashpoint("validation-key-held")
         core, held, waiter = self.core, self.held, self.waiter
         assert held is not None and waiter is not None
-        chosen = (gc.in_background(gc.gather, core.store, core.id, frozenset(a.table for a in self.accesses))
-                  if held.waited else None)
-        gone = gc.in_background(withdraw, core.store, waiter.key) if waiter.queued else None
+        chosen = self._gather() if held.waited else None
+        gone = concurrency.submit(Pool.TASKS, withdraw, core.store, waiter.key) if waiter.queued else None
         self._look_behind()
         self.early = probe_early(core.store, self.accesses, own_txn=core.id)  # with the head read: one round trip
         self.state = state = held.read_head(core.services.glog)
@@ -507,13 +453,11 @@ class _Run:
         self.freed = _fill_unused_markers(self.core, self.planned.names)
 
     def commit_plan(self) -> Answer:
-        """Record the plan (and the group's) in the key, write and publish it."""
-        return self._write_plan(fast=False)
-
-    def _write_plan(self, *, fast: bool) -> Answer:
+        """Write and publish the plan (and the group's), first recorded in the key unless taken with it (fast)."""
         core, held, p, g, state = self.core, self.held, self.planned, self.group, self.state
         assert held is not None and p is not None and state is not None
-        # (also read by crash clean-up: a decided commit ends "unknown", completed by roll forward)
+        fast = held.record.state == COMMITTING
+        # (crash clean-up reads the decision: a decided commit ends "unknown", rolled forward)
         before, core.book.decision = core.book.decision, Decision(DecisionKind.PLAN, p.names)
         try:
             with held:
@@ -521,14 +465,12 @@ class _Run:
                           held.commit(p.plan + g.plan, state, additions={**g.additions, **p.additions},
                                       group=g.members, background=cleaner.background))
         except TransactionAborted as e:
-            gc.forget(core, g)  # our entries broke: the group's were published all the same
+            gc.forget(core.store, g.keys)  # our entries broke: the group's were published all the same
             if not fast or e.rule != "R2" or e.details.get("written") or g.members:
                 raise
-            # A writer that ignores markers took a marker's version before anything was written: the plan is
-            # void (nothing written or published, the key released); the usual route probes and decides.
-            core.book.decision = before
+            core.book.decision = before  # void: a marker's version taken, nothing written; the usual route decides
             return Answer.VOID
-        gc.forget(core, g)
+        gc.forget(core.store, g.keys)
         for t, v in self.freed.items():
             core.events.emit(ev.MarkerFreed(core.id, table=t, version=v, reason="read-only"))
         for t, v in result.versions.items():
@@ -536,10 +478,11 @@ class _Run:
         self.published = Published(dict(result.versions), self.freed, result.gvl or state)
         return Answer.PUBLISHED
 
+    execute_plan = commit_plan  # (the fast route's: the key was taken with the plan)
+
     def publish_others(self) -> Answer:
-        """Publish the group served and, after an R1 failure (then abort), the foreign versions it found so
-        a retry reads them (read-only: under the key taken for it, best effort). Decided by the holder
-        before (its global versions were just read): the group only."""
+        """Publish the group served and, after an R1 failure, the foreign versions found (catch-up; read-only:
+        under a key taken for it, best effort). Decided by a holder before: the group only."""
         updates = {}
         if self.decided is None:
             assert self.outcome is not None
@@ -563,11 +506,10 @@ class _Run:
         if fresh or g.members:
             held.commit(g.plan, state, additions={**g.additions, **fresh}, group=g.members,
                         background=cleaner.background)
-            gc.forget(self.core, g)
+            gc.forget(self.core.store, g.keys)
 
     def _verdict(self, *, fast: bool) -> Answer:
-        """Validate at :attr:`state` and plan. ``fast``: a marker the plan would not commit at is not planned
-        here (it is filled under the key)."""
+        """Validate at :attr:`state` and plan (``fast``: not with a marker to fill, that is under the key)."""
         core, state = self.core, self.state
         assert state is not None
         self.outcome = outcome = validate(collect(core.store, state, self.accesses, core.policy, own_txn=core.id,

@@ -72,9 +72,9 @@ def rows(store: ObjectStore, table: str) -> list[int]:
 def test_acquire_and_release(store: ObjectStore) -> None:
     inst = InstrumentedStore(store)
     lock = ValidationLock(inst, lease_s=30)
-    with lock.acquire("t-1", timeout_s=5, gvl_base=3) as held:
+    with lock.acquire("t-1", timeout_s=5) as held:
         rec, _ = lock.read() or (None, None)
-        assert rec is not None and (rec.txn, rec.state, rec.gvl_base) == ("t-1", VALIDATING, 3)
+        assert rec is not None and (rec.txn, rec.state, rec.gvl_base) == ("t-1", VALIDATING, None)
         assert rec.lease_expires > time.time() + 20 and not held.lost and held.takeovers == []
     assert lock.read() is None
     counts = inst.counts()
