@@ -150,6 +150,11 @@ def _publishing_after(pc: PredecessorCommit, version: int) -> bool:
                for lv in pc.lakevilla if lv.get("kind") == "commit")
 
 
+def _ordered_before(access: TableAccess) -> int | None:
+    """The global version a one-snapshot reader is ordered before (:class:`OneSnapshotRead`), else None."""
+    return access.ordered_before if isinstance(access, OneSnapshotRead) else None
+
+
 def needs_tail(access: TableAccess, l: int | None, policy: Policy, txn_writes: bool) -> bool:
     """Whether validating ``access`` needs its log probed (pure)."""
     if l is None:
@@ -210,8 +215,7 @@ def collect(
         if (policy.r1_files and footprints is not None and inp.read and inp.r is not None and inp.h is not None
                 and inp.l is not None and policy.r1_applies(txn_writes) and inp.r < inp.h - policy.slack):
             inp = dataclasses.replace(inp, changes=changes_since(store, inp, footprints, own_txn=own_txn,
-                                                                 ordered_before=access.ordered_before
-                                                                 if isinstance(access, OneSnapshotRead) else None))
+                                                                 ordered_before=_ordered_before(access)))
         return inp
 
     def one(access: TableAccess) -> TableInputs:
