@@ -194,9 +194,10 @@ class GlobalLog:
         """
         with self._lock:
             state = self._known
+        hinted = state is None
         if state is None:
             state = self._read_hint() or EMPTY
-        state = self._advance(state)
+        state = self._advance(state, hinted=hinted)
         self._remember(state)
         return state
 
@@ -477,22 +478,39 @@ class GlobalLog:
         except StorageError as e:  # only a hint: readers probe past it
             log.warning("could not update %s: %s", GVL_LATEST_KEY, e)
 
-    def _advance(self, state: GvlState) -> GvlState:
+    def _advance(self, state: GvlState, *, hinted: bool = False) -> GvlState:
         """From a version known to exist (or -1), find the head: linear GETs, then gallop. Versions this
         instance read already (e.g. a group-commit member looking for the version naming it) are not read
-        again: published versions never change."""
+        again: published versions never change.
+
+        The first GET is alone (usually nothing is new). When it finds a version, the next one and the
+        ``_latest`` hint are read at once (issue 38: a process whose head lagged by a few versions read them
+        one round trip each, then the hint, then galloped: 9 round trips to learn 5 versions); a hint ahead
+        is jumped to, else the linear GETs go on up to ``linear_probes`` versions before the hint is read.
+        ``hinted``: ``state`` is the hint, just read (it is not read again)."""
         while True:
             with self._lock:
                 ahead = self._cache.get(state.version + 1)
             if ahead is None:
                 break
             state = ahead
-        for _ in range(self.linear_probes):
-            nxt = self._get(state.version + 1, state)
+        hint: GvlState | None = None
+        for probe in range(self.linear_probes):
+            if probe == 1 and not hinted:
+                def one(which: bool, here: GvlState = state) -> GvlState | None:
+                    return self._get(here.version + 1, here) if which else self._read_hint()
+
+                nxt, hint = concurrency.gather_or_inline(concurrency.Pool.REQUESTS, one, [True, False])
+                hinted = True
+            else:
+                nxt = self._get(state.version + 1, state)
             if nxt is None:
                 return state
             state = nxt
-        hint = self._read_hint()  # far behind: the hint may jump ahead of us
+            if hint is not None and hint.version > state.version:
+                break  # (jump there now)
+        if not hinted:
+            hint = self._read_hint()  # far behind: the hint may jump ahead of us
         if hint is not None and hint.version > state.version:
             state = hint
             nxt = self._get(state.version + 1, state)

@@ -26,7 +26,7 @@ from lv_core.errors import NotFound
 from lv_core.protocol.conflicts import OpFootprint, PredecessorCommit, first_conflict
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.markers import VersionState, read_log_version, read_version, unfinished_part
-from lv_core.protocol.validation import Change, LogTail, Policy, TableAccess, TableInputs, derive
+from lv_core.protocol.validation import Change, LogTail, OneSnapshotRead, Policy, TableAccess, TableInputs, derive
 from lv_core.storage.base import ObjectStore
 
 # Pools (lv_core.concurrency): a probe (:func:`probe_tail`) waits on the read of the version after a
@@ -110,11 +110,14 @@ def probe_early(store: ObjectStore, accesses: Iterable[TableAccess], *,
 
 
 def changes_since(store: ObjectStore, inp: TableInputs, footprints: Sequence[OpFootprint], *,
-                  own_txn: str | None = None) -> tuple[Change, ...]:
+                  own_txn: str | None = None, ordered_before: int | None = None) -> tuple[Change, ...]:
     """The versions in ``(r, h]`` of ``inp``'s table that changed what ``footprints`` read there
     (file-level R1): a removed file it read or rewrote, an added file its predicate may match, a
     schema/protocol change (:func:`lv_core.protocol.conflicts.first_conflict`, as redo uses it), or
-    a pending marker (content unknown). Freed markers and the transaction's own versions are skipped.
+    a pending marker (content unknown). Freed markers and the transaction's own versions are skipped,
+    and so, for a read-only transaction read at one global version (``ordered_before``: the head it is
+    validated against), are commits a plan wrote for a global version above that head, not published yet
+    (their ``lakevilla.gvl``): that version orders them after the reader.
 
     Cost: one GET per version in ``(r, h]`` (none when ``r >= h``), in parallel.
     """
@@ -133,10 +136,23 @@ def changes_since(store: ObjectStore, inp: TableInputs, footprints: Sequence[OpF
         if st.kind != "commit":
             continue
         pc = PredecessorCommit(inp.table, v, st.txn, decode_commit(st.raw, version=v, table=inp.table))
+        if ordered_before is not None and _publishing_after(pc, ordered_before):
+            continue
         c = first_conflict(ops, [pc])
         if c is not None:
             out.append(Change(v, st.txn, c.why, c.files))
     return tuple(out)
+
+
+def _publishing_after(pc: PredecessorCommit, version: int) -> bool:
+    """Whether ``pc`` is a table commit of a plan whose global version, above ``version``, will publish it."""
+    return any(isinstance(g := lv.get("gvl"), int) and not isinstance(g, bool) and g > version
+               for lv in pc.lakevilla if lv.get("kind") == "commit")
+
+
+def _ordered_before(access: TableAccess) -> int | None:
+    """The global version a one-snapshot reader is ordered before (:class:`OneSnapshotRead`), else None."""
+    return access.ordered_before if isinstance(access, OneSnapshotRead) else None
 
 
 def needs_tail(access: TableAccess, l: int | None, policy: Policy, txn_writes: bool) -> bool:
@@ -198,7 +214,8 @@ def collect(
         inp = derive(access, l, tail)
         if (policy.r1_files and footprints is not None and inp.read and inp.r is not None and inp.h is not None
                 and inp.l is not None and policy.r1_applies(txn_writes) and inp.r < inp.h - policy.slack):
-            inp = dataclasses.replace(inp, changes=changes_since(store, inp, footprints, own_txn=own_txn))
+            inp = dataclasses.replace(inp, changes=changes_since(store, inp, footprints, own_txn=own_txn,
+                                                                 ordered_before=_ordered_before(access)))
         return inp
 
     def one(access: TableAccess) -> TableInputs:

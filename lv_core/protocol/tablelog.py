@@ -12,6 +12,7 @@ to be reserved by a marker (where marker placement starts).
 from __future__ import annotations
 
 import threading
+import time
 
 from lv_core import concurrency
 from lv_core.delta.actions import Action, decode_commit
@@ -52,6 +53,7 @@ class TableLogs:
         self._claimed: dict[str, int] = {}  # reserved by a marker (maybe above the log's tail)
         self._resolved: dict[str, Snapshot | LaterSnapshot] = {}
         self._moved: dict[str, bool] = {}  # LV[I] reads: the last look past a global version found a commit
+        self._lost_claim: dict[str, float] = {}  # table -> when a marker claim of this process last lost a race
 
     def require(self, table: str) -> None:
         """Raise TableNotFound (with the tables that do exist) unless ``table`` exists."""
@@ -130,6 +132,18 @@ class TableLogs:
         """What :meth:`note_moved` last said of ``table`` (False when nothing was noted)."""
         with self._lock:
             return self._moved.get(table, False)
+
+    def note_claim(self, table: str, attempts: int) -> None:
+        """A marker claim on ``table`` took ``attempts`` tries (more than one: it lost a race)."""
+        if attempts > 1:
+            with self._lock:
+                self._lost_claim[table] = time.monotonic()
+
+    def claims_contended(self, table: str, within_s: float) -> bool:
+        """Whether a marker claim of this process on ``table`` lost a race in the last ``within_s``."""
+        with self._lock:
+            at = self._lost_claim.get(table)
+        return at is not None and time.monotonic() - at <= within_s
 
     def note_claimed(self, table: str, version: int) -> None:
         """``version`` is reserved by a marker (it may not be in the log yet)."""

@@ -155,6 +155,18 @@ class TableAccess:
 
 
 @dataclass(frozen=True)
+class OneSnapshotRead(TableAccess):
+    """A table of a read-only transaction read at one global version, which is ordered before every
+    global version above it. ``ordered_before`` is the version of the head it is validated against: a
+    commit whose ``lakevilla.gvl`` names a global version above it (a plan's table commit written
+    before that version was published) does not count for file-level R1
+    (:func:`lv_core.protocol.hidden.changes_since`; docs/PROTOCOL.md, "Special cases"). Never queued
+    (a request carries plain :class:`TableAccess` fields only)."""
+
+    ordered_before: int | None = None
+
+
+@dataclass(frozen=True)
 class LogTail:
     """What probing a table's log found: every existing version above ``start`` (contiguous).
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import time
 
-from lv_core import concurrency
 from lv_core import events as ev
-from lv_core.concurrency import Pool
 from lv_core.delta.errors import VersionNotFound
 from lv_core.delta.features import check_readable
 from lv_core.delta.table import validate_table_name
@@ -29,6 +27,7 @@ from lv_core.protocol.markers import (
     encode_freed,
     place_marker,
     read_version,
+    read_versions,
     same_commit,
     update_marker,
     write_version,
@@ -113,8 +112,11 @@ def _place(core: TxnCore, name: str, start: int, check_log: bool = True) -> tupl
     """Put-if-absent a marker at the first free version >= ``start`` (writing the lease first)."""
     if core.book.lease_expires == 0.0:
         core.book.lease_expires = keeper().register(core.store, core.id, core.settings.lease_s)
-    v, etag, attempts = place_marker(core.store, name, start, core.marker_info(), check_log=check_log)
-    core.services.logs.note_claimed(name, v)
+    logs = core.services.logs
+    v, etag, attempts = place_marker(core.store, name, start, core.marker_info(), check_log=check_log,
+                                     contended=logs.claims_contended(name, core.settings.tuning.contended_s))
+    logs.note_claim(name, attempts)
+    logs.note_claimed(name, v)
     core.events.emit(ev.MarkerPlaced(core.id, table=name, version=v, attempts=attempts))
     return v, etag
 
@@ -162,9 +164,11 @@ def record_write_marker(core: TxnCore, ts: TableState, v: int, etag: str) -> Non
     predecessors (on the transaction's thread)."""
     crashpoint("marker-placed")
     ts.marker_version, ts.marker_etag = v, etag
-    between = range(ts.base.version + 1, v)  # (read in parallel: one round trip, not two per version)
-    found = concurrency.gather(Pool.REQUESTS, lambda pv: core.logged.get((ts.name, pv)) or  # a log file is final
-                               read_version(core.store, ts.name, pv), between)
+    # (read in parallel, each version's log file and marker object at once: one round trip in all)
+    between = [pv for pv in range(ts.base.version + 1, v) if (ts.name, pv) not in core.logged]  # a log file is final
+    known = core.services.logs.known_latest(ts.name)
+    found = read_versions(core.store, ts.name, between,
+                          logged=range(ts.base.version + 1, known + 1) if known is not None else ())
     for pv, st in zip(between, found, strict=True):
         if st.pending and st.txn and st.txn != core.id:
             ts.pending[pv] = st.txn

@@ -19,7 +19,8 @@ issue 34). So the first access enrolls it, under the validation key:
 The transaction then reads the table at that version and treats it as named by its head: its head
 becomes ``g`` plus the table at that version (the same global version number: nothing else changes).
 Cost: one validation-key round (acquire, head, publish, release) the first time any transaction
-meets a table; none after.
+meets a table; none after. A transaction waiting for the key meanwhile stops once a published global
+version names the table (:class:`_Enrolled`) and reads it as in the second case, without the key.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ import json
 
 from lv_core.delta.log import DeltaLog
 from lv_core.errors import LvError, NotFound
-from lv_core.protocol.gvl import GvlState
+from lv_core.protocol.gvl import GlobalLog, GvlState
+from lv_core.protocol.keywait import FreeAnswer
+from lv_core.protocol.lockrecord import LockRecord
 from lv_core.protocol.markers import KEY, read_version
 from lv_core.txn import cleaner
 from lv_core.txn.core import TxnCore
@@ -41,17 +44,58 @@ def enroll(core: TxnCore, table: str, head: GvlState) -> int:
     """The version ``table`` (unknown to ``head``, the transaction's head) is read at, enrolling it in
     the global log when nobody has; updates the transaction's head to name it there."""
     glog, vlock = core.services.glog, core.services.vlock
-    with vlock.acquire(core.id, timeout_s=core.settings.timeout_s) as held:
-        state = held.read_head(glog)
-        if state.table_version(table) is None:
-            latest = DeltaLog(core.store, table).latest_version_by_probe(core.services.logs.known_latest(table))
-            held.commit([], state, additions={table: latest}, background=cleaner.background)
-            version = latest
-        else:
-            held.release()
-            version = _as_of(core, table, head, state)
+    watch = _Enrolled(glog, table)
+    held = vlock.acquire_or_join(core.id, watch, timeout_s=core.settings.timeout_s)
+    if held is None:  # another transaction enrolled it while we waited for the key
+        assert watch.state is not None
+        version = _as_of(core, table, head, watch.state)
+    else:
+        with held:
+            state = held.read_head(glog)
+            if state.table_version(table) is None:
+                latest = DeltaLog(core.store, table).latest_version_by_probe(core.services.logs.known_latest(table))
+                held.commit([], state, additions={table: latest}, background=cleaner.background)
+                version = latest
+            else:
+                held.release()
+                version = _as_of(core, table, head, state)
     core.book.head = dataclasses.replace(head, tables={**head.tables, table: version})
     return version
+
+
+class _Enrolled:
+    """Waiting for the key to enroll ``table``: the wait is over once a published global version names it
+    (issue 38: eight clients meeting a new table took the key one after another, each to find it enrolled;
+    about a second before the first reads). Only published global versions are read (immutable), so this
+    is the "known by then" case above with ``now`` read outside the key; enrolling still takes the key.
+
+    The head is read when the key is seen held by a new holder or state, and when it is free after being
+    seen held (1 GET each, usually): a key free at the first look is claimed as before, with no request more."""
+
+    def __init__(self, glog: GlobalLog, table: str) -> None:
+        self.glog, self.table = glog, table
+        self.state: GvlState | None = None  # the head that names the table
+        self._seen: tuple[str, str] | None = None  # the holder (txn, state) last looked past
+
+    def busy(self) -> None:
+        """(Nothing to queue.)"""
+
+    def done(self, record: LockRecord | None) -> bool:
+        if record is None:
+            if self._seen is None:
+                return False  # free at the first look: claim it (the head is read under the key)
+        elif (record.txn, record.state) == self._seen:
+            return False
+        else:
+            self._seen = (record.txn, record.state)
+        state = self.glog.head()
+        if state.table_version(self.table) is None:
+            return False
+        self.state = state
+        return True
+
+    def free(self, found: tuple[LockRecord, str]) -> FreeAnswer:
+        return FreeAnswer.USUAL
 
 
 def _as_of(core: TxnCore, table: str, head: GvlState, now: GvlState) -> int:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from lv_core import events as ev
-from lv_core.concurrency import Pool, submit
+from lv_core.concurrency import Pool, may_wait, submit
 from lv_core.delta.features import check_changes, check_writable
 from lv_core.errors import LvError, TransactionError
 from lv_core.protocol import clock
@@ -313,15 +313,32 @@ def redo_from(core: TxnCore, conflict: Conflict, *, must_complete: bool = False)
         return any(t in book.published for t in (*rec.result.adds, *rec.result.removes))
 
     old_values = {rec.step: rec.result.value for rec in undone if rec.op.exposed}
-    for rec in reversed(undone):  # undo: compensations newest to oldest
-        if published(rec):
-            continue
-        for t, paths in rec.result.staged().items():
-            for path in paths:
-                core.store.delete(f"{t}/{path}")
+    # undo: delete the files the undone operations staged, beside the redo (issue 38: a hot key's redo
+    # is on its table's commit chain); a redo names its files by attempt, so none is the same file.
+    doomed = [f"{t}/{path}" for rec in reversed(undone) if not published(rec)
+              for t, paths in rec.result.staged().items() for path in paths]
+    deletes = [submit(Pool.REQUESTS, core.store.delete, key) for key in doomed] if may_wait(Pool.REQUESTS) else []
+    if not deletes:
+        for key in doomed:
+            core.store.delete(key)
     book.ops = book.ops[:step]
     book.redo_count += 1
     core.events.emit(ev.Redo(core.id, from_step=step, attempt=book.redo_count))
+    try:
+        _redo(core, undone, published, old_values, conflict, must_complete)
+    except BaseException:
+        for f in deletes:
+            with contextlib.suppress(Exception):
+                f.result()  # (the redo's error is the one reported)
+        raise
+    for f in deletes:
+        f.result()  # (every undone file is gone when the redo returns, as before)
+
+
+def _redo(core: TxnCore, undone: list[OpRecord], published: Callable[[OpRecord], bool],
+          old_values: dict[int, Any], conflict: Conflict, must_complete: bool) -> None:
+    """The redo half of :func:`redo_from`: the undone operations, oldest to newest, on the new state."""
+    book = core.book
     for rec in undone:  # redo: oldest to newest on the new state
         if published(rec):
             book.ops.append(rec)
@@ -329,7 +346,12 @@ def redo_from(core: TxnCore, conflict: Conflict, *, must_complete: bool = False)
         result = run(core, rec.op, rec.step, book.redo_count)
         new = OpRecord(rec.op, rec.step, result, "logical" if not rec.op.blind else rec.mode, book.redo_count)
         book.ops.append(new)
-        write_sublog(core, new)
+        # A redo writes an entry where the first run did (kept current), or where a table it staged files
+        # in has no marker of ours; else none, for the first run's reason (execute): our pending markers
+        # protect the files, their names identify them after a crash, and the redo runs from memory.
+        staged_in = {t for t, v in result.staged().items() if v}
+        if rec.step in book.sublog_steps or not all(book.tables[t].marker_version is not None for t in staged_in):
+            write_sublog(core, new)
         if rec.step in old_values and not _same_value(old_values[rec.step], result.value):
             if must_complete:
                 log.warning("transaction %s: a result it returned (step %d) changed in a redo after part of "

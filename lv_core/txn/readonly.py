@@ -10,7 +10,7 @@ import dataclasses
 from lv_core import events as ev
 from lv_core.concurrency import Pool, submit
 from lv_core.protocol.gvl import GvlState
-from lv_core.protocol.validation import RuleCheck, TableAccess, TableVerdict, ValidationOutcome
+from lv_core.protocol.validation import OneSnapshotRead, RuleCheck, TableAccess, TableVerdict, ValidationOutcome
 from lv_core.txn.core import TxnCore
 from lv_core.txn.current import is_latest
 from lv_core.txn.publish import Published
@@ -69,8 +69,11 @@ def one_global_version(core: TxnCore) -> bool:
 
 def from_log_version(a: TableAccess, state: GvlState) -> TableAccess:
     """``a`` as if read at the log's current version of its table (a one-snapshot reader's R1 looks
-    only past it); unchanged for a table the log does not know."""
+    only past it), ordered before ``state``'s successors (commits a plan wrote for a global version
+    above ``state`` do not count: :attr:`TableAccess.ordered_before`); unchanged for a table the log
+    does not know."""
     known = state.table_version(a.table)
-    if known is None or a.read_version is None or known <= a.read_version:
+    if known is None or a.read_version is None:
         return a
-    return dataclasses.replace(a, read_version=known)
+    return OneSnapshotRead(**{**dataclasses.asdict(a), "read_version": max(known, a.read_version),
+                              "ordered_before": state.version})

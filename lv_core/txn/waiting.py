@@ -51,16 +51,35 @@ def add_edges(core: TxnCore, ts: TableState, seen: Mapping[tuple[str, int], Vers
     """LV[CT]: the pending markers before ours are new outgoing edges (rules II and IV). ``seen``:
     marker states (table, version) just read by the caller, used by the first cycle search."""
     book = core.book
-    if not (core.ct and ts.pending):
+    if not core.ct:
         return
     new = [Edge(core.id, x, ts.name, pv) for pv, x in sorted(ts.pending.items())
            if x and (x, ts.name) not in book.preds]
     for e in new:
         book.preds[(e.dst, e.table)] = e.version
         core.events.emit(ev.EdgeAdded(core.id, to_txn=e.dst, table=e.table, version=e.version))
+    if single_marker_edges(core):
+        return  # one marker: no cycle needs our search nor our edges object (single_marker_edges)
     if new:
         _break_cycles(core, new, seen or {})
+    if new or (book.preds and not book.edges_written):  # (edges kept back while we held one marker)
         expose_predecessors(core)
+
+
+def single_marker_edges(core: TxnCore) -> bool:
+    """True while the transaction holds a marker in one table only: then it neither looks for cycles
+    nor exposes its edges (issue 38; docs/PROTOCOL.md, "Special cases").
+
+    Every cycle through a transaction T that holds one marker (table ``t``, version ``m``) enters T
+    from some X holding ``t`` above ``m`` and leaves it to some Y holding ``t`` below ``m`` (T's only
+    edges are in ``t``). Y's marker was pending since before T claimed, and X claimed after T, so X's
+    own edges name Y (``X -> Y`` at ``t``): the cycle without T exists too, and whoever closed it
+    finds it without T's edges (by induction every one-marker node on a cycle can be skipped; a
+    cycle of one-marker nodes only lies in one table, where edges go strictly down: none). A shift
+    breaking that shorter cycle breaks ours as well (it inverts an edge shared by both, or ``X -> Y``
+    by moving Y above X, and then above T). The search is progress, not isolation: what commits is
+    decided by the markers, settling and validation, never by it."""
+    return len(core.book.held()) <= 1
 
 
 def _marker_edges(core: TxnCore, node: str, via: Edge | None, seen: Mapping[tuple[str, int], VersionState],
@@ -323,6 +342,8 @@ def exposed_markers(core: TxnCore, timeout_s: float) -> dict[str, int] | None:
 def _check_while_waiting(core: TxnCore, ts: TableState, v: int, on_txn: str, waited_s: float) -> None:
     """While waiting behind ``on_txn`` at ``ts.name@v``: shift if a cycle shows up (rule IV), or
     pre-emptively after waiting too long; raises Restart when markers moved."""
+    if single_marker_edges(core):
+        return  # no other table to shift, and no cycle needs our search (single_marker_edges)
     if not core.shift_lock.acquire(blocking=False):
         return  # another table's waiter is shifting right now
     try:

@@ -22,7 +22,13 @@ from __future__ import annotations
 import pytest
 
 from tests.explorer.explore import Exploration, explore, random_runs
-from tests.explorer.scenarios import READ_SKEW, SAME_TABLE_GROUP, THREE, WRITE_SKEW_AFTER_PAUSE
+from tests.explorer.scenarios import (
+    READ_SKEW,
+    SAME_TABLE_GROUP,
+    SAME_TABLE_GROUP_READER,
+    THREE,
+    WRITE_SKEW_AFTER_PAUSE,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -41,8 +47,9 @@ def _unexpected(ex: Exploration) -> list[str]:
     (WRITE_SKEW_AFTER_PAUSE, 1, False, 600),
     (THREE, 1, False, 600),
     (SAME_TABLE_GROUP, 1, False, 300),
+    (SAME_TABLE_GROUP_READER, 1, False, 300),
 ], ids=["read-skew-2-preemptions", "read-skew-within", "pause-1-preemption", "three-1-preemption",
-        "same-table-group-1-preemption"])
+        "same-table-group-1-preemption", "same-table-group-reader-1-preemption"])
 def test_exhaustive_within_wider_bounds(scenario, preemptions, within, budget) -> None:
     ex = explore(scenario, preemptions=preemptions, within=within, max_schedules=budget)
     print(scenario.name, ex.summary())
@@ -50,7 +57,8 @@ def test_exhaustive_within_wider_bounds(scenario, preemptions, within, budget) -
     assert not bad, bad[0]
 
 
-@pytest.mark.parametrize("scenario", [READ_SKEW, WRITE_SKEW_AFTER_PAUSE, THREE, SAME_TABLE_GROUP],
+@pytest.mark.parametrize("scenario", [READ_SKEW, WRITE_SKEW_AFTER_PAUSE, THREE, SAME_TABLE_GROUP,
+                                      SAME_TABLE_GROUP_READER],
                          ids=lambda s: s.name)
 def test_random_priorities_with_faults_many_seeds(scenario) -> None:
     ex = random_runs(scenario, range(200))

@@ -54,7 +54,8 @@ def lh(tmp_path) -> lv_core.Lakehouse:
 
 
 def test_contended_transaction_writes_one_edges_object_not_every_marker(lh):
-    """T2 queues behind T1 on four tables: each new edge costs one PUT of T2's edges object; T2's
+    """T2 queues behind T1 on four tables: each new edge costs one PUT of T2's edges object (from its
+    second table on: while it holds one marker it keeps its edges back, see test_single_marker_edges); T2's
     markers are never rewritten (the j-th table used to cost j marker rewrites), carry no edges,
     and the edges object is gone once T2 ended."""
     t1, t2 = lh.begin(CT, timeout_s=20), lh.begin(CT, timeout_s=20)
@@ -66,6 +67,9 @@ def test_contended_transaction_writes_one_edges_object_not_every_marker(lh):
         add_kv(t2, t, 1, 10)
         made = {k: v - before.get(k, 0) for k, v in t2.requests().items()}
         assert made.get("PUT-if-match", 0) == 0, (j, made)  # no marker rewrite
+        if j == 1:  # one marker held: no edges object (and no cycle search: no GET of T1's), issue 38
+            assert made.get("PUT", 0) == 1 and read_edges(lh.store, t2.id) is None, (j, made)
+            continue
         assert made.get("PUT", 0) == 1 + 1, (j, made)  # the data file and the edges object
         got = read_edges(lh.store, t2.id)
         assert got is not None and len(got.edges) == j and {e.dst for e in got.edges} == {t1.id}

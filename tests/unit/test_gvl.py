@@ -78,6 +78,31 @@ def test_head_probes_past_a_lagging_hint(local_store: LocalStore) -> None:
     assert inst.counts()["LIST"] == 0 and inst.counts()["GET"] == 1 + 2 + 1
 
 
+def test_a_lagging_instance_reads_the_hint_beside_the_next_version(local_store: LocalStore) -> None:
+    """Issue 38: an instance that saw version 0 while five more were published (the hint names the newest)
+    learns the head in 3 round trips: the next version, then the one after it with the hint, then past the
+    hint. Fails on the code before: versions 1-4 one after another, then the hint, then past it (6 GETs,
+    6 round trips)."""
+    inst = InstrumentedStore(local_store)
+    states = _chain(GlobalLog(inst), 6)
+    old = GlobalLog(inst)
+    old._remember(states[0])
+    seen: list[str] = []
+    request = inst._request
+
+    def rec(kind: str, key: str, call):  # type: ignore[no-untyped-def]
+        seen.append(f"{kind} {key.rsplit('/', 1)[-1]}")
+        return request(kind, key, call)
+
+    inst._request = rec  # type: ignore[method-assign]
+    assert old.head() == states[5]
+    assert seen[0] == f"GET {1:020d}.json"
+    assert sorted(seen[1:3]) == [f"GET {2:020d}.json", "GET _latest"]
+    assert seen[3:] == [f"GET {6:020d}.json"]
+    seen.clear()
+    assert old.head() == states[5] and seen == [f"GET {6:020d}.json"]  # nothing new: 1 GET, as before
+
+
 def test_head_gallops_when_far_behind_without_hint(local_store: LocalStore) -> None:
     inst = InstrumentedStore(local_store)
     states = _chain(GlobalLog(inst), 40)
