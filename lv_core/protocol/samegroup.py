@@ -107,6 +107,9 @@ def chain(top: PredecessorCommit, candidates: Sequence[Candidate],
     nxt, stop = top.version + 1, ""
     out = []
     for c in sorted((c for c in candidates if c.table == top.table), key=lambda c: c.marker):
+        if c.marker <= top.version:  # (a stale request, its marker resolved below: not after top, stops nothing)
+            out.append(Link(c, f"marker {c.marker} is below the holder's entry ({top.version})"))
+            continue
         why = stop or _judge(c, nxt, planned, log)
         if why is None:
             planned[c.marker] = c.commit

@@ -169,9 +169,8 @@ class TableLogs:
                 snap = log.snapshot(upto, method="probe")
             except VersionNotFound:  # the log may end below ``upto``: the rest is reserved by markers
                 tail = log.latest_version(hint if hint is not None and hint <= upto else None)
-                if tail >= upto:
-                    raise  # the version exists no more (cleaned up), or never did
-                snap = log.snapshot(tail, method="probe")
+                # (the version may have reached the log since: read it again; still missing: cleaned up)
+                snap = log.snapshot(upto if tail >= upto else tail, method="probe")
         pending: dict[int, str] = {}
         commits: list[tuple[int, list[Action]]] = []
         last_resolved: Snapshot = snap

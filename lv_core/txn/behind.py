@@ -107,7 +107,7 @@ def serve_same(store: ObjectStore, state: GvlState, txn: str, own: Sequence[Plan
     global version after ``state`` (:func:`sg.chain`, live markers). Cost: what ``behind`` did not read."""
     taken = {t for g in group.members.values() for t in g["tables"]}  # (a settled member's table: not twice)
     for e in own:
-        mine = [c for c in behind.cands if c.table == e.table]
+        mine = [c for c in behind.cands if c.table == e.table and c.marker > e.version]  # (not stale ones)
         if e.blind or not mine or e.table in taken:
             continue
         need = sorted(set().union(*(sg.needs(c, e.version) for c in mine)))

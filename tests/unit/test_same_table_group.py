@@ -78,6 +78,17 @@ def test_a_gap_stops_the_chain_there() -> None:
     assert links[0].why is None and links[1].why is not None and "not next" in links[1].why
 
 
+def test_a_stale_request_below_the_holders_entry_stops_nothing() -> None:
+    """A request still queued after its marker resolved below the holder's entry (its owner committed or
+    moved on, the withdraw still in flight) is not after the holder: it is skipped, and the members after
+    the holder still join (it used to stop the chain at once, being first in marker order)."""
+    top = _commit("t", 5, "h")
+    log = {3: _commit("t", 3, "s"), 4: _commit("t", 4, "y")}
+    links = sg.chain(top, [_cand("s", 3, 2, 7), _cand("a", 6, 4, 1), _cand("b", 7, 4, 2)], log)
+    assert [(ln.candidate.txn, ln.why is None) for ln in links] == [("s", False), ("a", True), ("b", True)]
+    assert links[0].why is not None and "below the holder's entry" in links[0].why
+
+
 def test_a_conflict_leaves_that_member_and_every_later_one_to_their_owners() -> None:
     top = _commit("t", 5, "h", [_file("h.parquet", 1, 1)])  # the holder added a file that may hold id 1
     links = sg.chain(top, [_cand("a", 6, 4, 1), _cand("b", 7, 4, 2)], {})
