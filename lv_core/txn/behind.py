@@ -86,7 +86,8 @@ def prepare(store: ObjectStore, reqs: list[Request], tops: Mapping[str, int],
             known: Mapping[tuple[str, int], VersionState]) -> Behind:
     """:class:`Behind` for ``reqs``, below ``tops`` (table -> the version of the holder's entry there). Cost:
     1 GET per candidate's marker and per version needed not ``known`` (in parallel)."""
-    cands = [c for r in reqs if isinstance(c := sg.candidate(r), sg.Candidate) and c.table in tops]
+    cands = [c for r in reqs if isinstance(c := sg.candidate(r), sg.Candidate) and c.table in tops
+             and c.marker > tops[c.table]]  # (a stale request, below the entry: nothing to read for it)
     byid = {r.txn: r for r in reqs}
     live = {c.txn: concurrency.submit(Pool.REQUESTS, markers_live, store, byid[c.txn]) for c in cands}
     need = sorted({(c.table, v) for c in cands for v in sg.needs(c, tops[c.table])})
