@@ -63,11 +63,11 @@ _HELD = (Hold.HOLDING, Hold.RELEASING)  # ours: renewed, may transition and rele
 @dataclass(frozen=True)
 class Serving:
     """What a holder does for the queue (:mod:`lv_core.txn.group`): ``then(held, published head)`` after each
-    plan of its own, before the release; ``look(store, transactions its plans commit)`` reads what is queued
-    while a plan is written (None: 1 LIST, whether any is)."""
+    plan of its own, before the release; ``look(store, transactions its plans commit, the record being written)``
+    reads what is queued while a plan is written (None: 1 LIST, whether any is)."""
 
     then: Callable[["HeldLock", GvlState], None]
-    look: Callable[[ObjectStore, frozenset[str]], Sequence[object]] | None = None
+    look: Callable[[ObjectStore, frozenset[str], LockRecord], Sequence[object]] | None = None
 
 
 def take_over(lock: LockHost, txn: str, old: LockRecord, etag: str, takeovers: list[Takeover],
@@ -158,9 +158,9 @@ class HeldLock:
         """What a newer look at the queue found: the free record says so at release."""
         self._queued = concurrency.done([True] if queued else [])
 
-    def _look(self) -> Sequence[object]:
+    def _look(self, record: LockRecord) -> Sequence[object]:
         if self._serving is not None and self._serving.look is not None:
-            return self._serving.look(self.lock.store, self.served)
+            return self._serving.look(self.lock.store, self.served, record)
         return [True] if any_queued(self.lock.store) else []
 
     # ------------------------------------------------------------------ holder steps
@@ -211,7 +211,7 @@ class HeldLock:
         crashpoint("plan-recorded" if release else "serving-plan-recorded")
         self.served = self.served | {rec.plan_txn or self.txn, *rec.group}
         try:  # (a LIST, then GETs fanned out: the TASKS pool)
-            self._queued = concurrency.submit(concurrency.Pool.TASKS, self._look)
+            self._queued = concurrency.submit(concurrency.Pool.TASKS, self._look, rec)
         except RuntimeError:  # the interpreter is shutting down: not looked (the free record says queued)
             self._queued = None
         result = self._write(rec, base)

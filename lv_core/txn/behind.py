@@ -25,7 +25,7 @@ from lv_core.protocol.markers import VersionState, classify, read_version
 from lv_core.protocol.vqueue import Request, pending
 from lv_core.storage.base import ObjectStore
 
-__all__ = ["Behind", "Group", "look_behind", "markers_live", "prepare", "serve_same"]
+__all__ = ["Behind", "Group", "live_until", "look_behind", "markers_live", "prepare", "serve_same"]
 
 log = logging.getLogger("lv_core.txn.group")  # (benchmarks.group_trace counts the "left to owner" records)
 
@@ -44,26 +44,35 @@ class Group:
 def markers_live(store: ObjectStore, req: Request) -> bool:
     """Every marker of the request is still its owner's, unchanged, within its lease: recovery (which waits a
     lease and a grace period) has not removed what the commit references. Cost: 1 GET per marker."""
+    return live_until(store, req) > time.time()
+
+
+def live_until(store: ObjectStore, req: Request) -> float:
+    """Until when (epoch seconds) the request's markers are live as :func:`markers_live` judges them: the
+    earliest lease expiry when each is still its owner's and unchanged, else 0. Read ahead, it is judged against
+    the clock when used. Cost: 1 GET per marker."""
+    until = float("inf")
     for t, (v, etag) in req.markers.items():
         try:
             res = store.get(marker_key(t, v))
         except NotFound:
-            return False
+            return 0.0
         st = classify(v, res.data, res.etag, filled=False)
-        if st.kind != "marker" or st.txn != req.txn or res.etag != etag or st.marker is None \
-                or st.marker.lease_expires < time.time():
-            return False
-    return True
+        if st.kind != "marker" or st.txn != req.txn or res.etag != etag or st.marker is None:
+            return 0.0
+        until = min(until, st.marker.lease_expires)
+    return until
 
 
 @dataclass
 class Behind:
-    """Requests queued on a holder's tables (by txn), those that are chain candidates, their markers' liveness
-    (being read) and the resolved versions below the holder's entries they did not read."""
+    """Requests queued on a holder's tables (by txn), those that are chain candidates, until when their markers
+    are live (:func:`live_until`, being read) and the resolved versions below the holder's entries they did not
+    read."""
 
     reqs: dict[str, Request]
     cands: list[sg.Candidate]
-    live: dict[str, Future[bool]]
+    live: dict[str, Future[float]]
     log: dict[tuple[str, int], PredecessorCommit | None]
 
 
@@ -89,7 +98,7 @@ def prepare(store: ObjectStore, reqs: list[Request], tops: Mapping[str, int],
     cands = [c for r in reqs if isinstance(c := sg.candidate(r), sg.Candidate) and c.table in tops
              and c.marker > tops[c.table]]  # (a stale request, below the entry: nothing to read for it)
     byid = {r.txn: r for r in reqs}
-    live = {c.txn: concurrency.submit(Pool.REQUESTS, markers_live, store, byid[c.txn]) for c in cands}
+    live = {c.txn: concurrency.submit(Pool.REQUESTS, live_until, store, byid[c.txn]) for c in cands}
     need = sorted({(c.table, v) for c in cands for v in sg.needs(c, tops[c.table])})
     got = concurrency.gather(Pool.REQUESTS, lambda tv: _resolved(store, known, *tv), need)
     return Behind(byid, cands, live, dict(zip(need, got, strict=True)))
@@ -118,7 +127,7 @@ def serve_same(store: ObjectStore, state: GvlState, txn: str, own: Sequence[Plan
         top = PredecessorCommit(e.table, e.version, txn, decode_commit(e.data, version=e.version, table=e.table))
         for link in sg.chain(top, mine, {v: behind.log[(e.table, v)] for v in need}):
             c, req = link.candidate, behind.reqs[link.candidate.txn]
-            if link.why is not None or not behind.live[c.txn].result():
+            if link.why is not None or behind.live[c.txn].result() <= time.time():
                 log.debug("left to owner: %s (%s)", link.why or "markers not live", req.txn)
                 break
             _join(group, state, req, c, top)

@@ -24,7 +24,7 @@ from lv_core.protocol import samegroup as sg
 from lv_core.protocol.commitplan import PlannedCommit, build_plan
 from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.hidden import collect
-from lv_core.protocol.markers import lakevilla_commit_info
+from lv_core.protocol.markers import VersionState, lakevilla_commit_info
 from lv_core.protocol.parts import close_parts
 from lv_core.protocol.validation import TableAccess, validate
 from lv_core.protocol.vlock import COMMITTING, FreeAnswer, HeldLock, LockRecord, Serving, ValidationTimeout
@@ -32,7 +32,7 @@ from lv_core.protocol.vqueue import Request, RequestCommit, outcome_of, pending,
 from lv_core.storage.base import ObjectStore
 from lv_core.testing import crashpoint
 from lv_core.txn import cleaner
-from lv_core.txn.behind import Group, markers_live, prepare, serve_same
+from lv_core.txn.behind import Behind, Group, markers_live, prepare, serve_same
 from lv_core.txn.core import TxnCore
 from lv_core.txn.publish import Published
 from lv_core.txn.state import Decision, DecisionKind
@@ -371,14 +371,16 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
         if held.lost or found is not None and not found or not threading.main_thread().is_alive():
             return  # (the program is exiting: release, the next holder serves them)
         chosen = [r for r in found or () if isinstance(r, Request) and r.txn not in served]
+        ahead = found.ahead if isinstance(found, Looked) and len(chosen) == len(found) else None
         if not chosen:  # (read while the last plan was written: requests queued since then count too)
             chosen = _look(store, frozenset(served))
-        same = [r for r in chosen if r.unsettled is not None or (len(r.tables) == 1 and r.tables <= set(tops))]
+        same = _same(chosen, tops)
         settled = [r for r in chosen if r not in same]
         group = serve(store, head, settled)
         if same and tops:  # same-table requests behind the last commits published (tops)
-            serve_same(store, head, held.txn, list(tops.values()), prepare(
-                store, same, {t: e.version for t, e in tops.items()}, {}), group)
+            want = {t: e.version for t, e in tops.items()}
+            behind = ahead[1] if ahead is not None and ahead[0] == want else prepare(store, same, want, {})
+            serve_same(store, head, held.txn, list(tops.values()), behind, group)
         held.note_queued(bool(chosen))  # the free record says whether any are left (to their owners)
         if not group.members:
             return
@@ -397,6 +399,12 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
     held.note_queued(True)
 
 
+def _same(chosen: Sequence[Request], tops: Mapping[str, object]) -> list[Request]:
+    """The requests of ``chosen`` a same-table chain judges (:func:`serve_same`): unsettled ones, and settled ones
+    on one table of ``tops``."""
+    return [r for r in chosen if r.unsettled is not None or (len(r.tables) == 1 and r.tables <= set(tops))]
+
+
 def _tops(plan: Sequence[PlannedCommit], head: GvlState, tops: Mapping[str, PlannedCommit]) -> dict[str, PlannedCommit]:
     """Per table, the newest entry of ``plan`` (else of ``tops``) that ``head`` names: what a same-table
     request may follow in the next round (:func:`serve_same`)."""
@@ -407,10 +415,47 @@ def _tops(plan: Sequence[PlannedCommit], head: GvlState, tops: Mapping[str, Plan
     return out
 
 
-def _look(store: ObjectStore, served: frozenset[str]) -> list[Request]:
-    """The settled requests :func:`gather` chooses, and the unsettled ones (:func:`serve_same` judges them)."""
+class Looked(list[Request]):
+    """The requests a look found while a plan was written, and (``ahead``) those that may follow the plan's
+    entries prepared for :func:`serve_same`: ``(tops, Behind)``, where ``tops`` (table -> version) are the
+    entries the next round follows if the whole plan lands (:func:`keep_serving` uses it only then)."""
+
+    ahead: tuple[dict[str, int], Behind] | None = None
+
+
+def _look(store: ObjectStore, served: frozenset[str], record: LockRecord | None = None) -> list[Request]:
+    """The settled requests :func:`gather` chooses, and the unsettled ones (:func:`serve_same` judges them).
+    With the ``record`` whose plan is being written: also those behind its entries, prepared (1 round trip more,
+    while the plan is written instead of between rounds: the markers' liveness is judged against the clock when
+    used, and no owner can withdraw and free a marker while this session holds the key, :meth:`Waiter.retract`)."""
     reqs = pending(store, skip=served)
-    return _disjoint(reqs, frozenset()) + [r for r in reqs if r.unsettled is not None]
+    found = Looked(_disjoint(reqs, frozenset()) + [r for r in reqs if r.unsettled is not None])
+    tops = _plan_tops(record.plan) if record is not None else {}
+    same = _same(found, tops)
+    if same and tops and record is not None:
+        found.ahead = (tops, prepare(store, same, tops, _plan_versions(record)))
+    return found
+
+
+def _plan_tops(plan: Sequence[PlannedCommit]) -> dict[str, int]:
+    """Per table, the newest version ``plan`` writes (not a blind append, which may move)."""
+    out: dict[str, int] = {}
+    for e in plan:
+        if not e.blind:
+            out[e.table] = max(out.get(e.table, e.version), e.version)
+    return out
+
+
+def _plan_versions(record: LockRecord) -> dict[tuple[str, int], VersionState]:
+    """The versions ``record``'s plan writes, as they will read once written (their committer: the member that
+    names the table, at that version when it says so, else the plan's owner)."""
+    owner: dict[tuple[str, int] | str, str] = {}
+    for txn, g in record.group.items():
+        at = g.get("at") or {}
+        for t in g.get("tables", ()):
+            owner[(t, at[t]) if t in at else t] = txn
+    return {(e.table, e.version): VersionState(e.version, "commit", "", owner.get(
+        (e.table, e.version), owner.get(e.table, record.plan_txn or record.txn)), raw=e.data) for e in record.plan}
 
 
 #: what a holder does for the queue: reads the requests other than those its plans commit while it writes

@@ -410,3 +410,59 @@ def test_an_owner_whose_settling_fails_before_any_holder_committed_it_aborts_and
     assert committed_kv(lh, "kv") == {1: 0.0, 4: 1.0}
     head = lh.global_log.head()
     assert all(m.id not in lh.global_log.at(v).group for v in range(head.version + 1))
+
+
+# ------------------------------------------------------------------------------------ read ahead by a serving holder
+def test_a_holder_reads_the_requests_behind_its_plan_while_the_plan_is_written(local_store: ObjectStore) -> None:
+    """The look made while a plan is written prepares the requests behind its entries (the plan's own versions
+    taken from the plan, not read), so the next round starts as soon as the plan is published; the markers'
+    liveness read then is judged against the clock when the chain is made."""
+    from lv_core.storage.instrumented import InstrumentedStore
+    from lv_core.txn import group as gc
+    from lv_core.txn.behind import Group, serve_same
+
+    base = _table_a(local_store)
+    plan, members = _same_table_plan(local_store)
+    ((m4, e4),) = _markers(local_store, ["m4"])
+    assert m4 == 4
+    req = Request("m4", 0, (TableAccess("a", read=True, written=True, marker=4),), Policy(),
+                  {"a": RequestCommit(commit_bytes(local_store, "a", "m4", [4]), {}, False)}, {"a": (4, e4)},
+                  sg.unsettled(0, [], []))  # read the table at 0: certified against 1-3, which it did not read
+    local_store.put(req.key, req.encode(), mode=CREATE)
+    rec = LockRecord("holder", COMMITTING, 30.0, time.time() + 30, "here:1", time.time(), base.version,
+                     tuple(plan), "holder", group=members)
+    store = InstrumentedStore(local_store)
+    found = gc._look(store, frozenset({"holder", "m1", "m2"}), rec)  # (before the plan is written)
+    assert [r.txn for r in found] == ["m4"] and isinstance(found, gc.Looked) and found.ahead is not None
+    tops, behind = found.ahead
+    assert tops == {"a": 3}
+    assert {v: (c.txn if c else None) for (_t, v), c in behind.log.items()} == {1: "holder", 2: "m1"}  # (3: the top)
+    counts = store.counts()  # the request and m4's marker read; versions 1-2 (not written yet) from the plan
+    assert (counts["LIST"], counts["GET"], store.total()) == (1, 2, 3), counts
+    res = execute_plan(local_store, GlobalLog(local_store), plan, txn="holder", gvl_base=base.version, base=base,
+                       group=members)
+    head = GlobalLog(local_store).head()
+    assert res.committed and head.table_version("a") == 3
+    top = [PlannedCommit("a", 3, plan[2].data, OVERWRITE_MARKER, plan[2].etag)]
+    joined = Group()
+    serve_same(local_store, head, "holder", top, behind, joined)
+    assert joined.members["m4"]["at"] == {"a": 4}
+    # a marker whose lease ran out since it was read is not followed, however recently the read was
+    behind.live["m4"] = lv_core.concurrency.done(time.time() - 0.001)
+    lapsed = Group()
+    serve_same(local_store, head, "holder", top, behind, lapsed)
+    assert lapsed.members == {}
+
+
+def test_plan_tops_skip_blind_appends_and_plan_versions_name_each_committer() -> None:
+    from lv_core.txn import group as gc
+
+    plan = (PlannedCommit("a", 1, b"x", CREATE_MODE), PlannedCommit("a", 2, b"y", OVERWRITE_MARKER, "e"),
+            PlannedCommit("b", 5, b"z", CREATE_MODE, blind=True), PlannedCommit("c", 7, b"w", CREATE_MODE))
+    rec = LockRecord("h", COMMITTING, 30.0, time.time() + 30, "here:1", time.time(), 0, plan, "h",
+                     group={"m": {"tables": ["a"], "at": {"a": 2}, "validation": {}},
+                            "d": {"tables": ["c"], "validation": {}}})
+    assert gc._plan_tops(plan) == {"a": 2, "c": 7}
+    got = {k: (st.txn, st.kind, st.raw) for k, st in gc._plan_versions(rec).items()}
+    assert got == {("a", 1): ("h", "commit", b"x"), ("a", 2): ("m", "commit", b"y"), ("b", 5): ("h", "commit", b"z"),
+                   ("c", 7): ("d", "commit", b"w")}
