@@ -105,6 +105,12 @@ class TableLogs:
         with self._lock:
             return {t: snap for t in list(self._resolved) if (snap := self._cached(t)) is not None}
 
+    def resolved_version(self, table: str) -> int | None:
+        """The version of the cached resolved snapshot of ``table`` (None: none cached), without replaying it."""
+        with self._lock:
+            entry = self._resolved.get(table)
+        return None if entry is None else entry.version
+
     def _cached(self, table: str) -> Snapshot | None:
         """The cached resolved snapshot of ``table`` (replayed now if noted later); the lock is held."""
         entry = self._resolved.get(table)

@@ -18,7 +18,9 @@ round trips for a point read where plain Delta makes two. Two facts make most of
 :func:`first_head` uses this at the transaction's first table access: the HEAD replaces the head GET
 (the cached head becomes the transaction's head; one request, as plain Delta). When the table has
 moved, the head is read as before. A table whose last such look found it moved gets both requests at
-once (one round trip), since a busy table's cached head is usually stale.
+once (one round trip), since a busy table's cached head is usually stale. The table's log up to ``v``
+is read beside the look and the head (:func:`_warm`): whichever head is chosen names the table at
+``v`` or later, so the access reads those versions anyway, one round trip later.
 
 :func:`lv_core.txn.readonly.commit_read_only` serves a read-only transaction at one global version (``serializable``):
 every table it read is confirmed to have no log version past its read version, either at first access
@@ -85,14 +87,26 @@ def first_head(core: TxnCore, table: str) -> GvlState:
 
     The head this process last saw, when it names ``table`` at a version the table's log has not moved
     past (1 HEAD); ``table`` then counts as confirmed (:attr:`TxnCore.confirmed`). Else the global log's
-    head, read as before (and at the same time as the HEAD when the table moved the last time).
+    head, read as before (and at the same time as the HEAD when the table moved the last time). Either
+    way the table's log up to the version the cached head names is read beside (:func:`_warm`).
     """
-    glog, logs = core.services.glog, core.services.logs
-    cached = glog.known_state()
+    cached = core.services.glog.known_state()
     v = cached.table_version(table) if cached is not None else None
+    if cached is None or v is None:
+        return core.services.glog.head()  # unknown to the log (enrolled next)
+    warm = _warm(core, table, v)
+    try:
+        return _choose(core, table, cached, v)
+    finally:
+        _wait(warm)
+
+
+def _choose(core: TxnCore, table: str, cached: GvlState, v: int) -> GvlState:
+    """:func:`first_head`'s choice for a table the cached head names at ``v``."""
+    glog, logs = core.services.glog, core.services.logs
     known = logs.known_reserved(table)  # a version (or a marker's claim, ours too) past v: it moved
-    if cached is None or v is None or (known is not None and known > v):
-        return glog.head()  # unknown to the log (enrolled next), or known to have moved: no look
+    if known is not None and known > v:
+        return glog.head()  # known to have moved: no look
     if logs.moved(table):
         fresh = submit(Pool.REQUESTS, glog.head)
         latest = is_latest(core.store, table, v)
@@ -108,6 +122,38 @@ def first_head(core: TxnCore, table: str) -> GvlState:
         return cached
     logs.note_moved(table, True)
     return glog.head()
+
+
+def _head_beside_log(core: TxnCore, table: str, v: int) -> GvlState:
+    """The global log's head, read while ``table``'s log up to ``v`` (the version a head this process saw names
+    it at) is read into the process's cache: global versions never go back, so the head names the table at
+    ``v`` or later and the access reads those versions anyway (one round trip instead of two)."""
+    warm = _warm(core, table, v)
+    try:
+        return core.services.glog.head()
+    finally:
+        _wait(warm)
+
+
+def _warm(core: TxnCore, table: str, v: int) -> Future[object] | None:
+    """Start reading ``table``'s resolved log up to ``v`` into the cache, unless it is there (or this thread may not
+    wait on the pool that reads it). The version a head this process saw names: whichever head the transaction
+    reads at names the table there or later (global versions never go back), so its access reads these versions
+    anyway, one round trip later."""
+    logs = core.services.logs
+    have = logs.resolved_version(table)
+    if (have is not None and have >= v) or not concurrency.may_wait(Pool.TASKS):
+        return None
+    return submit(Pool.TASKS, logs.resolved_view, table, v, core.store)
+
+
+def _wait(warm: Future[object] | None) -> None:
+    """Let the read :func:`_warm` started end (what it failed on, the access meets and reports itself)."""
+    if warm is not None:
+        try:
+            warm.result()
+        except Exception:  # noqa: BLE001 - a cache fill: the access reads again and raises
+            pass
 
 
 def speculate(core: TxnCore, op: Operation) -> Future[bool] | None:
@@ -145,7 +191,10 @@ def settle(core: TxnCore, op: Operation, look: Future[bool]) -> bool:
         return True
     core.services.logs.note_moved(table, True)
     core.book.tables.pop(table, None)
-    core.book.head = core.services.glog.head()  # known to be stale: read the head, no second look
+    v = core.book.head.table_version(table) if core.book.head is not None else None
+    core.book.head = None
+    # known to be stale: read the head, no second look
+    core.book.head = core.services.glog.head() if v is None else _head_beside_log(core, table, v)
     return False
 
 

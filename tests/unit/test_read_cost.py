@@ -204,3 +204,43 @@ def test_a_marker_placed_beside_an_operation_that_wrote_nothing_is_given_up(two,
     add_kv(w, "x", 2, 1)
     w.commit()
     assert committed_kv(b, "x") == {1: 100.0, 2: 101.0}
+
+
+def test_a_table_known_to_have_moved_has_its_log_read_beside_the_global_head(two, monkeypatch):
+    """The process knows a version of x past the one its cached head names (a claim it learnt of, as the
+    LIST of a lost marker claim tells it), so the transaction reads the global log's head; x's log up to
+    the version the cached head names is read beside it, since whichever head comes back names x there or
+    later. The head's GET is held until a GET of x's log is under way: sent one after the other, it would
+    wait out the 10 s and the test fails."""
+    import threading
+
+    a, b, _st = two
+    for d in (1.0, 2.0):  # b moves x twice; a then learns the newer head through y, not through x's versions
+        w = b.begin("serializable")
+        add_kv(w, "x", 1, d)
+        add_kv(w, "y", 1, 0)
+        w.commit()
+    ry = a.begin("serializable")
+    assert read_kv(ry, "y", 1) == {1: 100.0}
+    ry.commit()
+    known = a.global_log.known_state()
+    assert known is not None
+    v = known.table_version("x")
+    assert v is not None and (a.logs.resolved_version("x") or 0) < v
+    a.logs.note_claimed("x", v + 1)
+    log_read = threading.Event()
+    together: list[bool] = []
+    request = _st._request
+
+    def gate(kind, key, call):
+        if kind == "GET" and key.startswith("x/_delta_log/"):
+            log_read.set()
+        if kind == "GET" and key.startswith("_lakevilla/gvl/") and not together:
+            together.append(log_read.wait(10))
+        return request(kind, key, call)
+
+    monkeypatch.setattr(_st, "_request", gate)
+    r = a.begin("serializable")
+    assert read_kv(r, "x", 1) == {1: 103.0}
+    r.commit()
+    assert together == [True]
