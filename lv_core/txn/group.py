@@ -379,7 +379,7 @@ def keep_serving(held: HeldLock, head: GvlState) -> None:
         group = serve(store, head, settled)
         if same and tops:  # same-table requests behind the last commits published (tops)
             want = {t: e.version for t, e in tops.items()}
-            behind = ahead[1] if ahead is not None and ahead[0] == want else prepare(store, same, want, {})
+            behind = _prepared(ahead, want) or prepare(store, same, want, {})
             serve_same(store, head, held.txn, list(tops.values()), behind, group)
         held.note_queued(bool(chosen))  # the free record says whether any are left (to their owners)
         if not group.members:
@@ -417,10 +417,21 @@ def _tops(plan: Sequence[PlannedCommit], head: GvlState, tops: Mapping[str, Plan
 
 class Looked(list[Request]):
     """The requests a look found while a plan was written, and (``ahead``) those that may follow the plan's
-    entries prepared for :func:`serve_same`: ``(tops, Behind)``, where ``tops`` (table -> version) are the
-    entries the next round follows if the whole plan lands (:func:`keep_serving` uses it only then)."""
+    entries being prepared for :func:`serve_same`: ``(tops, Behind)``, where ``tops`` (table -> version) are the
+    entries the next round follows if the whole plan lands (:func:`keep_serving` uses it only then). The
+    requests are known before the preparation ends: a release waits for them only."""
 
-    ahead: tuple[dict[str, int], Behind] | None = None
+    ahead: tuple[dict[str, int], Future[Behind]] | None = None
+
+
+def _prepared(ahead: tuple[dict[str, int], Future[Behind]] | None, tops: Mapping[str, int]) -> Behind | None:
+    """What the look prepared, when the round follows the ``tops`` it was prepared for (else None)."""
+    if ahead is None or ahead[0] != tops:
+        return None
+    try:
+        return ahead[1].result()
+    except Exception:  # noqa: BLE001 - prepared again by the caller, which then meets the error itself
+        return None
 
 
 def _look(store: ObjectStore, served: frozenset[str], record: LockRecord | None = None) -> list[Request]:
@@ -433,7 +444,7 @@ def _look(store: ObjectStore, served: frozenset[str], record: LockRecord | None 
     tops = _plan_tops(record.plan) if record is not None else {}
     same = _same(found, tops)
     if same and tops and record is not None:
-        found.ahead = (tops, prepare(store, same, tops, _plan_versions(record)))
+        found.ahead = (tops, concurrency.submit(Pool.TASKS, prepare, store, same, tops, _plan_versions(record)))
     return found
 
 
@@ -447,8 +458,9 @@ def _plan_tops(plan: Sequence[PlannedCommit]) -> dict[str, int]:
 
 
 def _plan_versions(record: LockRecord) -> dict[tuple[str, int], VersionState]:
-    """The versions ``record``'s plan writes, as they will read once written (their committer: the member that
-    names the table, at that version when it says so, else the plan's owner)."""
+    """The versions ``record``'s plan writes, as they will read once written (the bytes as planned: what lands
+    differs at most in the in-commit timestamp a commitInfo gets sealed with, which no conflict test reads;
+    their committer: the member that names the table, at that version when it says so, else the plan's owner)."""
     owner: dict[tuple[str, int] | str, str] = {}
     for txn, g in record.group.items():
         at = g.get("at") or {}

@@ -434,7 +434,8 @@ def test_a_holder_reads_the_requests_behind_its_plan_while_the_plan_is_written(l
     store = InstrumentedStore(local_store)
     found = gc._look(store, frozenset({"holder", "m1", "m2"}), rec)  # (before the plan is written)
     assert [r.txn for r in found] == ["m4"] and isinstance(found, gc.Looked) and found.ahead is not None
-    tops, behind = found.ahead
+    tops, preparing = found.ahead
+    behind = preparing.result()
     assert tops == {"a": 3}
     assert {v: (c.txn if c else None) for (_t, v), c in behind.log.items()} == {1: "holder", 2: "m1"}  # (3: the top)
     counts = store.counts()  # the request and m4's marker read; versions 1-2 (not written yet) from the plan
