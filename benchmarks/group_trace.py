@@ -101,6 +101,18 @@ def _install() -> None:
         return g
 
     group.serve = serve_
+    serve_same = group.serve_same  # (same-table members join after serve: counted here)
+
+    def serve_same_(store: Any, state: Any, txn: str, own: Any, behind: Any, g: Any) -> Any:
+        where = "keep_serving" if sys._getframe(1).f_code.co_name == "keep_serving" else "own commit"
+        before = len(g.members)
+        out = serve_same(store, state, txn, own, behind, g)
+        _count(f"serve ({where}): same-table requests read", len(behind.cands))
+        _count(f"serve ({where}): same-table requests served", len(g.members) - before)
+        return out
+
+    group.serve_same = serve_same_
+    isolation.serve_same = serve_same_
 
 
 def client_run(args: dict[str, Any], ready: Callable[[], float]) -> dict[str, Any]:
