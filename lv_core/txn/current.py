@@ -136,13 +136,16 @@ def _head_beside_log(core: TxnCore, table: str, v: int) -> GvlState:
 
 
 def _warm(core: TxnCore, table: str, v: int) -> Future[object] | None:
-    """Start reading ``table``'s resolved log up to ``v`` into the cache, unless it is there (or this thread may not
-    wait on the pool that reads it). The version a head this process saw names: whichever head the transaction
+    """Start reading ``table``'s resolved log up to ``v`` into the cache, when a snapshot below ``v`` is cached
+    (none cached: the access reads from a checkpoint; at or past ``v``: nothing to read; nor when this thread may
+    not wait on the pool). ``v`` is the version a head this process saw names: whichever head the transaction
     reads at names the table there or later (global versions never go back), so its access reads these versions
     anyway, one round trip later."""
     logs = core.services.logs
     have = logs.resolved_version(table)
-    if (have is not None and have >= v) or not concurrency.may_wait(Pool.TASKS):
+    # (nothing cached: the access reads the table from its checkpoint at the head's version; a read up to ``v``
+    # could not start from a checkpoint past ``v`` and would replay the log from version 0)
+    if have is None or have >= v or not concurrency.may_wait(Pool.TASKS):
         return None
     return submit(Pool.TASKS, logs.resolved_view, table, v, core.store)
 
