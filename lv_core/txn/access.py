@@ -170,7 +170,9 @@ def record_write_marker(core: TxnCore, ts: TableState, v: int, etag: str) -> Non
     found = read_versions(core.store, ts.name, between,
                           logged=range(ts.base.version + 1, known + 1) if known is not None else ())
     for pv, st in zip(between, found, strict=True):
-        if st.pending and st.txn and st.txn != core.id:
+        if st.filled:  # a log file is final: settling takes it from here instead of reading it again
+            core.logged[(ts.name, pv)] = st
+        elif st.pending and st.txn and st.txn != core.id:
             ts.pending[pv] = st.txn
     ts.logical = v - 1 > ts.base.version
     waiting.add_edges(core, ts)
