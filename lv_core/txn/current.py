@@ -49,6 +49,8 @@ becomes that version, so validation judges it from there instead of aborting for
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -94,11 +96,8 @@ def first_head(core: TxnCore, table: str) -> GvlState:
     v = cached.table_version(table) if cached is not None else None
     if cached is None or v is None:
         return core.services.glog.head()  # unknown to the log (enrolled next)
-    warm = _warm(core, table, v)
-    try:
+    with _log_read_beside(core, table, v):
         return _choose(core, table, cached, v)
-    finally:
-        _wait(warm)
 
 
 def _choose(core: TxnCore, table: str, cached: GvlState, v: int) -> GvlState:
@@ -124,13 +123,13 @@ def _choose(core: TxnCore, table: str, cached: GvlState, v: int) -> GvlState:
     return glog.head()
 
 
-def _head_beside_log(core: TxnCore, table: str, v: int) -> GvlState:
-    """The global log's head, read while ``table``'s log up to ``v`` (the version a head this process saw names
-    it at) is read into the process's cache: global versions never go back, so the head names the table at
-    ``v`` or later and the access reads those versions anyway (one round trip instead of two)."""
+@contextlib.contextmanager
+def _log_read_beside(core: TxnCore, table: str, v: int) -> Iterator[None]:
+    """Read ``table``'s log up to ``v`` (the version a head this process saw names it at) into the process's
+    cache while the block chooses the head (:func:`_warm`), and let that read end before leaving."""
     warm = _warm(core, table, v)
     try:
-        return core.services.glog.head()
+        yield
     finally:
         _wait(warm)
 
@@ -197,7 +196,11 @@ def settle(core: TxnCore, op: Operation, look: Future[bool]) -> bool:
     v = core.book.head.table_version(table) if core.book.head is not None else None
     core.book.head = None
     # known to be stale: read the head, no second look
-    core.book.head = core.services.glog.head() if v is None else _head_beside_log(core, table, v)
+    if v is None:
+        core.book.head = core.services.glog.head()
+    else:
+        with _log_read_beside(core, table, v):
+            core.book.head = core.services.glog.head()
     return False
 
 
