@@ -13,6 +13,7 @@ and under it. Prints one JSON summary summed over the clients.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--system", default="serializable")
     ap.add_argument("--poll-max", type=float, help="the clients' Lakehouse(poll_max_s=...)")
     ap.add_argument("--timeline", help="write every client's requests, in time order, to this file")
+    ap.add_argument("--keep", help="run in this (new) folder and keep the warehouse there, to read its logs after")
     args = ap.parse_args(argv)
     if args.poll_max:
         os.environ["LV_TRACE_POLL_MAX"] = str(args.poll_max)
@@ -145,6 +147,8 @@ def main(argv: list[str] | None = None) -> None:
 
     params = {"records": 1000, "ops": args.ops, "seed": 42, "bundle": 10, "max_retries": 10, "timeout_s": 60.0,
               "max_seconds": 240.0, "ops_split": True}
+    if args.keep:
+        ycsb.remove_warehouse = lambda *a: None  # type: ignore[assignment]
     pool = ClientPool(args.clients)
     traces: list[dict[str, Any]] = []
     real = pool.run
@@ -156,7 +160,8 @@ def main(argv: list[str] | None = None) -> None:
 
     pool.run = run  # type: ignore[method-assign]
     try:
-        with tempfile.TemporaryDirectory(prefix="lv-trace-") as workdir:
+        with (contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory(prefix="lv-trace-")
+              ) as workdir:
             runner = ycsb.YcsbRunner(pool, store_spec("local-20ms"), os.path.join(workdir, "ycsb"), params)
             try:
                 res = runner.run(system=args.system, workload="A", clients=args.clients, mode="single", per_file=1)
