@@ -147,8 +147,8 @@ def place_write_marker(core: TxnCore, ts: TableState) -> tuple[int, str]:
     # found no version after the one read: lv_core/txn/current.py): no second look at the same version.
     # A writer that ignores markers taking it since is found by the commit's PUT-create all the same
     # (LV[R]: a lost marker, re-claimed; LV[I]: the plan cannot write there, and validates the usual way).
-    # A look still under way (lv_core/txn/current.speculate) is the same HEAD: the marker is recorded
-    # only if it confirms the version read, else it is given up (lv_core/txn/execute.EarlyMarkers).
+    # A look still under way (lv_core/txn/current.speculate) is the same HEAD: when it finds the table
+    # moved, a marker at this unchecked version is given up (lv_core/txn/execute.EarlyMarkers).
     # A write statement's catch-up (lv_core/txn/current.catch_up) probed the log past its new base too.
     looked = not core.iso or ts.name in core.confirmed or ts.name in core.looking or ts.tail == ts.base.version
     return _place(core, ts.name, start, check_log=not looked or start != ts.base.version + 1)

@@ -59,6 +59,15 @@ class EarlyMarkers:
     policy whose markers carry footprints (LV[I] with file-level R1) it is used only while no operation
     of the transaction (this one included) is exposed: such a footprint has no reads and so never makes
     another transaction give way (:mod:`lv_core.txn.precedence`), the outcome the full footprint gives.
+
+    An operation run again on a newer head (its look found the table moved, :func:`_run_beside`) keeps
+    the marker placed beside its first run when the marker lies above the newer version read and above
+    the version right after the stale one. Any version above the version read can hold the commit (the
+    versions between become predecessors, as for a marker placed past pending ones); the version right
+    after the stale one is the only one the placement did not check in the log (the look was to), so a
+    marker there is given up as before. Giving up a usable marker cost a Delta log version (an empty
+    commit, written in the chain of commits above it) and a claim (issue 38: 6 in 62 versions of
+    YCSB A with 8 serializable clients).
     """
 
     def __init__(self, core: TxnCore, op: Operation) -> None:
@@ -92,8 +101,10 @@ class EarlyMarkers:
         self.placing = {}
         recorded: set[str] = set()
         for t, (ts, v, etag) in placed.items():
-            if error is None and t in written:
-                record_write_marker(self.core, ts, v, etag)
+            now = self.core.book.tables.get(t)
+            if error is None and t in written and now is not None and now.marker_version is None and (
+                    now is ts or v > max(now.base.version, ts.base.version + 1)):
+                record_write_marker(self.core, now, v, etag)
                 recorded.add(t)
             else:
                 free_placed(self.core, t, v, etag)
@@ -256,9 +267,7 @@ def _run_beside(core: TxnCore, op: Operation, look: Future[bool], early: EarlyMa
         raise
     if stands:
         return result
-    _delete_unrecorded(core, result)
-    if early is not None:
-        early.finish(set())  # placed from the stale version: given up, placed again by the next run
+    _delete_unrecorded(core, result)  # (a marker placed beside it is kept for the next run: EarlyMarkers.finish)
     access(core, op.tables[0])
     caught.extend(c for c in [catch_up(core, op)] if c is not None)
     return run(core, op, step, 0, early)

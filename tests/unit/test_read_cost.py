@@ -164,6 +164,69 @@ def test_an_update_on_a_moved_table_runs_again_on_the_newest_head_and_leaves_no_
     assert mine and set(mine) <= live  # only the committed file of the second run is left
 
 
+def test_an_update_run_again_on_a_moved_table_keeps_the_marker_placed_beside_its_first_run(two):
+    """The first run's marker lies past the other kernel's commit (its claim there was lost, so the next
+    version was claimed and checked in the log): the second run commits there, and the log holds no empty
+    commit of a given-up marker between the two commits."""
+    from lv_core.protocol.markers import read_version
+
+    a, b, _st = two
+    v = a.snapshot("x").version  # the version a's cached head names
+    w = b.begin("serializable")
+    add_kv(w, "x", 1, 5)
+    w.commit()  # at v + 1, which a does not know
+    t = a.begin("serializable")
+    add_kv(t, "x", 1, 1)
+    t.commit()
+    placed = [e.version for e in t.events.history if isinstance(e, ev.MarkerPlaced)]
+    assert placed == [v + 2]  # placed once, beside the first run
+    assert [read_version(a.store, "x", u).txn for u in (v + 1, v + 2)] == [w.id, t.id]
+    assert read_version(a.store, "x", v + 2).kind == "commit"
+    assert committed_kv(a, "x") == {1: 106.0, 2: 100.0}
+
+
+def test_a_kept_marker_waits_for_a_pending_marker_between_the_newer_head_and_it(two):
+    """Between the newer version the second run read and the kept marker lies another writer's pending
+    marker: the kept marker commits after it, redone over it (no lost update)."""
+    from lv_core.protocol.markers import read_version
+
+    a, b, _st = two
+    v = a.snapshot("x").version
+    w1 = b.begin("serializable")
+    add_kv(w1, "x", 1, 5)
+    w1.commit()
+    w2 = b.begin("serializable")
+    add_kv(w2, "x", 1, 10)  # its marker at v + 2, pending
+    t = a.begin("serializable")
+    add_kv(t, "x", 1, 1)
+    assert [e.version for e in t.events.history if isinstance(e, ev.MarkerPlaced)] == [v + 3]
+    w2.commit()
+    t.commit()
+    assert committed_kv(a, "x") == {1: 116.0, 2: 100.0}
+    assert [read_version(a.store, "x", u).txn for u in (v + 1, v + 2, v + 3)] == [w1.id, w2.id, t.id]
+
+
+def test_a_marker_right_after_the_stale_version_is_given_up_when_the_table_moved(two):
+    """A plain Delta writer (no marker object) took the version right after the one a's head names, so a's
+    claim there wins without the log being checked: the second run must not commit there. Its marker is
+    given up and the commit lands on the next version."""
+    from lv_core.protocol.markers import read_version
+
+    a, b, _st = two
+    v = a.snapshot("x").version
+    w = b.begin("delta")
+    add_kv(w, "x", 1, 5)
+    w.commit()  # at v + 1, no marker object
+    t = a.begin("serializable")
+    add_kv(t, "x", 1, 1)
+    t.commit()
+    placed = [e.version for e in t.events.history if isinstance(e, ev.MarkerPlaced)]
+    assert placed[0] == v + 1 and placed[-1] > v + 1
+    assert read_version(a.store, "x", v + 1).txn != t.id
+    assert read_version(a.store, "x", placed[-1]).txn == t.id
+    assert committed_kv(a, "x") == {1: 106.0, 2: 100.0}
+
+
 def _names_a_file_then(outcome: str):
     """An operation on ``x`` that names (and writes) a data file, then fails or records nothing."""
     from lv_core.storage.base import CREATE
