@@ -213,12 +213,17 @@ class Waiter:
     def free(self, found: tuple[LockRecord, str]) -> FreeAnswer:
         if not self.queued or self._withdrawn is not None:
             return FreeAnswer.USUAL
-        if found[0].head is not None:
-            self._read_ahead(found[0].head, wait=True)
-        answer, decided = self._on_free(self, found)
+        answer, decided = self._on_free(self, found)  # (it reads up to the free head: :meth:`catch_up`)
         if decided is not None:
             self.decided = decided
         return answer
+
+    def catch_up(self, head: int | None) -> None:
+        """The global versions since those read so far, up to the free record's ``head``, in the log's cache:
+        what deciding the wait reads (:func:`outcome_of`). The free key's taker starts its other reads first,
+        so that they share the round trip."""
+        if head is not None:
+            self._read_ahead(head, wait=True)
 
     def _read_ahead(self, upto: int, *, wait: bool = False) -> None:
         """Read the global versions after those read so far up to ``upto`` into the log's cache (in parallel;

@@ -277,11 +277,12 @@ class _Run:
         core, accesses, queued = self.core, self.accesses, self.found is not None
         glog, vlock = core.services.glog, core.services.vlock
         if queued:
-            assert self.waiter is not None
+            assert self.waiter is not None and self.found is not None
+            self._look_behind()  # (beside the global versions read to look for the outcome)
+            self.waiter.catch_up(self.found[0].head)
             if not self._free_head(self.found):
                 return Answer.BUSY
             assert self.state is not None
-            self._look_behind()  # (beside looking for the outcome)
             self.decided = outcome_of(glog, core.id, self.waiter.known, head=self.state)
             if self.decided is not None:
                 return Answer.DECIDED

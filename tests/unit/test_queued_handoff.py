@@ -109,9 +109,9 @@ def test_a_queued_writer_given_the_free_key_still_fails_when_a_plain_writer_took
 
 def test_a_waiter_reads_the_global_versions_it_needs_in_one_round_trip(tmp_path):
     """Once the key is free the waiter needs the head the free record names and every version since the
-    one it knew (to see whether a holder committed it). Read together, in parallel, before the
-    transaction's own decision: then that decision reads none of them. Fails on the code before: the head
-    was read first, then the versions before it (two round trips)."""
+    one it knew (to see whether a holder committed it). Read together, in parallel (:meth:`Waiter.catch_up`),
+    before the transaction's own decision: then that decision reads none of them. Failed on the code before
+    Waiter read ahead: the head was read first, then the versions before it (two round trips)."""
     store, a, b = _setup(tmp_path)
     txn = b.begin("serializable")
     add_kv(txn, "y", 1, 1.0)
@@ -125,6 +125,7 @@ def test_a_waiter_reads_the_global_versions_it_needs_in_one_round_trip(tmp_path)
     def on_free(waiter, found):
         from lv_core.protocol.vqueue import outcome_of
 
+        waiter.catch_up(found[0].head)  # (as the commit's try of the free key does, its own reads started)
         store.reset()
         state = b.global_log.at(found[0].head)
         seen["outcome"] = outcome_of(b.global_log, txn.core.id, waiter.known, head=state)
@@ -138,3 +139,49 @@ def test_a_waiter_reads_the_global_versions_it_needs_in_one_round_trip(tmp_path)
     assert found[0].head - waiter.known == 3
     waiter.free(found)
     assert seen == {"outcome": None, "gets": 0}, seen
+
+
+def test_a_writer_queued_early_lists_the_requests_behind_it_beside_the_global_versions(tmp_path, monkeypatch):
+    """A writer that queued before settling (requests of its table may wait behind it) finds the key free,
+    with global versions it does not know yet: the list of the requests queued behind it is sent before
+    those versions are read, so both share one round trip. The first global version's GET is held until
+    that LIST is under way: on the code before (the versions read first, then the LIST) it waits out the
+    10 s and the test fails."""
+    import threading
+
+    from lv_core.txn.group import make_request as request_of
+
+    store, a, b = _setup(tmp_path)
+    txn = b.begin("serializable")
+    add_kv(txn, "x", 1, -5.0)  # its marker on x
+    for _ in range(2):  # two global versions b does not know
+        other = a.begin("serializable")
+        add_kv(other, "y", 1, 1.0)
+        other.commit()
+    drain(30.0)
+    core = txn.core
+    writes = core.book.writes()
+    accesses = isolation.table_accesses(core, writes)
+    req = request_of(core, writes, accesses, core.services.glog.known(), early=True)
+    waiter = Waiter(core, lambda: req, deadline=1e12, on_free=lambda _w, _f: (FreeAnswer.USUAL, None), early=True)
+    assert waiter.queuing is not None
+    waiter.queuing.result()
+    found = b.validation_lock.look()
+    assert found is not None and found[0].head is not None and found[0].head > waiter.known
+    listed = threading.Event()
+    together: list[bool] = []
+    request = store._request
+
+    def gate(kind, key, call):
+        if kind == "LIST" and key.startswith("_lakevilla/vq"):
+            listed.set()
+        if kind == "GET" and key.startswith("_lakevilla/gvl/0") and not together:
+            together.append(listed.wait(10))
+        return request(kind, key, call)
+
+    monkeypatch.setattr(store, "_request", gate)
+    end = _try(isolation._Run(core, writes, accesses, 1e12, waiter, found))
+    drain(30.0)
+    assert together == [True]
+    assert end.phase is Phase.COMMITTED, end
+    assert committed_kv(a, "x") == {1: 94.0}
