@@ -9,7 +9,7 @@ import json
 import logging
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from lv_core import concurrency
 from lv_core.concurrency import Pool
@@ -139,9 +139,11 @@ def withdraw(store: ObjectStore, key: str) -> None:
 
 
 def pending(store: ObjectStore, *, skip: str | Iterable[str] = (), avoid: Iterable[str] = (),
-            limit: int = MAX_GROUP, only: Iterable[str] | None = None) -> list[Request]:
+            limit: int = MAX_GROUP, only: Iterable[str] | None = None,
+            listed: Callable[[int], None] | None = None) -> list[Request]:
     """The queued requests (oldest txn ids first, at most ``limit``) but those of ``skip``, and those whose
-    tags show a table of ``avoid`` or (``only``) one not in ``only``. Cost: 1 LIST + 1 GET per request read."""
+    tags show a table of ``avoid`` or (``only``) one not in ``only``; ``listed(n)`` is told how many are read,
+    before they are. Cost: 1 LIST + 1 GET per request read."""
     busy = {tag(t) for t in avoid}
     allowed = None if only is None else {tag(t) for t in only}
     skipped = {skip} if isinstance(skip, str) else set(skip)
@@ -153,6 +155,8 @@ def pending(store: ObjectStore, *, skip: str | Iterable[str] = (), avoid: Iterab
             continue
         keys.append((parsed[0], meta.key))
     keys = sorted(keys)[:limit]
+    if listed is not None:
+        listed(len(keys))
 
     def one(item: tuple[str, str]) -> Request | None:
         txn, key = item

@@ -5,12 +5,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from lv_core import concurrency
 from lv_core.concurrency import Pool
@@ -23,7 +24,7 @@ from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.layout import marker_key
 from lv_core.protocol.markers import VersionState, classify, read_version
 from lv_core.protocol.vqueue import Request, pending
-from lv_core.storage.base import ObjectStore
+from lv_core.storage.base import GetResult, ObjectStore
 
 __all__ = ["Behind", "Group", "live_until", "look_behind", "markers_live", "prepare", "serve_same"]
 
@@ -51,11 +52,21 @@ def live_until(store: ObjectStore, req: Request) -> float:
     """Until when (epoch seconds) the request's markers are live as :func:`markers_live` judges them: the
     earliest lease expiry when each is still its owner's and unchanged, else 0. Read ahead, it is judged against
     the clock when used. Cost: 1 GET per marker."""
+    return _live(req, functools.partial(_marker, store))
+
+
+def _marker(store: ObjectStore, table: str, version: int) -> GetResult | None:
+    try:
+        return store.get(marker_key(table, version))
+    except NotFound:
+        return None
+
+
+def _live(req: Request, read: Callable[[str, int], GetResult | None]) -> float:
     until = float("inf")
     for t, (v, etag) in req.markers.items():
-        try:
-            res = store.get(marker_key(t, v))
-        except NotFound:
+        res = read(t, v)
+        if res is None:
             return 0.0
         st = classify(v, res.data, res.etag, filled=False)
         if st.kind != "marker" or st.txn != req.txn or res.etag != etag or st.marker is None:
@@ -92,23 +103,47 @@ def _resolved(store: ObjectStore, known: Mapping[tuple[str, int], VersionState],
 
 
 def prepare(store: ObjectStore, reqs: list[Request], tops: Mapping[str, int],
-            known: Mapping[tuple[str, int], VersionState]) -> Behind:
-    """:class:`Behind` for ``reqs``, below ``tops`` (table -> the version of the holder's entry there). Cost:
-    1 GET per candidate's marker and per version needed not ``known`` (in parallel)."""
+            known: Mapping[tuple[str, int], VersionState],
+            markers: Mapping[tuple[str, int], Future[GetResult | None]] | None = None) -> Behind:
+    """:class:`Behind` for ``reqs``, below ``tops`` (table -> the version of the holder's entry there); a
+    candidate whose markers are all in ``markers`` (being read) is judged on those. Cost: 1 GET per other
+    candidate's marker and per version needed not ``known`` (in parallel)."""
     cands = [c for r in reqs if isinstance(c := sg.candidate(r), sg.Candidate) and c.table in tops
              and c.marker > tops[c.table]]  # (a stale request, below the entry: nothing to read for it)
     byid = {r.txn: r for r in reqs}
-    live = {c.txn: concurrency.submit(Pool.REQUESTS, live_until, store, byid[c.txn]) for c in cands}
+    live = {c.txn: _until(store, byid[c.txn], markers or {}) for c in cands}
     need = sorted({(c.table, v) for c in cands for v in sg.needs(c, tops[c.table])})
     got = concurrency.gather(Pool.REQUESTS, lambda tv: _resolved(store, known, *tv), need)
     return Behind(byid, cands, live, dict(zip(need, got, strict=True)))
 
 
+def _until(store: ObjectStore, req: Request, markers: Mapping[tuple[str, int], Future[GetResult | None]]
+           ) -> Future[float]:
+    """:func:`live_until` of ``req``: on ``markers`` when they hold every marker of it, else read."""
+    if all((t, v) in markers for t, (v, _etag) in req.markers.items()):
+        with contextlib.suppress(LvError):  # (a failed read ahead: read again)
+            return concurrency.done(_live(req, lambda t, v: markers[(t, v)].result()))
+    return concurrency.submit(Pool.REQUESTS, live_until, store, req)
+
+
 def look_behind(store: ObjectStore, own: str, tops: Mapping[str, int],
                 known: Mapping[tuple[str, int], VersionState]) -> Behind:
-    """The requests queued on the tables of ``tops`` alone, prepared (:func:`prepare`). Cost: 1 LIST + 1 GET per
-    such request, then :func:`prepare`'s."""
-    return prepare(store, pending(store, skip=own, only=tops), tops, known)
+    """The requests queued on the tables of ``tops`` alone, prepared (:func:`prepare`). Once the LIST tells how
+    many there are (``n``), the markers right above each top (versions ``top + 1`` to ``top + n``) are read
+    beside the requests: claims are contiguous, so that is where the markers of requests queued behind the
+    holder are, and judging them takes no round trip after the requests'. A marker read before its request
+    is as good as one read after: either is judged on the etag the request names and on its lease against the
+    clock when the chain is made, and a live owner gives up only by taking the key (which voids the claim
+    the look is for). Cost: 1 LIST + 1 GET per such request and per guessed marker, then :func:`prepare`'s
+    for the markers not guessed."""
+    ahead: dict[tuple[str, int], Future[GetResult | None]] = {}
+
+    def guess(n: int) -> None:
+        for t, top in tops.items():
+            for v in range(top + 1, top + 1 + n):
+                ahead[(t, v)] = concurrency.submit(Pool.REQUESTS, _marker, store, t, v)
+
+    return prepare(store, pending(store, skip=own, only=tops, listed=guess), tops, known, ahead)
 
 
 def serve_same(store: ObjectStore, state: GvlState, txn: str, own: Sequence[PlannedCommit], behind: Behind,

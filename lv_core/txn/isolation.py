@@ -278,7 +278,8 @@ class _Run:
         glog, vlock = core.services.glog, core.services.vlock
         if queued:
             assert self.waiter is not None and self.found is not None
-            self._look_behind()  # (beside the global versions read to look for the outcome)
+            if slot_of(self.found) is not None:
+                self._look_behind()  # (beside the global versions read to look for the outcome)
             self.waiter.catch_up(self.found[0].head)
             if not self._free_head(self.found):
                 return Answer.BUSY

@@ -171,12 +171,56 @@ def test_a_writer_queued_early_lists_the_requests_behind_it_beside_the_global_ve
     listed = threading.Event()
     together: list[bool] = []
     request = store._request
+    first = threading.Lock()  # (the versions are read in parallel: only the first GET is held)
 
     def gate(kind, key, call):
         if kind == "LIST" and key.startswith("_lakevilla/vq"):
             listed.set()
-        if kind == "GET" and key.startswith("_lakevilla/gvl/0") and not together:
+        if kind == "GET" and key.startswith("_lakevilla/gvl/0") and first.acquire(blocking=False):
             together.append(listed.wait(10))
+        return request(kind, key, call)
+
+    monkeypatch.setattr(store, "_request", gate)
+    end = _try(isolation._Run(core, writes, accesses, 1e12, waiter, found))
+    drain(30.0)
+    assert together == [True]
+    assert end.phase is Phase.COMMITTED, end
+    assert committed_kv(a, "x") == {1: 94.0}
+
+
+def test_the_try_of_the_free_key_reads_the_head_beside_the_versions_before_it(tmp_path, monkeypatch):
+    """The commit's own try of the free key (not a test's on_free) reads the head the free record names
+    together with the versions since the one the waiter knew: the first global version's GET is held until a
+    second one is under way. Fails if find_free_key does not call Waiter.catch_up (the head is then read alone
+    by _free_head, the versions before it by outcome_of: two round trips). (From the review of ff2852f.)"""
+    import threading
+
+    store, a, b = _setup(tmp_path)
+    txn = b.begin("serializable")
+    add_kv(txn, "x", 1, -5.0)
+    for _ in range(2):  # global versions b does not know
+        other = a.begin("serializable")
+        add_kv(other, "y", 1, 1.0)
+        other.commit()
+    drain(30.0)
+    core = txn.core
+    writes = core.book.writes()
+    accesses = isolation.table_accesses(core, writes)
+    waiter = Waiter(core, lambda: make_request(core, writes, accesses, waiter.known), deadline=1e12,
+                    on_free=lambda _w, _f: (FreeAnswer.USUAL, None))
+    waiter.busy()
+    found = b.validation_lock.look()
+    assert found is not None and found[0].head is not None and found[0].head - waiter.known >= 2
+    first, second = threading.Lock(), threading.Event()
+    together: list[bool] = []
+    request = store._request
+
+    def gate(kind, key, call):
+        if kind == "GET" and key.startswith("_lakevilla/gvl/0"):
+            if first.acquire(blocking=False):
+                together.append(second.wait(5))
+            else:
+                second.set()
         return request(kind, key, call)
 
     monkeypatch.setattr(store, "_request", gate)

@@ -467,3 +467,41 @@ def test_plan_tops_skip_blind_appends_and_plan_versions_name_each_committer() ->
     got = {k: (st.txn, st.kind, st.raw) for k, st in gc._plan_versions(rec).items()}
     assert got == {("a", 1): ("h", "commit", b"x"), ("a", 2): ("m", "commit", b"y"), ("b", 5): ("h", "commit", b"z"),
                    ("c", 7): ("d", "commit", b"w")}
+
+
+def test_a_writer_queued_early_reads_the_markers_behind_it_beside_the_requests(local_store: ObjectStore,
+                                                                               monkeypatch) -> None:
+    """The holder's entry will be a@1; m2 and m3 wait behind it, their markers at a@2 and a@3. Once the LIST
+    names two requests, the markers right above the entry are read beside the requests: each request's GET
+    is held until a marker's GET is under way (read one after the other, the requests' GETs wait out the
+    10 s and the test fails)."""
+    from lv_core.storage.instrumented import InstrumentedStore
+    from lv_core.txn.behind import look_behind
+
+    _table_a(local_store)
+    placed = _markers(local_store, ["m2", "m3"])
+    assert [v for v, _e in placed] == [2, 3]
+    for txn, (v, e) in zip(["m2", "m3"], placed, strict=True):
+        req = Request(txn, 0, (TableAccess("a", read=True, written=True, marker=v),), Policy(),
+                      {"a": RequestCommit(commit_bytes(local_store, "a", txn, [v]), {}, False)}, {"a": (v, e)},
+                      sg.unsettled(0, [], []))
+        local_store.put(req.key, req.encode(), mode=CREATE)
+    store = InstrumentedStore(local_store)
+    marker_read = threading.Event()
+    together: list[bool] = []
+    request = store._request
+
+    def gate(kind: str, key: str, call: Any) -> Any:
+        if kind == "GET" and key.startswith("_lakevilla/markers/"):
+            marker_read.set()
+        if kind == "GET" and key.startswith(VQ_PREFIX):
+            together.append(marker_read.wait(10))
+        return request(kind, key, call)
+
+    monkeypatch.setattr(store, "_request", gate)
+    behind = look_behind(store, "holder", {"a": 1}, {})
+    assert together == [True, True]
+    assert sorted(c.txn for c in behind.cands) == ["m2", "m3"]
+    assert all(behind.live[t].result() > time.time() for t in ("m2", "m3"))
+    counts = store.counts()  # no marker read twice
+    assert (counts["LIST"], counts["GET"], store.total()) == (1, 4, 5), counts
