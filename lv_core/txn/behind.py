@@ -111,18 +111,22 @@ def prepare(store: ObjectStore, reqs: list[Request], tops: Mapping[str, int],
     cands = [c for r in reqs if isinstance(c := sg.candidate(r), sg.Candidate) and c.table in tops
              and c.marker > tops[c.table]]  # (a stale request, below the entry: nothing to read for it)
     byid = {r.txn: r for r in reqs}
-    live = {c.txn: _until(store, byid[c.txn], markers or {}) for c in cands}
+    ahead = markers or {}
+    live = {c.txn: concurrency.submit(Pool.REQUESTS, live_until, store, byid[c.txn]) for c in cands
+            if not all((t, v) in ahead for t, (v, _etag) in byid[c.txn].markers.items())}
     need = sorted({(c.table, v) for c in cands for v in sg.needs(c, tops[c.table])})
     got = concurrency.gather(Pool.REQUESTS, lambda tv: _resolved(store, known, *tv), need)
+    for c in cands:  # (the markers read ahead are judged once the reads above are under way)
+        if c.txn not in live:
+            live[c.txn] = _judged(store, byid[c.txn], ahead)
     return Behind(byid, cands, live, dict(zip(need, got, strict=True)))
 
 
-def _until(store: ObjectStore, req: Request, markers: Mapping[tuple[str, int], Future[GetResult | None]]
-           ) -> Future[float]:
-    """:func:`live_until` of ``req``: on ``markers`` when they hold every marker of it, else read."""
-    if all((t, v) in markers for t, (v, _etag) in req.markers.items()):
-        with contextlib.suppress(LvError):  # (a failed read ahead: read again)
-            return concurrency.done(_live(req, lambda t, v: markers[(t, v)].result()))
+def _judged(store: ObjectStore, req: Request, ahead: Mapping[tuple[str, int], Future[GetResult | None]]
+            ) -> Future[float]:
+    """:func:`live_until` of ``req`` on its markers read ahead (read again when such a read failed)."""
+    with contextlib.suppress(Exception):
+        return concurrency.done(_live(req, lambda t, v: ahead[(t, v)].result()))
     return concurrency.submit(Pool.REQUESTS, live_until, store, req)
 
 
@@ -133,9 +137,11 @@ def look_behind(store: ObjectStore, own: str, tops: Mapping[str, int],
     beside the requests: claims are contiguous, so that is where the markers of requests queued behind the
     holder are, and judging them takes no round trip after the requests'. A marker read before its request
     is as good as one read after: either is judged on the etag the request names and on its lease against the
-    clock when the chain is made, and a live owner gives up only by taking the key (which voids the claim
-    the look is for). Cost: 1 LIST + 1 GET per such request and per guessed marker, then :func:`prepare`'s
-    for the markers not guessed."""
+    clock when the chain is made, and no owner rewrites a marker its queued request names except after
+    withdrawing the request under the key (:meth:`lv_core.txn.group.Waiter.retract`, which voids the claim the
+    look is for); a redo replaces the request at the same marker. So the marker cannot change between the two
+    reads in a way the later read alone would have caught and the claim would not. Cost: 1 LIST + 1 GET per
+    such request and per guessed marker, then :func:`prepare`'s for the markers not guessed."""
     ahead: dict[tuple[str, int], Future[GetResult | None]] = {}
 
     def guess(n: int) -> None:

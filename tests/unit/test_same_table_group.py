@@ -505,3 +505,27 @@ def test_a_writer_queued_early_reads_the_markers_behind_it_beside_the_requests(l
     assert all(behind.live[t].result() > time.time() for t in ("m2", "m3"))
     counts = store.counts()  # no marker read twice
     assert (counts["LIST"], counts["GET"], store.total()) == (1, 4, 5), counts
+
+
+def test_a_marker_past_the_guessed_versions_is_read_after_its_request(local_store: ObjectStore) -> None:
+    """m2, m3 and m5 are queued behind the holder's entry at a@1; the marker at a@4 is another writer's, not
+    queued. The LIST names three requests, so a@2-a@4 are read ahead; m5's marker (a@5) is read after its
+    request, and every candidate is judged live on what was read."""
+    from lv_core.storage.instrumented import InstrumentedStore
+    from lv_core.txn.behind import look_behind
+
+    _table_a(local_store)
+    placed = dict(zip(["m2", "m3", "x4", "m5"], _markers(local_store, ["m2", "m3", "x4", "m5"]), strict=True))
+    assert [v for v, _e in placed.values()] == [2, 3, 4, 5]
+    for txn in ("m2", "m3", "m5"):
+        v, e = placed[txn]
+        req = Request(txn, 0, (TableAccess("a", read=True, written=True, marker=v),), Policy(),
+                      {"a": RequestCommit(commit_bytes(local_store, "a", txn, [v]), {}, False)}, {"a": (v, e)},
+                      sg.unsettled(0, [], []))
+        local_store.put(req.key, req.encode(), mode=CREATE)
+    store = InstrumentedStore(local_store)
+    behind = look_behind(store, "holder", {"a": 1}, {})
+    assert sorted(c.txn for c in behind.cands) == ["m2", "m3", "m5"]
+    assert all(behind.live[t].result() > time.time() for t in ("m2", "m3", "m5"))
+    counts = store.counts()  # 3 requests, a@2-a@4 ahead, a@5 after
+    assert (counts["LIST"], counts["GET"]) == (1, 7), counts
