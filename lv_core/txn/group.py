@@ -146,6 +146,12 @@ class Waiter:
             return None  # (no request was made)
         withdraw(self.core.store, self.key)
         self.queued = False
+        return self._key_round(timeout_s)
+
+    def _key_round(self, timeout_s: float) -> Decided | None:
+        """Take the key and release it, reading whether a global version names the transaction: a holder that
+        read its request before it was withdrawn holds the key until it published (then it names it), or has
+        not claimed it yet (then its claim, conditioned on the record this round replaced, fails)."""
         glog = self.core.services.glog
         with self.core.services.vlock.acquire(self.core.id, timeout_s=timeout_s) as held:
             return outcome_of(glog, self.core.id, self.known, head=held.read_head(glog))
@@ -204,8 +210,9 @@ class Waiter:
             withdraw(self.core.store, self.key)
             now = self.core.services.vlock.read()
             self._withdrawn = _Withdrawn(_session(now[0] if now is not None else None))
-            if self._withdrawn.session is None:
-                if self._found():
+            if self._withdrawn.session is None:  # free: a holder may have read the request and not claimed yet
+                self.decided = self._key_round(3 * self.core.services.vlock.lease_s)
+                if self.decided is not None:
                     return True
                 self._timeout(record)
         return False

@@ -229,3 +229,49 @@ def test_the_try_of_the_free_key_reads_the_head_beside_the_versions_before_it(tm
     assert together == [True]
     assert end.phase is Phase.COMMITTED, end
     assert committed_kv(a, "x") == {1: 94.0}
+
+
+def test_a_writer_timing_out_with_the_key_free_takes_a_key_round_so_a_holder_that_read_its_request_cannot_commit_it(
+        tmp_path, monkeypatch):
+    """A holder read the free record and then the queued request of o (another table); o's deadline passes
+    before the holder claims: o withdraws its request and finds the key free. Ending there (the code before)
+    let the holder's claim, conditioned on that free record, succeed and commit o's request after o had timed
+    out (o then frees its marker and deletes its files under a published commit). Now o takes the key once
+    first: the holder's claim fails (its transaction goes back to waiting for the key), and o's request,
+    withdrawn, is never committed."""
+    from lv_core.protocol.vlock import ValidationTimeout
+    from lv_core.protocol.vqueue import outcome_of
+
+    store, a, b = _setup(tmp_path)
+    o = a.begin("serializable")
+    add_kv(o, "y", 1, 7.0)
+    ocore = o.core
+    owrites = ocore.book.writes()
+    oaccesses = isolation.table_accesses(ocore, owrites)
+    owaiter = Waiter(ocore, lambda: make_request(ocore, owrites, oaccesses, owaiter.known), deadline=1e12,
+                     on_free=lambda _w, _f: (FreeAnswer.USUAL, None))
+    owaiter.busy()  # o's request is queued
+    txn = b.begin("serializable")
+    add_kv(txn, "x", 1, -5.0)
+    run = _given(b, txn)
+    run.waiter.settled = False  # (so the holder reads the queue before its claim and serves o's request)
+    timed_out: list[bool] = []
+    claim = isolation._Run.claim_with_plan
+
+    def o_times_out_first(self):
+        if self is run and not timed_out:
+            assert list(self.group.members) == [o.id]  # the holder read o's request and would commit it
+            owaiter.deadline = 0.0
+            with pytest.raises(ValidationTimeout):
+                owaiter.done(None)
+            timed_out.append(True)
+        return claim(self)
+
+    monkeypatch.setattr(isolation._Run, "claim_with_plan", o_times_out_first)
+    end = _try(run)
+    drain(30.0)
+    assert timed_out == [True]
+    assert outcome_of(a.global_log, o.id, 0) is None  # never committed
+    assert committed_kv(a, "y") == {1: 101.0}
+    assert (end.phase, end.last) == (Phase.BACK_IN_QUEUE, Answer.LOST), end  # (it waits for the key again)
+    assert committed_kv(a, "x") == {1: 99.0}
