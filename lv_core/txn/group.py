@@ -38,7 +38,7 @@ from lv_core.txn.publish import Published
 from lv_core.txn.state import Decision, DecisionKind
 
 __all__ = ["SERVE_ROUNDS", "SERVING", "Decided", "Group", "Waiter", "forget", "gather", "joined", "keep_serving",
-           "make_request", "queue_early", "serve"]
+           "make_request", "queue_early", "serve", "undecided"]
 
 log = logging.getLogger(__name__)
 #: how a queued transaction was decided without taking the key the usual way: by another holder (the
@@ -211,7 +211,12 @@ class Waiter:
             now = self.core.services.vlock.read()
             self._withdrawn = _Withdrawn(_session(now[0] if now is not None else None))
             if self._withdrawn.session is None:  # free: a holder may have read the request and not claimed yet
-                self.decided = self._key_round(3 * self.core.services.vlock.lease_s)
+                try:
+                    self.decided = self._key_round(3 * self.core.services.vlock.lease_s)
+                except ValidationTimeout as e:  # (a holder that claimed first may still publish it)
+                    if self._found():
+                        return True
+                    raise undecided(self.core, f"{e}; whether a holder committed it is unknown") from e
                 if self.decided is not None:
                     return True
                 self._timeout(record)
@@ -270,6 +275,14 @@ class Waiter:
         raise ValidationTimeout(
             f"timed out waiting for the validation lock, held by transaction {holder}. Help: retry, or raise "
             "`timeout`.", details={"holder": holder, "state": record.state if record is not None else "?"})
+
+
+def undecided(core: TxnCore, reason: str) -> LvError:
+    """The error of a commit whose outcome cannot be learnt (a holder may yet publish its request): the
+    transaction ends undecided, every file kept, its markers left for the log to decide."""
+    core.book.decision = Decision(DecisionKind.PLAN, {t: ts.marker_version for t, ts in core.book.tables.items()
+                                                      if ts.marker_version is not None})
+    return LvError(f"commit undecided: {reason}")
 
 
 def _session(record: LockRecord | None) -> Session:

@@ -50,19 +50,12 @@ def _retract(core: TxnCore, early: gc.Waiter, error: BaseException) -> tuple[Gvl
         try:
             decided = early.retract(3 * core.services.vlock.lease_s)
         except Exception as why:  # noqa: BLE001 - reported with the error below
-            decided, error = None, _undecided(core, f"{error}; whether a holder committed it is unknown: {why}")
+            decided, error = None, gc.undecided(core, f"{error}; whether a holder committed it is unknown: {why}")
         if isinstance(decided, tuple):
             return decided
     else:  # (interrupted: nothing more is sent)
-        _undecided(core, str(error))
+        gc.undecided(core, str(error))
     raise error
-
-
-def _undecided(core: TxnCore, reason: str) -> LvError:
-    (ts,) = core.book.tables.values()
-    assert ts.marker_version is not None
-    core.book.decision = Decision(DecisionKind.PLAN, {ts.name: ts.marker_version})  # (ending: nothing deleted)
-    return LvError(f"commit undecided: {reason}")
 
 
 def table_accesses(core: TxnCore, writes: dict[str, list]) -> list[TableAccess]:
@@ -272,8 +265,12 @@ class _Run:
     # ------------------------------------------------------------ the fast route: the free key, with the plan
     def find_free_key(self) -> Answer:
         """The free record to take the key with and its head: warm (this process's last release), no request
-        and, behind settled markers, no probe; cold, 1 GET with the tails and the queue read beside. Queued
-        (``found``): first, whether a holder before decided it (docs/PROTOCOL.md, "Fast path")."""
+        and, behind settled markers, no probe; cold, 1 GET with the tails read beside. Queued (``found``):
+        first, whether a holder before decided it (docs/PROTOCOL.md, "Fast path"). A holder reads queued
+        requests only after the free record its claim is conditioned on (``found``), never beside it: one read
+        before a writer withdrew its request at its deadline could be claimed on a record written after the
+        writer's key round. So the cold route serves none in its claim; the session's further rounds do
+        (``keep_serving``, reading the queue while the plan is written)."""
         core, accesses, queued = self.core, self.accesses, self.found is not None
         glog, vlock = core.services.glog, core.services.vlock
         if queued:
@@ -302,10 +299,10 @@ class _Run:
             if self.early:
                 return Answer.FREE
         self.early = probe_early(core.store, accesses, own_txn=core.id)
-        self.chosen = self._gather()
         if queued:
+            self.chosen = self._gather()  # (read after ``found``, the record the claim is conditioned on)
             return Answer.FREE
-        self.seen = KeyLook(vlock.look())
+        self.seen = KeyLook(vlock.look())  # (the queue is not read beside it: see the docstring)
         if self._free_head(self.seen.found):
             return Answer.FREE
         if self.seen.found is not None and self.seen.found[0].state != FREE:

@@ -275,3 +275,94 @@ def test_a_writer_timing_out_with_the_key_free_takes_a_key_round_so_a_holder_tha
     assert committed_kv(a, "y") == {1: 101.0}
     assert (end.phase, end.last) == (Phase.BACK_IN_QUEUE, Answer.LOST), end  # (it waits for the key again)
     assert committed_kv(a, "x") == {1: 99.0}
+
+
+def test_a_cold_holder_reads_no_queued_request_before_its_claim(tmp_path, monkeypatch):
+    """A writer that takes the free key on the cold route (not queued, not this process's last release) must
+    not read queued requests beside its look at the key: one read before its owner withdrew it at its deadline
+    could be claimed on a record written after the owner's key round (from the review of f955035: the LIST
+    ran beside the key's GET). The queue is served by the session's further rounds instead: o's request is
+    committed in a global version after the holder's own."""
+    from lv_core.protocol.vqueue import VQ_PREFIX, outcome_of
+
+    store, a, b = _setup(tmp_path)
+    o = a.begin("serializable")
+    add_kv(o, "y", 1, 7.0)
+    ocore = o.core
+    owrites = ocore.book.writes()
+    oaccesses = isolation.table_accesses(ocore, owrites)
+    Waiter(ocore, lambda: make_request(ocore, owrites, oaccesses, ocore.services.glog.known()), deadline=1e12,
+           on_free=lambda _w, _f: (FreeAnswer.USUAL, None)).busy()  # o's request is queued
+    txn = b.begin("serializable")
+    add_kv(txn, "x", 1, -5.0)
+    core = txn.core
+    writes = core.book.writes()
+    run = isolation._Run(core, writes, isolation.table_accesses(core, writes), 1e12)
+    seen: list[tuple[str, str]] = []
+    request = store._request
+
+    def rec(kind, key, call):
+        seen.append((kind, key))
+        return request(kind, key, call)
+
+    monkeypatch.setattr(store, "_request", rec)
+    end = run.drive(*start(writes=True))
+    drain(30.0)
+    assert end.phase is Phase.COMMITTED, end
+    claim = next(i for i, (k, key) in enumerate(seen) if k == "PUT-if-match" and key == LOCK_KEY)
+    assert [s for s in seen[:claim] if s[1].startswith(VQ_PREFIX)] == []
+    head = a.global_log.head()
+    mine = next(v for v in range(head.version + 1) if a.global_log.at(v).txn == core.id)
+    theirs = outcome_of(a.global_log, o.id, 0)
+    assert theirs is not None and theirs[0].version > mine  # (a further round of the holder's session)
+    assert committed_kv(a, "y") == {1: 108.0}
+
+
+def test_a_key_round_that_times_out_ends_the_writer_undecided_not_aborted(tmp_path, monkeypatch):
+    """o reads the key free at its deadline; a holder that read o's request claims on that free record just
+    before o's key round, which then waits for the holder's session and times out (3 of o's short leases)
+    while the holder still holds the key. Reported as a plain timeout, o would abort (markers freed, files
+    deleted) and the holder then publish its request (from the review of f955035). It ends undecided: files
+    kept, the log decides; here the holder commits it."""
+    from lv_core import Lakehouse
+    from lv_core.errors import LvError, TransactionAborted
+    from lv_core.protocol.vqueue import outcome_of
+
+    store, a, b = _setup(tmp_path)
+    short = Lakehouse(store, lease_s=0.3)  # o's process: a short lease, so its round's timeout is short
+    short.global_log.head()
+    o = short.begin("serializable")
+    add_kv(o, "y", 1, 7.0)
+    ocore = o.core
+    owrites = ocore.book.writes()
+    oaccesses = isolation.table_accesses(ocore, owrites)
+    owaiter = Waiter(ocore, lambda: make_request(ocore, owrites, oaccesses, owaiter.known), deadline=1e12,
+                     on_free=lambda _w, _f: (FreeAnswer.USUAL, None))
+    owaiter.busy()
+    txn = b.begin("serializable")
+    add_kv(txn, "x", 1, -5.0)
+    run = _given(b, txn)
+    run.waiter.settled = False  # (the holder reads the queue and serves o's request)
+    claim = isolation._Run.claim_with_plan
+    raised: list[BaseException] = []
+
+    def claims_between_os_read_and_its_round(self):
+        got = claim(self)
+        if self is run and not raised:
+            assert list(self.group.members) == [o.id]
+            monkeypatch.setattr(short.validation_lock, "read", lambda: None)  # (o read the key free just before)
+            owaiter.deadline = 0.0
+            try:
+                owaiter.done(None)
+            except BaseException as e:  # noqa: BLE001 - judged below
+                raised.append(e)
+        return got
+
+    monkeypatch.setattr(isolation._Run, "claim_with_plan", claims_between_os_read_and_its_round)
+    end = _try(run)
+    drain(30.0)
+    assert end.phase is Phase.COMMITTED, end
+    assert len(raised) == 1 and isinstance(raised[0], LvError) and not isinstance(raised[0], TransactionAborted)
+    assert "undecided" in str(raised[0]) and ocore.book.decision is not None  # (ending keeps every file)
+    assert outcome_of(a.global_log, o.id, 0) is not None
+    assert committed_kv(a, "y") == {1: 108.0}
