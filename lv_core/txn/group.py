@@ -207,16 +207,18 @@ class Waiter:
         if time.monotonic() > self.deadline and self._withdrawn is None:
             if not self.queued:
                 self._timeout(record)
-            withdraw(self.core.store, self.key)
-            now = self.core.services.vlock.read()
-            self._withdrawn = _Withdrawn(_session(now[0] if now is not None else None))
-            if self._withdrawn.session is None:  # free: a holder may have read the request and not claimed yet
-                try:
+            try:
+                withdraw(self.core.store, self.key)
+                now = self.core.services.vlock.read()
+                self._withdrawn = _Withdrawn(_session(now[0] if now is not None else None))
+                if self._withdrawn.session is None:  # free: a holder may have read the request, not claimed yet
                     self.decided = self._key_round(3 * self.core.services.vlock.lease_s)
-                except ValidationTimeout as e:  # (a holder that claimed first may still publish it)
+            except Exception as e:  # noqa: BLE001 - (a holder that read the request may still publish it)
+                with contextlib.suppress(Exception):
                     if self._found():
                         return True
-                    raise undecided(self.core, f"{e}; whether a holder committed it is unknown") from e
+                raise undecided(self.core, f"{e}; whether a holder committed it is unknown") from e
+            if self._withdrawn.session is None:
                 if self.decided is not None:
                     return True
                 self._timeout(record)

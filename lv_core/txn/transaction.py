@@ -268,7 +268,8 @@ class Transaction:
         magics pass ``rule="error"`` when a statement failed and ``"interrupt"`` on an interrupt."""
         core = self.core
         with core.lock:
-            if self.state in ("aborted", "committed"):
+            # ("unknown": a commit whose outcome the log decides, rolled forward or expired: nothing to undo here)
+            if self.state in ("aborted", "committed", "unknown"):
                 return
             if not self.markers and core.book.autocommitted:
                 # Plain Delta: statements already committed cannot be undone (the baseline's weakness).

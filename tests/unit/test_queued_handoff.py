@@ -366,3 +366,80 @@ def test_a_key_round_that_times_out_ends_the_writer_undecided_not_aborted(tmp_pa
     assert "undecided" in str(raised[0]) and ocore.book.decision is not None  # (ending keeps every file)
     assert outcome_of(a.global_log, o.id, 0) is not None
     assert committed_kv(a, "y") == {1: 108.0}
+
+
+def test_a_rollback_after_an_undecided_commit_keeps_its_markers_and_files(tmp_path, monkeypatch):
+    """A commit that ends undecided (state "unknown": the log decides, files kept) is not undone by a rollback
+    after it, as the SQL autocommit loop and ``with`` blocks do on any commit error: before, rollback ran the
+    abort and freed the markers a holder's published commit may sit at. (From the review of e773dee.)"""
+    from lv_core.errors import LvError, TransactionAborted
+    from lv_core.txn import group as gc
+
+    _store, a, _b = _setup(tmp_path)
+    o = a.begin("serializable")
+    add_kv(o, "x", 1, -7.0)
+    add_kv(o, "y", 1, 7.0)
+    core = o.core
+    assert len(core.book.held()) == 2  # (a queued multi-table writer: markers on x and y)
+
+    def key_round_timed_out(core, deadline):  # what Waiter.done raises when its key round fails
+        raise gc.undecided(core, "timed out; whether a holder committed it is unknown")
+
+    monkeypatch.setattr(isolation, "commit_isolated", key_round_timed_out)
+    with pytest.raises(LvError) as got:
+        o.commit()
+    assert not isinstance(got.value, TransactionAborted) and o.state == "unknown"
+    o.rollback()
+    assert o.state == "unknown"
+    assert core.book.freed == {} and len(core.book.held()) == 2  # markers left for the log to decide
+
+
+def test_a_key_round_that_fails_otherwise_also_ends_the_writer_undecided(tmp_path, monkeypatch):
+    """As the timeout case, but o's key round meets a store error: the holder that read o's request still
+    publishes it, so o ends undecided (as ``isolation._retract`` does for any failure), not with a plain error
+    that ``Transaction.commit`` turns into an abort. (From the review of e773dee.)"""
+    from lv_core import Lakehouse
+    from lv_core.errors import StorageError
+    from lv_core.protocol.vqueue import outcome_of
+
+    store, a, b = _setup(tmp_path)
+    short = Lakehouse(store, lease_s=0.3)
+    short.global_log.head()
+    o = short.begin("serializable")
+    add_kv(o, "y", 1, 7.0)
+    ocore = o.core
+    owrites = ocore.book.writes()
+    oaccesses = isolation.table_accesses(ocore, owrites)
+    owaiter = Waiter(ocore, lambda: make_request(ocore, owrites, oaccesses, owaiter.known), deadline=1e12,
+                     on_free=lambda _w, _f: (FreeAnswer.USUAL, None))
+    owaiter.busy()
+    txn = b.begin("serializable")
+    add_kv(txn, "x", 1, -5.0)
+    run = _given(b, txn)
+    run.waiter.settled = False
+    claim = isolation._Run.claim_with_plan
+    raised: list[BaseException] = []
+
+    def down(*_a, **_k):
+        raise StorageError("store unavailable")
+
+    def claims_between_os_read_and_its_round(self):
+        got = claim(self)
+        if self is run and not raised:
+            assert list(self.group.members) == [o.id]
+            monkeypatch.setattr(short.validation_lock, "read", lambda: None)
+            monkeypatch.setattr(short.validation_lock, "acquire", down)  # o's key round fails
+            owaiter.deadline = 0.0
+            try:
+                owaiter.done(None)
+            except BaseException as e:  # noqa: BLE001 - judged below
+                raised.append(e)
+        return got
+
+    monkeypatch.setattr(isolation._Run, "claim_with_plan", claims_between_os_read_and_its_round)
+    end = _try(run)
+    drain(30.0)
+    assert end.phase is Phase.COMMITTED, end
+    assert outcome_of(a.global_log, o.id, 0) is not None  # the holder published o's request
+    assert committed_kv(a, "y") == {1: 108.0}
+    assert len(raised) == 1 and "undecided" in str(raised[0]) and ocore.book.decision is not None, raised
