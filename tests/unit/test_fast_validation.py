@@ -150,7 +150,9 @@ def _left_to_its_owner(store) -> str:
 
 def test_a_process_that_saw_requests_queued_serves_the_queue_before_taking_the_key_again(tmp_path):
     """No starving the queue: a holder notes in the free record whether requests it could not commit are
-    queued; then its next commit reads the key and the queue (cold) instead of taking the key at once."""
+    queued; then its next commit reads the key (cold) instead of taking the key at once, and its session
+    looks at the queue once it holds the key (a holder reads queued requests only after the free record it
+    claims on: tests/unit/test_queued_handoff.py)."""
     store, lh = _warm(tmp_path)
     stray = _left_to_its_owner(store)
     txn = _transfer(lh, 1)
@@ -159,8 +161,8 @@ def test_a_process_that_saw_requests_queued_serves_the_queue_before_taking_the_k
     drain(30.0)
     assert store.counts("commit")["GET"] == 0, store.counts("commit")
     assert LockRecord.decode(store.get(LOCK_KEY).data).queued is True
-    c = _commit_counts(store, _transfer(lh, 1))  # the queue is looked at first
-    assert c["GET"] >= 1 and c["LIST"] >= 2, c
+    c = _commit_counts(store, _transfer(lh, 1))  # the key is read first, the queue looked at under it
+    assert c["GET"] >= 1 and c["LIST"] >= 1, c
     store.delete(stray)
     _commit_counts(store, _transfer(lh, 1))
     assert LockRecord.decode(store.get(LOCK_KEY).data).queued is False
