@@ -8,6 +8,8 @@ claiming it is on every writer's path; these tests pin it down and run the cases
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import pytest
 
@@ -60,6 +62,28 @@ def _given(lh: Lakehouse, txn) -> isolation._Run:
 
 def _try(run: isolation._Run) -> Commit:
     return run.drive(*start(writes=True, queued=True))
+
+
+def _queued_writer(lh: Lakehouse, table: str, amount: float) -> tuple[Any, Waiter]:
+    """A serializable transaction of ``lh`` that wrote ``table`` (row 1, ``+amount``) and queued its request."""
+    txn = lh.begin("serializable")
+    add_kv(txn, table, 1, amount)
+    core = txn.core
+    writes = core.book.writes()
+    accesses = isolation.table_accesses(core, writes)
+    waiter = Waiter(core, lambda: make_request(core, writes, accesses, waiter.known), deadline=1e12,
+                    on_free=lambda _w, _f: (FreeAnswer.USUAL, None))
+    waiter.busy()
+    return txn, waiter
+
+
+def _holder_serving_the_queue(lh: Lakehouse) -> isolation._Run:
+    """A queued writer of x given the free key, which reads the queue before its claim and serves it."""
+    txn = lh.begin("serializable")
+    add_kv(txn, "x", 1, -5.0)
+    run = _given(lh, txn)
+    run.waiter.settled = False  # (else it claims on its settled marker and leaves the queue to keep_serving)
+    return run
 
 
 def test_a_queued_writer_given_the_free_key_claims_it_without_reading_when_its_markers_are_settled(tmp_path):
@@ -243,18 +267,8 @@ def test_a_writer_timing_out_with_the_key_free_takes_a_key_round_so_a_holder_tha
     from lv_core.protocol.vqueue import outcome_of
 
     store, a, b = _setup(tmp_path)
-    o = a.begin("serializable")
-    add_kv(o, "y", 1, 7.0)
-    ocore = o.core
-    owrites = ocore.book.writes()
-    oaccesses = isolation.table_accesses(ocore, owrites)
-    owaiter = Waiter(ocore, lambda: make_request(ocore, owrites, oaccesses, owaiter.known), deadline=1e12,
-                     on_free=lambda _w, _f: (FreeAnswer.USUAL, None))
-    owaiter.busy()  # o's request is queued
-    txn = b.begin("serializable")
-    add_kv(txn, "x", 1, -5.0)
-    run = _given(b, txn)
-    run.waiter.settled = False  # (so the holder reads the queue before its claim and serves o's request)
+    o, owaiter = _queued_writer(a, "y", 7.0)
+    run = _holder_serving_the_queue(b)
     timed_out: list[bool] = []
     claim = isolation._Run.claim_with_plan
 
@@ -286,13 +300,7 @@ def test_a_cold_holder_reads_no_queued_request_before_its_claim(tmp_path, monkey
     from lv_core.protocol.vqueue import VQ_PREFIX, outcome_of
 
     store, a, b = _setup(tmp_path)
-    o = a.begin("serializable")
-    add_kv(o, "y", 1, 7.0)
-    ocore = o.core
-    owrites = ocore.book.writes()
-    oaccesses = isolation.table_accesses(ocore, owrites)
-    Waiter(ocore, lambda: make_request(ocore, owrites, oaccesses, ocore.services.glog.known()), deadline=1e12,
-           on_free=lambda _w, _f: (FreeAnswer.USUAL, None)).busy()  # o's request is queued
+    o, _owaiter = _queued_writer(a, "y", 7.0)
     txn = b.begin("serializable")
     add_kv(txn, "x", 1, -5.0)
     core = txn.core
@@ -318,39 +326,35 @@ def test_a_cold_holder_reads_no_queued_request_before_its_claim(tmp_path, monkey
     assert committed_kv(a, "y") == {1: 108.0}
 
 
-def test_a_key_round_that_times_out_ends_the_writer_undecided_not_aborted(tmp_path, monkeypatch):
+@pytest.mark.parametrize("failure", ["timeout", "store error"])
+def test_a_key_round_that_fails_ends_the_writer_undecided_not_aborted(tmp_path, monkeypatch, failure):
     """o reads the key free at its deadline; a holder that read o's request claims on that free record just
-    before o's key round, which then waits for the holder's session and times out (3 of o's short leases)
-    while the holder still holds the key. Reported as a plain timeout, o would abort (markers freed, files
-    deleted) and the holder then publish its request (from the review of f955035). It ends undecided: files
-    kept, the log decides; here the holder commits it."""
-    from lv_core import Lakehouse
-    from lv_core.errors import LvError, TransactionAborted
+    before o's key round. The round then fails: it waits for the holder's session and times out (3 of o's
+    short leases) while the holder still holds the key, or it meets a store error. Reported as a plain
+    timeout or error, o would abort (markers freed, files deleted) and the holder then publish its request
+    (from the reviews of f955035 and e773dee). It ends undecided: files kept, the log decides; here the
+    holder commits it."""
+    from lv_core.errors import LvError, StorageError, TransactionAborted
     from lv_core.protocol.vqueue import outcome_of
 
     store, a, b = _setup(tmp_path)
     short = Lakehouse(store, lease_s=0.3)  # o's process: a short lease, so its round's timeout is short
     short.global_log.head()
-    o = short.begin("serializable")
-    add_kv(o, "y", 1, 7.0)
-    ocore = o.core
-    owrites = ocore.book.writes()
-    oaccesses = isolation.table_accesses(ocore, owrites)
-    owaiter = Waiter(ocore, lambda: make_request(ocore, owrites, oaccesses, owaiter.known), deadline=1e12,
-                     on_free=lambda _w, _f: (FreeAnswer.USUAL, None))
-    owaiter.busy()
-    txn = b.begin("serializable")
-    add_kv(txn, "x", 1, -5.0)
-    run = _given(b, txn)
-    run.waiter.settled = False  # (the holder reads the queue and serves o's request)
+    o, owaiter = _queued_writer(short, "y", 7.0)
+    run = _holder_serving_the_queue(b)
     claim = isolation._Run.claim_with_plan
     raised: list[BaseException] = []
+
+    def down(*_a, **_k):
+        raise StorageError("store unavailable")
 
     def claims_between_os_read_and_its_round(self):
         got = claim(self)
         if self is run and not raised:
             assert list(self.group.members) == [o.id]
             monkeypatch.setattr(short.validation_lock, "read", lambda: None)  # (o read the key free just before)
+            if failure == "store error":
+                monkeypatch.setattr(short.validation_lock, "acquire", down)
             owaiter.deadline = 0.0
             try:
                 owaiter.done(None)
@@ -363,8 +367,8 @@ def test_a_key_round_that_times_out_ends_the_writer_undecided_not_aborted(tmp_pa
     drain(30.0)
     assert end.phase is Phase.COMMITTED, end
     assert len(raised) == 1 and isinstance(raised[0], LvError) and not isinstance(raised[0], TransactionAborted)
-    assert "undecided" in str(raised[0]) and ocore.book.decision is not None  # (ending keeps every file)
-    assert outcome_of(a.global_log, o.id, 0) is not None
+    assert "undecided" in str(raised[0]) and o.core.book.decision is not None  # (ending keeps every file)
+    assert outcome_of(a.global_log, o.id, 0) is not None  # the holder published o's request
     assert committed_kv(a, "y") == {1: 108.0}
 
 
@@ -392,54 +396,3 @@ def test_a_rollback_after_an_undecided_commit_keeps_its_markers_and_files(tmp_pa
     o.rollback()
     assert o.state == "unknown"
     assert core.book.freed == {} and len(core.book.held()) == 2  # markers left for the log to decide
-
-
-def test_a_key_round_that_fails_otherwise_also_ends_the_writer_undecided(tmp_path, monkeypatch):
-    """As the timeout case, but o's key round meets a store error: the holder that read o's request still
-    publishes it, so o ends undecided (as ``isolation._retract`` does for any failure), not with a plain error
-    that ``Transaction.commit`` turns into an abort. (From the review of e773dee.)"""
-    from lv_core import Lakehouse
-    from lv_core.errors import StorageError
-    from lv_core.protocol.vqueue import outcome_of
-
-    store, a, b = _setup(tmp_path)
-    short = Lakehouse(store, lease_s=0.3)
-    short.global_log.head()
-    o = short.begin("serializable")
-    add_kv(o, "y", 1, 7.0)
-    ocore = o.core
-    owrites = ocore.book.writes()
-    oaccesses = isolation.table_accesses(ocore, owrites)
-    owaiter = Waiter(ocore, lambda: make_request(ocore, owrites, oaccesses, owaiter.known), deadline=1e12,
-                     on_free=lambda _w, _f: (FreeAnswer.USUAL, None))
-    owaiter.busy()
-    txn = b.begin("serializable")
-    add_kv(txn, "x", 1, -5.0)
-    run = _given(b, txn)
-    run.waiter.settled = False
-    claim = isolation._Run.claim_with_plan
-    raised: list[BaseException] = []
-
-    def down(*_a, **_k):
-        raise StorageError("store unavailable")
-
-    def claims_between_os_read_and_its_round(self):
-        got = claim(self)
-        if self is run and not raised:
-            assert list(self.group.members) == [o.id]
-            monkeypatch.setattr(short.validation_lock, "read", lambda: None)
-            monkeypatch.setattr(short.validation_lock, "acquire", down)  # o's key round fails
-            owaiter.deadline = 0.0
-            try:
-                owaiter.done(None)
-            except BaseException as e:  # noqa: BLE001 - judged below
-                raised.append(e)
-        return got
-
-    monkeypatch.setattr(isolation._Run, "claim_with_plan", claims_between_os_read_and_its_round)
-    end = _try(run)
-    drain(30.0)
-    assert end.phase is Phase.COMMITTED, end
-    assert outcome_of(a.global_log, o.id, 0) is not None  # the holder published o's request
-    assert committed_kv(a, "y") == {1: 108.0}
-    assert len(raised) == 1 and "undecided" in str(raised[0]) and ocore.book.decision is not None, raised
