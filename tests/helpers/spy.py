@@ -1,5 +1,6 @@
 """Counting the calls of a function everywhere it is bound (``from m import f`` copies the name into
-every importing module, so patching the defining module alone misses those callers)."""
+every importing module, so patching the defining module alone misses those callers), and recording the
+requests an instrumented store sends, in order."""
 
 from __future__ import annotations
 
@@ -30,3 +31,17 @@ def count_calls(monkeypatch: Any, fn: Callable[..., Any]) -> list[tuple[Any, ...
                 bound += 1
     assert bound, f"{fn.__qualname__} is bound nowhere in {PACKAGES}"
     return calls
+
+
+def record_requests(monkeypatch: Any, store: Any) -> list[tuple[str, str]]:
+    """Record ``(kind, key)`` of every request ``store`` (an ``InstrumentedStore``) sends from now on, in the
+    order they start (undone by ``monkeypatch``)."""
+    seen: list[tuple[str, str]] = []
+    request = store._request
+
+    def rec(kind: str, key: str, call: Callable[[], Any]) -> Any:
+        seen.append((kind, key))
+        return request(kind, key, call)
+
+    monkeypatch.setattr(store, "_request", rec)
+    return seen

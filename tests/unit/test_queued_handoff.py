@@ -23,6 +23,7 @@ from lv_core.txn.cleaner import drain
 from lv_core.txn.commitstep import Answer, Commit, Phase, start
 from lv_core.txn.group import Waiter, make_request
 from tests.helpers.bank import add_kv, committed_kv, make_kv
+from tests.helpers.spy import record_requests
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -306,14 +307,7 @@ def test_a_cold_holder_reads_no_queued_request_before_its_claim(tmp_path, monkey
     core = txn.core
     writes = core.book.writes()
     run = isolation._Run(core, writes, isolation.table_accesses(core, writes), 1e12)
-    seen: list[tuple[str, str]] = []
-    request = store._request
-
-    def rec(kind, key, call):
-        seen.append((kind, key))
-        return request(kind, key, call)
-
-    monkeypatch.setattr(store, "_request", rec)
+    seen = record_requests(monkeypatch, store)
     end = run.drive(*start(writes=True))
     drain(30.0)
     assert end.phase is Phase.COMMITTED, end

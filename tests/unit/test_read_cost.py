@@ -12,6 +12,7 @@ from lv_core import events as ev
 from lv_core.errors import TransactionAborted
 from lv_core.storage.instrumented import InstrumentedStore
 from tests.helpers.bank import add_kv, committed_kv, logged_xy, read_kv
+from tests.helpers.spy import record_requests
 
 WRITES = ("PUT", "PUT-create", "PUT-if-match", "DELETE")
 
@@ -121,23 +122,11 @@ def test_a_read_only_transaction_whose_table_moved_after_its_read_commits_ordere
     assert res.validation["compatible"]
 
 
-def _record(st: InstrumentedStore, monkeypatch) -> list[tuple[str, str]]:
-    seen: list[tuple[str, str]] = []
-    request = st._request
-
-    def rec(kind, key, call):
-        seen.append((kind, key))
-        return request(kind, key, call)
-
-    monkeypatch.setattr(st, "_request", rec)
-    return seen
-
-
 def test_a_first_update_runs_beside_the_look_and_reads_no_global_version(two, monkeypatch):
     """The first operation runs on the cached head while the HEAD of the table's next log version is
     under way; the look confirms it, so the global log is only written (the plan's publish), never read."""
     a, _b, st = two
-    seen = _record(st, monkeypatch)
+    seen = record_requests(monkeypatch, st)
     w = a.begin("serializable")
     add_kv(w, "x", 1, 1)
     w.commit()
