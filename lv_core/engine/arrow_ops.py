@@ -62,7 +62,7 @@ def read(table: str, where: Mask | None = None, *, exposed: bool = True, files: 
         return OpResult(value=data, reads={table: {f.path for f in got}}, scans={table},
                         may_match=_predicate(table, files))
 
-    return Operation("read", (table,), run, logical=logical or {"read": table}, exposed=exposed)
+    return Operation("read", (table,), run, logical=logical or {"read": table}, exposed=exposed, reads_only=True)
 
 
 def _rewrite(table: str, where: Mask, set_rows: Update | None,

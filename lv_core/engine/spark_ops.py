@@ -71,7 +71,7 @@ def read(engine: SparkEngine, table: str) -> Operation:
         value = TableRead(table, snap.version, frozenset((f.path, f.size) for f in files), df)
         return OpResult(value=value, reads={table: {f.path for f in files}}, scans={table})
 
-    return Operation("read", (table,), run, logical={"read": table}, exposed=True)
+    return Operation("read", (table,), run, logical={"read": table}, exposed=True, reads_only=True)
 
 
 def rows_to_arrow(rows: list, schema: DeltaSchema, table: str) -> pa.Table:

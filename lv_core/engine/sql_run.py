@@ -286,7 +286,8 @@ def select_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> O
         df = scope.sql(r.expr(st.tree), r)
         return scope.result(SqlRead(dict(scope.files), df))
 
-    return Operation("select", _unique(names, st.sources), run, logical={"sql": st.text}, exposed=True)
+    return Operation("select", _unique(names, st.sources), run, logical={"sql": st.text}, exposed=True,
+                     reads_only=True)
 
 
 # ---------------------------------------------------------------------------------------- INSERT

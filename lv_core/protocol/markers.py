@@ -390,7 +390,7 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo, *
     v = start
     attempts = lost = 0
     # the LIST started at the first loss, beside the next try (or with the first try, when contended)
-    listing: Future[int] | None = (concurrency.submit(concurrency.Pool.REQUESTS, _highest_claim, store, table, v)
+    listing: Future[int] | None = (concurrency.submit(concurrency.Pool.REQUESTS, highest_claim, store, table, v)
                                    if contended else None)
     while True:
         attempts += 1
@@ -405,9 +405,9 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo, *
             if listing is not None:  # (two losses in a row: the start was stale; jump past the highest claim)
                 v, listing = max(v, listing.result()) + 1, None
             elif lost >= 2:
-                v = _highest_claim(store, table, v) + 1
+                v = highest_claim(store, table, v) + 1
             else:
-                listing = concurrency.submit(concurrency.Pool.REQUESTS, _highest_claim, store, table, v)
+                listing = concurrency.submit(concurrency.Pool.REQUESTS, highest_claim, store, table, v)
                 v += 1
             continue
         if held is None or not held.result():
@@ -416,7 +416,7 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo, *
         v += 1
 
 
-def _highest_claim(store: ObjectStore, table: str, at_least: int) -> int:
+def highest_claim(store: ObjectStore, table: str, at_least: int) -> int:
     """The highest version with a marker object at or above ``at_least`` (1 LIST; claims are contiguous:
     every claimer walks up from a version it saw claimed or in the log)."""
     top = at_least
@@ -486,6 +486,7 @@ __all__ = [
     "unfinished_part",
     "encode_marker",
     "fill_version",
+    "highest_claim",
     "same_commit",
     "free_marker",
     "lakevilla_commit_info",

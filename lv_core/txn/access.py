@@ -11,7 +11,9 @@ snapshot is read.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from concurrent.futures import Future
 
 from lv_core import events as ev
 from lv_core.delta.errors import VersionNotFound
@@ -108,11 +110,16 @@ def access(core: TxnCore, name: str) -> TableState:
     return ts
 
 
-def _place(core: TxnCore, name: str, start: int, check_log: bool = True) -> tuple[int, str]:
-    """Put-if-absent a marker at the first free version >= ``start`` (writing the lease first)."""
+def _place(core: TxnCore, name: str, start: int, check_log: bool = True,
+           above: Future[int] | None = None) -> tuple[int, str]:
+    """Put-if-absent a marker at the first free version >= ``start`` (writing the lease first); ``above``:
+    the highest claim listed beforehand (:func:`highest_claim`), tried just above it when that is higher."""
     if core.book.lease_expires == 0.0:
         core.book.lease_expires = keeper().register(core.store, core.id, core.settings.lease_s)
     logs = core.services.logs
+    with contextlib.suppress(Exception):  # (a failed LIST: the claim lists again if it loses)
+        if above is not None and (top := above.result()) >= start:
+            start, check_log = top + 1, True  # (a version the caller has not seen the log end below)
     v, etag, attempts = place_marker(core.store, name, start, core.marker_info(), check_log=check_log,
                                      contended=logs.claims_contended(name, core.settings.tuning.contended_s))
     logs.note_claim(name, attempts)
@@ -139,9 +146,10 @@ def claim_write_marker(core: TxnCore, ts: TableState) -> None:
     record_write_marker(core, ts, v, etag)
 
 
-def place_write_marker(core: TxnCore, ts: TableState) -> tuple[int, str]:
+def place_write_marker(core: TxnCore, ts: TableState, above: Future[int] | None = None) -> tuple[int, str]:
     """The placement part of :func:`claim_write_marker` (only requests: it may run while the operation
-    that writes the table is still running, see :func:`lv_core.txn.execute.execute`)."""
+    that writes the table is still running, see :func:`lv_core.txn.execute.execute`); ``above``: as
+    :func:`_place`'s."""
     start = core.services.logs.cached_hint(ts.name, core.store) + 1
     # LV[R] alone read the log's end at its first access, and so did LV[I] on a confirmed table (a HEAD
     # found no version after the one read: lv_core/txn/current.py): no second look at the same version.
@@ -151,7 +159,7 @@ def place_write_marker(core: TxnCore, ts: TableState) -> tuple[int, str]:
     # moved, a marker at this unchecked version is given up (lv_core/txn/execute.EarlyMarkers).
     # A write statement's catch-up (lv_core/txn/current.catch_up) probed the log past its new base too.
     looked = not core.iso or ts.name in core.confirmed or ts.name in core.looking or ts.tail == ts.base.version
-    return _place(core, ts.name, start, check_log=not looked or start != ts.base.version + 1)
+    return _place(core, ts.name, start, check_log=not looked or start != ts.base.version + 1, above=above)
 
 
 def free_placed(core: TxnCore, table: str, version: int, etag: str) -> None:

@@ -55,6 +55,7 @@ class Operation:
         logical: JSON-serialisable description for the logical sublog (e.g. {"sql": ...}).
         blind: write-only append: never conflicts, stays physical.
         exposed: its value reaches the caller (a redo cannot repair what the user saw).
+        reads_only: writes no table (a query): nothing is prepared for a marker claim.
     """
 
     name: str
@@ -63,3 +64,4 @@ class Operation:
     logical: Mapping[str, Any] | None = None
     blind: bool = False
     exposed: bool = False
+    reads_only: bool = False

@@ -1,6 +1,7 @@
 """Marker claims under contention (issue 38): a process whose claims on a table lost races lately
 sends the LIST of the marker objects with its first try, so a lost first try jumps past the highest
-claim at once (2 round trips instead of 3; eight writers of one table lost 1.8 races per claim)."""
+claim at once (2 round trips instead of 3; eight writers of one table lost 1.8 races per claim), and lists
+them when a writing operation starts, so that its first try goes just above the highest claim."""
 
 from __future__ import annotations
 
@@ -44,3 +45,60 @@ def test_a_process_remembers_a_lost_claim_for_a_while(tmp_path):
     logs.note_claim("t", 3)
     assert logs.claims_contended("t", 2.0) and not logs.claims_contended("u", 2.0)
     assert not logs.claims_contended("t", -1.0)  # (older than the window)
+
+
+def _contended_writer(tmp_path):
+    """Kernel ``a`` (counted) knows table x's log end; kernel ``b`` then holds three pending markers above it."""
+    from lv_core import Lakehouse
+    from tests.helpers.bank import add_kv, logged_xy
+
+    b = logged_xy(str(tmp_path / "wh"), {1: 100.0, 10: 1.0, 11: 1.0, 12: 1.0})
+    st = InstrumentedStore(b.store)
+    a = Lakehouse(st, lease_s=5.0)
+    top = a.snapshot("x").version
+    held = []
+    for k in range(3):
+        w = b.begin("serializable")
+        add_kv(w, "x", 10 + k, 1)
+        held.append(w)
+    return a, st, top, held
+
+
+def test_a_contended_writer_lists_the_markers_when_its_operation_starts_and_wins_its_first_claim(tmp_path, monkeypatch):
+    """Fails on the code before: the first try went to the version after the log end a knew, lost to b's
+    marker there, and the second jumped past the highest claim (2 tries)."""
+    from lv_core import events as ev
+    from tests.helpers.bank import add_kv
+    from tests.helpers.spy import record_requests
+
+    a, st, top, held = _contended_writer(tmp_path)
+    a.logs.note_claim("x", 2)  # (this process lost a race on x a moment ago)
+    seen = record_requests(monkeypatch, st)
+    t = a.begin("serializable")
+    add_kv(t, "x", 1, 1)
+    placed = [(e.version, e.attempts) for e in t.events.history if isinstance(e, ev.MarkerPlaced)]
+    assert placed == [(top + 4, 1)]
+    kinds = [(kind, key) for kind, key in seen if kind == "LIST" or key.endswith(".parquet")]
+    assert kinds[0] == ("LIST", "_lakevilla/markers/x/"), kinds  # (before the data file is written)
+    for w in (t, *held):
+        w.rollback()
+
+
+def test_an_uncontended_writer_and_a_query_list_no_markers(tmp_path, monkeypatch):
+    from tests.helpers.bank import add_kv, read_kv
+    from tests.helpers.spy import record_requests
+
+    a, st, _top, held = _contended_writer(tmp_path)
+    seen = record_requests(monkeypatch, st)
+    t = a.begin("serializable")
+    add_kv(t, "x", 1, 1)  # (not contended: the first try lost, the LIST went with the second)
+    t.rollback()
+    first = [k for k, key in seen if k == "LIST" and "markers" in key]
+    a.logs.note_claim("x", 2)
+    seen.clear()
+    q = a.begin("serializable")
+    read_kv(q, "x")
+    q.rollback()
+    assert len(first) == 1 and not [k for k, key in seen if k == "LIST" and "markers" in key], seen
+    for w in held:
+        w.rollback()
