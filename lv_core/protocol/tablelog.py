@@ -139,9 +139,10 @@ class TableLogs:
         with self._lock:
             return self._moved.get(table, False)
 
-    def note_claim(self, table: str, attempts: int) -> None:
-        """A marker claim on ``table`` took ``attempts`` tries (more than one: it lost a race)."""
-        if attempts > 1:
+    def note_claim(self, table: str, attempts: int, *, jumped: bool = False) -> None:
+        """A marker claim on ``table`` took ``attempts`` tries (more than one: it lost a race); ``jumped``: its
+        first try went past claims this process did not know of (a race it would have lost)."""
+        if attempts > 1 or jumped:
             with self._lock:
                 self._lost_claim[table] = time.monotonic()
 

@@ -117,12 +117,13 @@ def _place(core: TxnCore, name: str, start: int, check_log: bool = True,
     if core.book.lease_expires == 0.0:
         core.book.lease_expires = keeper().register(core.store, core.id, core.settings.lease_s)
     logs = core.services.logs
+    jumped = False  # (past claims this process did not know of: a race avoided, still contended)
     with contextlib.suppress(Exception):  # (a failed LIST: the claim lists again if it loses)
         if above is not None and (top := above.result()) >= start:
-            start, check_log = top + 1, True  # (a version the caller has not seen the log end below)
+            start, check_log, jumped = top + 1, True, True  # (check_log: the caller did not see the log there)
     v, etag, attempts = place_marker(core.store, name, start, core.marker_info(), check_log=check_log,
                                      contended=logs.claims_contended(name, core.settings.tuning.contended_s))
-    logs.note_claim(name, attempts)
+    logs.note_claim(name, attempts, jumped=jumped)
     logs.note_claimed(name, v)
     core.events.emit(ev.MarkerPlaced(core.id, table=name, version=v, attempts=attempts))
     return v, etag
@@ -167,23 +168,41 @@ def free_placed(core: TxnCore, table: str, version: int, etag: str) -> None:
     _free_quietly(core, table, version, etag, "unused")
 
 
-def record_write_marker(core: TxnCore, ts: TableState, v: int, etag: str) -> None:
+def record_write_marker(core: TxnCore, ts: TableState, v: int, etag: str,
+                        ahead: Future[dict[int, VersionState]] | None = None) -> None:
     """The rest of :func:`claim_write_marker`: the marker is the table's; versions below it are
-    predecessors (on the transaction's thread)."""
+    predecessors (on the transaction's thread). ``ahead``: some of them, read beside the claim (:func:`read_below`)."""
     crashpoint("marker-placed")
     ts.marker_version, ts.marker_etag = v, etag
-    # (read in parallel, each version's log file and marker object at once: one round trip in all)
     between = [pv for pv in range(ts.base.version + 1, v) if (ts.name, pv) not in core.logged]  # a log file is final
-    known = core.services.logs.known_latest(ts.name)
-    found = read_versions(core.store, ts.name, between,
-                          logged=range(ts.base.version + 1, known + 1) if known is not None else ())
-    for pv, st in zip(between, found, strict=True):
+    got: dict[int, VersionState] = {}
+    with contextlib.suppress(Exception):  # (a failed read ahead: read here)
+        got = dict(ahead.result()) if ahead is not None else {}
+    rest = [pv for pv in between if pv not in got]
+    got.update(zip(rest, _read_between(core, ts, rest), strict=True))
+    for pv, st in ((pv, got[pv]) for pv in between):
         if st.filled:  # a log file is final: settling takes it from here instead of reading it again
             core.logged[(ts.name, pv)] = st
         elif st.pending and st.txn and st.txn != core.id:
             ts.pending[pv] = st.txn
     ts.logical = v - 1 > ts.base.version
     waiting.add_edges(core, ts)
+
+
+def read_below(core: TxnCore, ts: TableState, above: Future[int]) -> dict[int, VersionState]:
+    """The versions between ``ts``'s base and the highest claim ``above`` lists, as :func:`record_write_marker`
+    reads them for a marker claimed just above it: read beside that claim, they spare the recording its round
+    trip. Read before the claim is as good as after: a log file is final, and a marker only goes from pending
+    to freed or committed, which waiting finds out (:func:`~lv_core.protocol.markers.read_versions`)."""
+    between = [pv for pv in range(ts.base.version + 1, above.result() + 1) if (ts.name, pv) not in core.logged]
+    return dict(zip(between, _read_between(core, ts, between), strict=True))
+
+
+def _read_between(core: TxnCore, ts: TableState, versions: list[int]) -> list[VersionState]:
+    """Each version's log file and marker object at once: one round trip in all."""
+    known = core.services.logs.known_latest(ts.name)
+    return read_versions(core.store, ts.name, versions,
+                         logged=range(ts.base.version + 1, known + 1) if known is not None else ())
 
 
 def replace_marker(core: TxnCore, ts: TableState) -> None:

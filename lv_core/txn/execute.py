@@ -22,11 +22,18 @@ from lv_core.errors import LvError, TransactionError
 from lv_core.protocol import clock
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import Conflict
-from lv_core.protocol.markers import highest_claim
+from lv_core.protocol.markers import VersionState, highest_claim
 from lv_core.protocol.sublog import SublogEntry, write_entry
 from lv_core.testing import crashpoint
 from lv_core.txn import waiting
-from lv_core.txn.access import access, claim_write_marker, free_placed, place_write_marker, record_write_marker
+from lv_core.txn.access import (
+    access,
+    claim_write_marker,
+    free_placed,
+    place_write_marker,
+    read_below,
+    record_write_marker,
+)
 from lv_core.txn.context import OpContext
 from lv_core.txn.core import TxnCore
 from lv_core.txn.current import CaughtUp, catch_up, settle, speculate
@@ -81,6 +88,7 @@ class EarlyMarkers:
         self.core, self.op = core, op
         self.placing: dict[str, tuple[TableState, Future[tuple[int, str]]]] = {}
         self.above: dict[str, Future[int]] = {}  # the highest claim on a contended table, being listed
+        self.below: dict[str, Future[dict[int, VersionState]]] = {}  # the versions under it, read beside the claim
         logs, within = core.services.logs, core.settings.tuning.contended_s
         for t in () if op.reads_only else op.tables:
             ts, known = core.book.tables.get(t), logs.known_reserved(t)
@@ -97,7 +105,10 @@ class EarlyMarkers:
         ts = self.core.book.tables.get(table)
         if table in self.placing or table not in self.op.tables or ts is None or ts.marker_version is not None:
             return
-        self.placing[table] = (ts, submit(Pool.TASKS, place_write_marker, self.core, ts, self.above.get(table)))
+        above = self.above.get(table)
+        self.placing[table] = (ts, submit(Pool.TASKS, place_write_marker, self.core, ts, above))
+        if above is not None:
+            self.below[table] = submit(Pool.TASKS, read_below, self.core, ts, above)
 
     def finish(self, written: set[str]) -> set[str]:
         """Record the markers of ``written`` tables, give up the others (raises a failed placement's
@@ -117,8 +128,11 @@ class EarlyMarkers:
             now = self.core.book.tables.get(t)
             if error is None and t in written and now is not None and now.marker_version is None and (
                     now is ts or v > max(now.base.version, ts.base.version + 1)):
-                record_write_marker(self.core, now, v, etag)
-                recorded.add(t)
+                try:
+                    record_write_marker(self.core, now, v, etag, self.below.get(t))
+                    recorded.add(t)
+                except BaseException as e:  # (the markers after it are given up, not left to their lease)
+                    error = e
             else:
                 free_placed(self.core, t, v, etag)
         if error is not None:
