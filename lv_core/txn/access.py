@@ -174,7 +174,7 @@ def record_write_marker(core: TxnCore, ts: TableState, v: int, etag: str,
     predecessors (on the transaction's thread). ``ahead``: some of them, read beside the claim (:func:`read_below`)."""
     crashpoint("marker-placed")
     ts.marker_version, ts.marker_etag = v, etag
-    between = [pv for pv in range(ts.base.version + 1, v) if (ts.name, pv) not in core.logged]  # a log file is final
+    between = _unread(core, ts, v)
     got: dict[int, VersionState] = {}
     with contextlib.suppress(Exception):  # (a failed read ahead: read here)
         got = dict(ahead.result()) if ahead is not None else {}
@@ -194,8 +194,14 @@ def read_below(core: TxnCore, ts: TableState, above: Future[int]) -> dict[int, V
     reads them for a marker claimed just above it: read beside that claim, they spare the recording its round
     trip. Read before the claim is as good as after: a log file is final, and a marker only goes from pending
     to freed or committed, which waiting finds out (:func:`~lv_core.protocol.markers.read_versions`)."""
-    between = [pv for pv in range(ts.base.version + 1, above.result() + 1) if (ts.name, pv) not in core.logged]
+    between = _unread(core, ts, above.result() + 1)
     return dict(zip(between, _read_between(core, ts, between), strict=True))
+
+
+def _unread(core: TxnCore, ts: TableState, below: int) -> list[int]:
+    """The versions after ``ts``'s base and below ``below`` whose log file the transaction has not read (a log
+    file is final)."""
+    return [pv for pv in range(ts.base.version + 1, below) if (ts.name, pv) not in core.logged]
 
 
 def _read_between(core: TxnCore, ts: TableState, versions: list[int]) -> list[VersionState]:

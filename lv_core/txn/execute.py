@@ -91,8 +91,10 @@ class EarlyMarkers:
         self.below: dict[str, Future[dict[int, VersionState]]] = {}  # the versions under it, read beside the claim
         logs, within = core.services.logs, core.settings.tuning.contended_s
         for t in () if op.reads_only else op.tables:
+            if not logs.claims_contended(t, within):  # (the usual case: nothing to look up)
+                continue
             ts, known = core.book.tables.get(t), logs.known_reserved(t)
-            if (ts is None or ts.marker_version is None) and known is not None and logs.claims_contended(t, within):
+            if (ts is None or ts.marker_version is None) and known is not None:
                 self.above[t] = submit(Pool.REQUESTS, highest_claim, core.store, t, known)
 
     @staticmethod
