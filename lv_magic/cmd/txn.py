@@ -13,7 +13,7 @@ from lv_magic.args import begin_parser
 from lv_magic.context import MagicContext
 from lv_magic.display import txn_widget
 from lv_magic.outcome import background_commit, outcome_line
-from lv_magic.state import commit_in_background
+from lv_magic.state import OpenTxn, commit_in_background
 from widgets.model import versions_text
 
 
@@ -32,6 +32,7 @@ def commit(ctx: MagicContext, rest: list[str]) -> None:
     if len(rest) != 1:
         raise LvError("usage: %lv commit NAME")
     ot = ctx.state.get(rest[0])
+    pending = in_background(ctx)
     fut, note = commit_in_background(ot.txn, ctx.commit_wait_s)
     ot.future = fut
     if note is not None:  # this line shows the outcome once the commit ends
@@ -40,20 +41,27 @@ def commit(ctx: MagicContext, rest: list[str]) -> None:
     try:
         res = fut.result()
     except BaseException:
-        settle(ctx, ot.txn.id)
+        settle(ctx, ot.txn.id, pending)
         raise
     print(f"{rest[0]} committed: {versions_text(res.versions, 'read-only')}")
-    settle(ctx, ot.txn.id)
+    settle(ctx, ot.txn.id, pending)
 
 
-def settle(ctx: MagicContext, ended: str, timeout_s: float = 10.0) -> None:
+def in_background(ctx: MagicContext) -> list[tuple[str, OpenTxn]]:
+    """The named transactions whose commit goes on in the background right now."""
+    return [(name, ot) for name, ot in list(ctx.state.txns.items()) if ot.future is not None and not ot.future.done()]
+
+
+def settle(ctx: MagicContext, ended: str, pending: list[tuple[str, OpenTxn]], timeout_s: float = 10.0) -> None:
     """After ``ended`` committed or rolled back, give the background commits that waited for it up to
     ``timeout_s`` to end, and say how each ended: in this cell, and (by the post-execute hook, from
     this cell's thread) in the cell that asked for it, so that a notebook run saves both. A commit
-    that goes on to wait for another transaction is not waited for: this cell says so."""
-    waiting = [(name, ot) for name, ot in list(ctx.state.txns.items())
-               if ot.future is not None and not ot.future.done()
-               and any(isinstance(e, ev.Waiting) and e.on_txn == ended for e in ot.txn.events.history)]
+    that goes on to wait for another transaction is not waited for: this cell says so.
+
+    ``pending`` are the background commits from before ``ended`` ended (:func:`in_background`): one
+    that ended at once when ``ended`` did is reported too, not only those still running now."""
+    waiting = [(name, ot) for name, ot in pending
+               if any(isinstance(e, ev.Waiting) and e.on_txn == ended for e in ot.txn.events.history)]
     deadline = time.monotonic() + timeout_s
     for name, ot in waiting:
         fut = ot.future
@@ -100,6 +108,7 @@ def rollback(ctx: MagicContext, rest: list[str]) -> None:
     if len(rest) != 1:
         raise LvError("usage: %lv rollback NAME")
     ot = ctx.state.get(rest[0])
+    pending = in_background(ctx)
     ot.txn.rollback("rolled back by %lv rollback", "rollback")
     print(f"{rest[0]} rolled back; nothing changed")
-    settle(ctx, ot.txn.id)
+    settle(ctx, ot.txn.id, pending)

@@ -103,6 +103,31 @@ def test_interleaved_lost_update_is_prevented(ip, wh, capsys):
     assert committed_kv(wh, "kv")[1] == 11.0
 
 
+def test_commit_reports_a_waiting_commit_that_ended_before_it_looked(ip, wh, capsys, monkeypatch):
+    """`%lv commit t1` says how t2's background commit ended even when t2 (waiting for t1) ended before the
+    cell looked: the waiting commits are those from before t1 ended, not those still running after."""
+    import lv_magic.cmd.txn as cmd_txn
+
+    ip.run_line_magic("lv", "begin t1 repeatable_read --quiet")
+    ip.run_line_magic("lv", "begin t2 repeatable_read --quiet")
+    ip.run_cell_magic("lvtxn", "--name t1 --python", "write_kv(txn, 'kv', 1, read_kv(txn, 'kv', 1)[1] + 1)")
+    ip.run_cell_magic("lvtxn", "--name t2 --python", "write_kv(txn, 'kv', 1, read_kv(txn, 'kv', 1)[1] + 100)")
+    ip.run_line_magic("lv", "commit t2")  # waits behind t1 in the background
+    capsys.readouterr()
+    real_settle = cmd_txn.settle
+
+    def settle_late(ctx, ended, *args, **kw):  # the cell's thread is slower than t2's abort
+        STATE.get("t2").future.exception(timeout=30)
+        return real_settle(ctx, ended, *args, **kw)
+
+    monkeypatch.setattr(cmd_txn, "settle", settle_late)
+    ip.run_line_magic("lv", "commit t1")
+    out = capsys.readouterr().out
+    said = [line for line in out.splitlines() if line.startswith("t2 aborted (exposed_read")]
+    # One line is the background output's own update ("... (after waiting for t1 at kv@3)"); the cell's is the other.
+    assert [line for line in said if "(after waiting for t1" not in line], out
+
+
 def test_tables_markers_log_dag_recover(ip, wh, capsys):
     ip.run_line_magic("lv", "begin t1 repeatable_read --quiet")
     ip.run_cell_magic("lvtxn", "--name t1 --python", "add_kv(txn, 'kv', 1, 1)")
