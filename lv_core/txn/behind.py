@@ -168,10 +168,21 @@ def serve_same(store: ObjectStore, state: GvlState, txn: str, own: Sequence[Plan
         top = PredecessorCommit(e.table, e.version, txn, decode_commit(e.data, version=e.version, table=e.table))
         for link in sg.chain(top, mine, {v: behind.log[(e.table, v)] for v in need}):
             c, req = link.candidate, behind.reqs[link.candidate.txn]
-            if link.why is not None or behind.live[c.txn].result() <= time.time():
+            if link.why is not None or not _live_now(behind.live[c.txn]):
                 log.debug("left to owner: %s (%s)", link.why or "markers not live", req.txn)
                 break
             _join(group, state, req, c, top)
+
+
+def _live_now(until: Future[float]) -> bool:
+    """Whether the markers judged by ``until`` (:func:`live_until`) are live now. A read that failed (the
+    store, a malformed marker) counts as not live: the member is left to its owner, and the holder's own
+    commit goes on (as :func:`lv_core.txn.group._check` does for requests on other tables)."""
+    try:
+        return until.result() > time.time()
+    except (LvError, ValueError) as e:
+        log.info("leaving a queued request to its owner: its markers could not be read: %s", e)
+        return False
 
 
 def _join(group: Group, state: GvlState, req: Request, c: sg.Candidate, top: PredecessorCommit) -> None:
