@@ -376,20 +376,22 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo, *
     Returns (version, etag, attempts). Each candidate version is claimed (PUT-create of the marker
     object) while the log is checked for it (1 HEAD, at the same time: one round trip): a writer that
     ignores markers may have taken the version, and then the claim is withdrawn (its object deleted)
-    and the next version tried; losing the race for the marker object means: try the next version,
-    and after a second loss in a row (the start was stale: others claimed several versions), try just
-    above the highest claim past it (1 LIST, sent with the second try: one round trip less under contention).
-    A writer that ignores markers may still take the version after the check: the commit then finds
-    it taken and the transaction moves its marker. ``check_log=False`` skips the check for the first
-    candidate (the caller has just seen the log end below it; the commit still finds a taken version).
+    and the next version tried. Losing the race for the marker object means: try the next version with a
+    LIST of the claims beside it; losing that too (the start was stale, or others race for the same
+    versions), try just above the highest claim the LIST found; and so on, alternately, so every lost race
+    costs one round trip (a LIST sent only after a loss cost two: eight writers of one table, released
+    together by a group commit, lost four races in a row). A writer that ignores markers may still take
+    the version after the check: the commit then finds it taken and the transaction moves its marker.
+    ``check_log=False`` skips the check for the first candidate (the caller has just seen the log end
+    below it; the commit still finds a taken version).
     ``contended`` (the caller's claims on the table lost races lately): the LIST is sent with the
     first try instead, so a lost first try jumps past the highest claim at once (2 round trips, not 3:
     issue 38, eight writers of one table lost 1.8 races per claim); where it is won, the LIST is wasted.
     """
     data = encode_marker(info)
     v = start
-    attempts = lost = 0
-    # the LIST started at the first loss, beside the next try (or with the first try, when contended)
+    attempts = 0
+    # a LIST started at a loss, beside the next try (or with the first try, when contended)
     listing: Future[int] | None = (concurrency.submit(concurrency.Pool.REQUESTS, highest_claim, store, table, v)
                                    if contended else None)
     while True:
@@ -401,11 +403,8 @@ def place_marker(store: ObjectStore, table: str, start: int, info: MarkerInfo, *
         except AlreadyExists:
             if held is not None:
                 held.result()
-            lost += 1
-            if listing is not None:  # (two losses in a row: the start was stale; jump past the highest claim)
+            if listing is not None:  # (lost beside a LIST: jump past the highest claim it found)
                 v, listing = max(v, listing.result()) + 1, None
-            elif lost >= 2:
-                v = highest_claim(store, table, v) + 1
             else:
                 listing = concurrency.submit(concurrency.Pool.REQUESTS, highest_claim, store, table, v)
                 v += 1

@@ -198,3 +198,40 @@ def test_a_marker_that_cannot_be_recorded_gives_up_the_markers_placed_after_it(t
     placed = {e.table for e in t.events.history if isinstance(e, ev.MarkerPlaced)}
     assert placed == {"x", "y"} and "y" in freed, t.events.history
     t.rollback()
+
+
+def test_every_lost_race_costs_one_round_trip_the_list_going_beside_the_next_try(tmp_path):
+    """Others win the race for each of the first three versions the claimer tries (they claim it just
+    before its PUT): after the first loss it tries 2 beside a LIST, jumps to 3 from it, and after losing
+    that too tries 4 beside a second LIST, instead of waiting for that LIST first (the code before: a loss
+    after the jump listed, then tried: two round trips per loss). Held until the fourth try's PUT is under
+    way, that LIST waits out its gate on the code before."""
+    import threading
+
+    from lv_core.protocol.layout import marker_key
+    from lv_core.storage.base import CREATE
+
+    store = _store(tmp_path)
+    inner_put, inner_list = store.put, store.list
+    fourth = threading.Event()
+    lists: list[bool] = []  # per LIST: whether it waited for the fourth try's PUT to start
+
+    def put(key, data, *, mode=None, **kw):
+        for v in (1, 2, 3):
+            if key == marker_key("t", v) and b'"me"' in data:
+                inner_put(key, b'{"commitInfo":{"lakevilla":{"kind":"marker","txn":"other"}}}', mode=CREATE)
+        if key == marker_key("t", 4):
+            fourth.set()
+        return inner_put(key, data, mode=mode, **kw) if mode is not None else inner_put(key, data, **kw)
+
+    def listing(prefix, **kw):
+        if lists:  # the second LIST: sent beside the fourth try, or after the third loss?
+            lists.append(fourth.wait(5.0))
+        else:
+            lists.append(True)
+        return inner_list(prefix, **kw)
+
+    store.put, store.list = put, listing  # type: ignore[method-assign]
+    v, _, attempts = place_marker(store, "t", 1, MarkerInfo("me"))
+    assert (v, attempts) == (4, 4)
+    assert lists == [True, True], lists
