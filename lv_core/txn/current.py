@@ -158,13 +158,15 @@ def _wait(warm: Future[object] | None) -> None:
             pass
 
 
-def speculate(core: TxnCore, op: Operation) -> Future[bool] | None:
+def speculate(core: TxnCore, op: Operation) -> Future[GvlState | None] | None:
     """Start the look of :func:`first_head` and let ``op`` run at the same time (one round trip fewer).
 
     Only for the transaction's first table access by a one-table operation, on a table the cached head
     names and that did not move the last time: the transaction's head becomes the cached head at once,
     and the look (is the table's log still at the version that head names?) runs beside the operation.
-    :func:`settle` then keeps the result (the same as running after the look) or takes it back.
+    :func:`settle` then keeps the result (the same as running after the look) or takes it back. The
+    look's answer is None (not moved) or, when the table moved, the global log's head, read as soon as
+    the look found out (:func:`_look`), still beside the operation: settling needs it for the rerun.
     """
     if not core.iso or core.book.head is not None or core.book.tables or len(op.tables) != 1:
         return None
@@ -173,34 +175,42 @@ def speculate(core: TxnCore, op: Operation) -> Future[bool] | None:
     cached = glog.known_state()
     v = cached.table_version(table) if cached is not None else None
     known = logs.known_reserved(table)  # a version (or a marker's claim, ours too) past v: it moved
-    if cached is None or v is None or (known is not None and known > v) or logs.moved(table):
+    if (cached is None or v is None or (known is not None and known > v) or logs.moved(table)
+            or not concurrency.may_wait(Pool.TASKS)):  # (the look is a compound step: a TASKS task)
         return None
-    look = submit(Pool.REQUESTS, is_latest, core.store, table, v)
+    look = submit(Pool.TASKS, _look, core, table, v)
     core.book.head = cached
     core.looking.add(table)
     return look
 
 
-def settle(core: TxnCore, op: Operation, look: Future[bool]) -> bool:
+def _look(core: TxnCore, table: str, v: int) -> GvlState | None:
+    """None when ``table``'s log holds no version after ``v``; else the global log's head, read at once
+    (1 HEAD; then the head's GETs). Any head read after the transaction began serves its rerun, as in
+    :func:`first_head`; reading it here rather than after the operation only saves the wait."""
+    if is_latest(core.store, table, v):
+        return None
+    return core.services.glog.head()
+
+
+def settle(core: TxnCore, op: Operation, look: Future[GvlState | None]) -> bool:
     """Whether the operation that ran beside :func:`speculate`'s look may stand. True: the table's log
     had no version after the one read, so the operation ran on what it would have run on after the look
     (the table is confirmed). False: the table moved; the transaction forgets the table and reads the
     global log's head (the caller deletes what the operation staged and runs it again on that head)."""
     table = op.tables[0]
     core.looking.discard(table)
-    if look.result():
+    moved = look.result()
+    if moved is None:
         core.confirmed.add(table)
         return True
     core.services.logs.note_moved(table, True)
     core.book.tables.pop(table, None)
     v = core.book.head.table_version(table) if core.book.head is not None else None
     core.book.head = None
-    # known to be stale: read the head, no second look
-    if v is None:
-        core.book.head = core.services.glog.head()
-    else:
-        with _log_read_beside(core, table, v):
-            core.book.head = core.services.glog.head()
+    # known to be stale: the head the look read, no second look
+    with _log_read_beside(core, table, v) if v is not None else contextlib.nullcontext():
+        core.book.head = moved
     return False
 
 

@@ -22,6 +22,7 @@ from lv_core.errors import LvError, TransactionError
 from lv_core.protocol import clock
 from lv_core.protocol.aborts import aborted
 from lv_core.protocol.conflicts import Conflict
+from lv_core.protocol.gvl import GvlState
 from lv_core.protocol.markers import VersionState, highest_claim
 from lv_core.protocol.sublog import SublogEntry, write_entry
 from lv_core.testing import crashpoint
@@ -272,7 +273,7 @@ def _first_run(core: TxnCore, op: Operation, early: EarlyMarkers | None, caught:
     return result
 
 
-def _run_beside(core: TxnCore, op: Operation, look: Future[bool], early: EarlyMarkers | None,
+def _run_beside(core: TxnCore, op: Operation, look: Future[GvlState | None], early: EarlyMarkers | None,
                 caught: list[CaughtUp]) -> OpResult:
     """Run the transaction's first operation (one table) while :func:`lv_core.txn.current.speculate`'s
     look at the table's log is under way: kept when the look confirms the version it ran on (what it

@@ -76,6 +76,35 @@ def test_a_table_moved_by_another_kernel_is_read_at_the_newest_global_version(tw
     r.commit()
 
 
+def test_a_moved_tables_head_is_read_as_soon_as_the_look_finds_it_moved_beside_the_first_run(two, monkeypatch):
+    """The read runs beside the look (the cached head said the table was still there); the look finds the
+    other kernel's commit and reads the global log's head at once, while the first run still reads its
+    data, not after it (the rerun needs that head). Held until a GET of the global log is under way, the
+    first run's data GET waits out its gate on the code before (the head was read when settling)."""
+    import threading
+
+    a, b, st = two
+    w = b.begin("serializable")
+    add_kv(w, "x", 1, 5)
+    w.commit()
+    head_read = threading.Event()
+    waited: list[bool] = []
+    get = st.get
+
+    def gated(key, *args, **kw):
+        if key.startswith("_lakevilla/gvl/"):
+            head_read.set()
+        elif key.startswith("x/") and key.endswith(".parquet") and not waited:
+            waited.append(head_read.wait(5.0))
+        return get(key, *args, **kw)
+
+    monkeypatch.setattr(st, "get", gated)
+    r = a.begin("serializable")
+    assert read_kv(r, "x", 1) == {1: 105.0}  # the rerun, at the newest head
+    r.commit()
+    assert waited == [True]
+
+
 def test_two_tables_are_read_at_one_global_version_when_a_writer_commits_in_between(two):
     """Read skew is impossible: the first table is found unmoved (the cached head is used), a writer
     then moves both tables; the second table is read at the same global version (its old value), and
