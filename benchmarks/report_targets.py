@@ -26,7 +26,8 @@ from benchmarks.report_sections import load_result, md_table
 #: The side-by-side YCSB runs of issue 38 (``python -m benchmarks.protocol_speed``), grouped by the pair of
 #: trees they compare, newest first; older runs of the same harness (issue 21) are kept under other names
 #: and cited by the history notes.
-YCSB_RUNS = (("protocol_speed_s25",), ("protocol_speed_s24_final",), ("protocol_speed_s24",),
+YCSB_RUNS = (("protocol_speed_s26",), ("protocol_speed_s26_product",), ("protocol_speed_s25",),
+             ("protocol_speed_s24_final",), ("protocol_speed_s24",),
              ("protocol_speed_s23_final2",), ("protocol_speed_s23",), ("protocol_speed_s23_final",),
              ("protocol_speed_s22_main",),
              ("protocol_speed_s22", "protocol_speed_s22_run2"),
