@@ -352,6 +352,13 @@ def _behind_a_holder(tmp_path: Any, settle: Any, monkeypatch: pytest.MonkeyPatch
     real = isolation.settle_markers
     monkeypatch.setattr(isolation, "settle_markers", lambda core, deadline: settle(real, core, deadline)
                         if core.id == m.id else real(core, deadline))
+    res, got = _queued_then_committed(lh, d, m)
+    return lh, res, m, got
+
+
+def _queued_then_committed(lh: Lakehouse, d: Any, m: Any) -> tuple[Any, Any]:
+    """M commits in a thread and queues early (behind D's marker); then D commits. Returns (M's outcome or
+    error, D's result)."""
     out: list[Any] = []
 
     def commit() -> None:
@@ -368,7 +375,7 @@ def _behind_a_holder(tmp_path: Any, settle: Any, monkeypatch: pytest.MonkeyPatch
         time.sleep(0.01)
     got = d.commit()
     th.join(60)
-    return lh, out[0], m, got
+    return out[0], got
 
 
 def test_an_owner_whose_settling_fails_after_a_holder_committed_it_ends_committed(
@@ -432,27 +439,12 @@ def test_a_member_whose_markers_cannot_be_read_is_left_to_its_owner_and_the_hold
         return real(req, read)
 
     monkeypatch.setattr(behind, "_live", flaky)
-    out: list[Any] = []
-
-    def commit() -> None:
-        try:
-            out.append(m.commit())
-        except BaseException as e:  # the test inspects it
-            out.append(e)
-
-    th = threading.Thread(target=commit)
-    th.start()
-    end = time.monotonic() + 30
-    while _queued(lh.store) < 1 and not out:
-        assert time.monotonic() < end
-        time.sleep(0.01)
     before = lh.global_log.head().version
-    got = d.commit()
-    th.join(60)
+    res, got = _queued_then_committed(lh, d, m)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text  # (fails on the code before)
     assert failed.is_set()  # the holder did try to serve M
-    assert not isinstance(out[0], BaseException), out
-    assert got.versions["kv"] < out[0].versions["kv"]
+    assert not isinstance(res, BaseException), res
+    assert got.versions["kv"] < res.versions["kv"]
     assert all(m.id not in lh.global_log.at(v).group for v in range(before + 1, lh.global_log.head().version + 1))
     assert committed_kv(lh, "kv") == {1: 1.0, 4: 1.0}
 
