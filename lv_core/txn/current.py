@@ -196,8 +196,9 @@ def _look(core: TxnCore, table: str, v: int) -> GvlState | None:
 def settle(core: TxnCore, op: Operation, look: Future[GvlState | None]) -> bool:
     """Whether the operation that ran beside :func:`speculate`'s look may stand. True: the table's log
     had no version after the one read, so the operation ran on what it would have run on after the look
-    (the table is confirmed). False: the table moved; the transaction forgets the table and reads the
-    global log's head (the caller deletes what the operation staged and runs it again on that head)."""
+    (the table is confirmed). False: the table moved; the transaction forgets the table and takes the
+    global log's head the look read (the caller deletes what the operation staged and runs it again on
+    that head)."""
     table = op.tables[0]
     core.looking.discard(table)
     moved = look.result()
