@@ -332,8 +332,8 @@ def client_run(args: dict[str, Any], ready: Callable[[], float]) -> dict[str, An
     else:
         lh, store = open_lakehouse(spec, args["location"], lease_s=args.get("lease_s", 30.0))
         # Warm-up, outside the measurement, under the preset measured: snapshot cache and code paths; under
-        # ``serializable`` also the table's one-time enrollment in the global log (a key round the first
-        # time a table is read there, ever; 8 fresh clients took ~0.7 s each for it inside the run).
+        # LV[I] also the table's one-time enrollment in the global log (a key round the first time a table
+        # is read there, ever), which is no part of a steady-state operation.
         warm = lh.begin(lv["preset"], features=lv.get("features"))
         warm.execute(lv_read(0))
         warm.commit()

@@ -207,11 +207,9 @@ def settle(core: TxnCore, op: Operation, look: Future[GvlState | None]) -> bool:
         return True
     core.services.logs.note_moved(table, True)
     core.book.tables.pop(table, None)
-    v = core.book.head.table_version(table) if core.book.head is not None else None
-    core.book.head = None
-    # known to be stale: the head the look read, no second look
-    with _log_read_beside(core, table, v) if v is not None else contextlib.nullcontext():
-        core.book.head = moved
+    # known to be stale: the head the look read, no second look. (Nothing runs beside taking it, so the log
+    # is not read ahead here: the rerun's access reads the versions it needs.)
+    core.book.head = moved
     return False
 
 
