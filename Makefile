@@ -6,6 +6,10 @@ PY := $(VENV)/bin/python
 STAMPS := build/stamps
 PYTEST := $(PY) -m pytest
 UNIT := not (s3 or spark or browser or notebook or slow)
+# The tiers with a JVM (Spark Connect, and the kernels and browser pages that use it) run in order in one
+# pytest process; the others on two pytest-xdist workers: their tests wait on stores, servers and client
+# processes more than they compute (on this 2-core machine: 18 minutes in one process, 11 on two workers).
+JVM := spark or browser or notebook
 
 .PHONY: help install sysdeps lint test test-fast test-all demo lab bench clean
 
@@ -49,14 +53,15 @@ $(STAMPS)/labext: $(STAMPS)/venv
 install: $(STAMPS)/venv $(STAMPS)/labext $(STAMPS)/sysdeps
 
 test-fast: $(STAMPS)/venv
-	$(PYTEST) -m "$(UNIT)" -q
+	$(PYTEST) -m "$(UNIT)" -q -n 2
 
 lint: $(STAMPS)/venv
 	$(VENV)/bin/ruff check lv_core lv_magic widgets tests benchmarks scripts
 	$(VENV)/bin/mypy
 
 test: install lint
-	$(PYTEST) -m "not slow" -q
+	$(PYTEST) -m "not ($(JVM) or slow)" -q -n 2
+	$(PYTEST) -m "($(JVM)) and not slow" -q
 
 test-all: install
 	$(PYTEST) -q

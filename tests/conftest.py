@@ -197,7 +197,10 @@ def seaweedfs_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc = subprocess.Popen(
             [weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={master}",
              f"-volume.port={volume}", f"-filer.port={filer}", "-s3", f"-s3.port={s3}", f"-s3.config={config}",
-             "-master.volumeSizeLimitMB=64", "-volume.max=0"],
+             "-master.volumeSizeLimitMB=64", "-volume.max=0",
+             # (the S3 gateway's Iceberg and Lance catalogs listen on fixed ports: a second server on the
+             # machine, another test process's, died binding them; no usage report from a test run)
+             "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         endpoint = f"http://127.0.0.1:{s3}"
         if _seaweedfs_ready(proc, endpoint):

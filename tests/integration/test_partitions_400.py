@@ -1,5 +1,7 @@
 """Spark tier, issue 20 item 3: a table with 400 partition values. SELECT, INSERT, UPDATE, DELETE and
-MERGE in SQL, each checked against what delta-rs reads; on a local folder and on the S3 test server."""
+MERGE in SQL, each checked against what delta-rs reads; on a local folder and on the S3 test servers. On moto
+(an S3 server in Python: 4 minutes here, most of the test's time) it runs in the slow tier: `make test` runs
+it on a local folder and on SeaweedFS, the real S3 server."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ from typing import Any
 
 import deltalake
 import pytest
+
+from tests.conftest import S3_BACKENDS
 
 pytestmark = pytest.mark.spark
 
@@ -29,6 +33,8 @@ def _partitions(lh: Any) -> set[int]:
             .get_add_actions(flatten=True).column("partition.p").to_pylist()}
 
 
+@pytest.mark.parametrize("engine_lh", ["local", *(pytest.param(f"s3-{b}", marks=[pytest.mark.s3, *(
+    [pytest.mark.slow] if b == "moto" else [])]) for b in S3_BACKENDS)], indirect=True)
 def test_400_partition_values(engine_lh: Any) -> None:
     lh = engine_lh
     lh.sql("CREATE TABLE t (id BIGINT, p INT, v DOUBLE) PARTITIONED BY (p)")
