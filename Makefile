@@ -5,11 +5,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMPS := build/stamps
 PYTEST := $(PY) -m pytest
-UNIT := not (s3 or spark or browser or notebook or slow)
 # The tiers with a JVM (Spark Connect, and the kernels and browser pages that use it) run in order in one
 # pytest process; the others on two pytest-xdist workers: their tests wait on stores, servers and client
 # processes more than they compute (on this 2-core machine: 18 minutes in one process, 11 on two workers).
 JVM := spark or browser or notebook
+UNIT := not (s3 or $(JVM) or slow)
 
 .PHONY: help install sysdeps lint test test-fast test-all demo lab bench clean
 

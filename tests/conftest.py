@@ -287,9 +287,11 @@ def fresh_bucket(endpoint: str) -> Iterator[str]:
         client.close()
 
 
-def s3_variants(*local: str) -> list[Any]:
-    """Parameters of a fixture over local stores and one S3 variant (``s3-<server>``) per server."""
-    return [*local, *(pytest.param(f"s3-{b}", marks=pytest.mark.s3) for b in S3_BACKENDS)]
+def s3_variants(*local: str, slow_on: tuple[str, ...] = ()) -> list[Any]:
+    """Parameters of a fixture over local stores and one S3 variant (``s3-<server>``) per server; those on
+    the servers ``slow_on`` run in the slow tier only."""
+    return [*local, *(pytest.param(f"s3-{b}", marks=[pytest.mark.s3, *([pytest.mark.slow] if b in slow_on else [])])
+                      for b in S3_BACKENDS)]
 
 
 def moto_only(s3_backend: str, why: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import deltalake
 import pytest
 
-from tests.conftest import S3_BACKENDS
+from tests.conftest import s3_variants
 
 pytestmark = pytest.mark.spark
 
@@ -33,8 +33,7 @@ def _partitions(lh: Any) -> set[int]:
             .get_add_actions(flatten=True).column("partition.p").to_pylist()}
 
 
-@pytest.mark.parametrize("engine_lh", ["local", *(pytest.param(f"s3-{b}", marks=[pytest.mark.s3, *(
-    [pytest.mark.slow] if b == "moto" else [])]) for b in S3_BACKENDS)], indirect=True)
+@pytest.mark.parametrize("engine_lh", s3_variants("local", slow_on=("moto",)), indirect=True)
 def test_400_partition_values(engine_lh: Any) -> None:
     lh = engine_lh
     lh.sql("CREATE TABLE t (id BIGINT, p INT, v DOUBLE) PARTITIONED BY (p)")
