@@ -17,15 +17,19 @@ ROOT = Path(__file__).resolve().parents[1]
 SUMMARY_KEY = "lakevilla"  # output metadata: {"lakevilla": {"summary": {...}}}
 
 
-def run(notebook: Path, out_dir: Path, workdir: Path, *, timeout: int = 600) -> nbformat.NotebookNode:
-    """Execute ``notebook``; write ``<out_dir>/<name>.ipynb`` and ``.html``; return the executed notebook."""
+def run(notebook: Path, out_dir: Path, workdir: Path, *, timeout: int = 600,
+        env: dict[str, str] | None = None) -> nbformat.NotebookNode:
+    """Execute ``notebook``; write ``<out_dir>/<name>.ipynb`` and ``.html``; return the executed notebook.
+
+    ``env``: the kernel's whole environment (default: this process's).
+    """
     nb = nbformat.read(notebook, as_version=4)
     workdir.mkdir(parents=True, exist_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(workdir)}},
                             store_widget_state=True)
     try:
-        client.execute()
+        client.execute(**({} if env is None else {"env": env}))
     finally:
         nbformat.write(nb, out_dir / notebook.name)
         write_html(nb, out_dir / (notebook.stem + ".html"))

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from lv_core.engine import progress
 from lv_core.engine import spark_ops as ops
-from lv_core.engine.session import get_spark, local_server, warm_up
+from lv_core.engine.session import env_remote, get_spark, local_server, warm_up
 from lv_core.engine.spark_conf import apply_runtime, normalize
 from lv_core.engine.spark_io import DATA_PATHS, SparkEngine
 from lv_core.engine.sql import SqlSession, autocommit_sql, run_bound, txn_sql
@@ -37,14 +37,15 @@ class SparkDataPlane:
 
     Args:
         lh: the lakehouse (through the port the data plane may use).
-        spark: ``connect(spark=...)``: None (embedded local server), ``"sc://host:port"`` or a session.
+        spark: ``connect(spark=...)``: None (the server ``SPARK_REMOTE`` names, else the embedded local
+            server), ``"sc://host:port"`` or a session.
         spark_conf: ``connect(spark_conf=...)``: Spark settings (see :mod:`lv_core.engine.spark_conf`):
             given to the embedded server when it starts, else set on the session at runtime.
     """
 
     def __init__(self, lh: LakehousePort, spark: Any = None, *, spark_conf: Mapping[str, Any] | None = None) -> None:
         self.lh = lh
-        self._spark_arg = spark
+        self._spark_arg = spark if spark is not None else env_remote()
         self._spark_conf = normalize(spark_conf)
         self._lock = threading.Lock()
         self._options: dict[str, str] = {}

@@ -8,7 +8,10 @@
   guarded by a random auth token, so kernels never share or kill each other's engine. The server
   is stopped at interpreter exit (``atexit``), and on Linux it also receives SIGTERM if this
   process dies abruptly.
-* ``"sc://host:port"``: a client of an existing server (one client per URL, reused).
+* ``"sc://host:port"``: a client of an existing server (one client per URL, reused). ``None``
+  means this too when the environment names a server (``SPARK_REMOTE=sc://...``, pyspark's own
+  setting, as a JupyterHub image or a shared machine sets it for every kernel); other values of it
+  (``local``, ``local[*]``) ask for a local server, which is the embedded one.
 * a ``SparkSession``: returned as is.
 
 Nothing of Spark's own logging reaches stdout/stderr (a notebook cell): the embedded server writes
@@ -54,7 +57,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-__all__ = ["LocalServer", "client_log_path", "find_java", "get_spark", "local_server", "stop_spark", "warm_up"]
+__all__ = ["LocalServer", "client_log_path", "env_remote", "find_java", "get_spark", "local_server", "stop_spark",
+           "warm_up"]
 
 log = logging.getLogger(__name__)
 
@@ -432,7 +436,8 @@ def get_spark(
     """Return a Spark Connect session.
 
     Args:
-        spark: ``None`` for the embedded server of this process (started on first use, then
+        spark: ``None`` for the server ``SPARK_REMOTE`` names (an ``sc://`` URL in the
+            environment), else the embedded server of this process (started on first use, then
             reused), ``"sc://host:port[/;token=...]"`` for an existing server (this client's own
             session gets ``spark.sql.session.timeZone=UTC``), or a ``SparkSession`` (returned
             unchanged).
@@ -442,6 +447,8 @@ def get_spark(
         EngineError: the engine could not be started or reached (the message says what to fix).
         ConfigError: ``spark`` is of an unsupported kind.
     """
+    if spark is None:
+        spark = env_remote()
     if spark is None:  # first: the server starts while pyspark's client modules load (see _preload)
         with _lock:
             _reset_after_fork()
@@ -469,6 +476,12 @@ def get_spark(
         session.conf.set("spark.sql.session.timeZone", "UTC")  # this session only
         _remote[spark] = session
         return session
+
+
+def env_remote() -> str | None:
+    """The server ``SPARK_REMOTE`` names, when it names one (``sc://``)."""
+    remote = os.environ.get("SPARK_REMOTE", "").strip()
+    return remote if remote.startswith("sc://") else None
 
 
 def _get_embedded(conf: Mapping[str, str] | None) -> ConnectSession:

@@ -73,8 +73,9 @@ def _write_json(path: Path, body: Any) -> None:
 class LabServer:
     """``jupyter lab`` serving ``root`` on a free loopback port, isolated under ``home``."""
 
-    def __init__(self, root: Path, home: Path, *, log_path: Path | None = None) -> None:
-        self.root, self.home = root, home
+    def __init__(self, root: Path, home: Path, *, log_path: Path | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.root, self.home, self.extra_env = root, home, env or {}
         self.port = free_port()
         self.token = secrets.token_hex(16)
         self.log_path = log_path or home / "jupyter-lab.log"
@@ -111,7 +112,7 @@ class LabServer:
             "JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTERLAB_WORKSPACES_DIR": str(dirs["workspaces"]),
             "JUPYTER_DATA_DIR": str(dirs["data"]), "IPYTHONDIR": str(dirs["ipython"]),
             "PYTHONPATH": str(REPO), "JUPYTER_PLATFORM_DIRS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-        })
+        }, **self.extra_env)
         return env
 
     def start(self, timeout_s: float = 90.0) -> "LabServer":
@@ -167,8 +168,9 @@ class LabServer:
 
 
 @contextlib.contextmanager
-def lab_server(root: Path, home: Path, log_path: Path | None = None) -> Iterator[LabServer]:
-    server = LabServer(root, home, log_path=log_path).start()
+def lab_server(root: Path, home: Path, log_path: Path | None = None,
+               env: dict[str, str] | None = None) -> Iterator[LabServer]:
+    server = LabServer(root, home, log_path=log_path, env=env).start()
     try:
         yield server
     finally:

@@ -22,11 +22,28 @@ def spark() -> Iterator[SparkSession]:
     Started on first use (about 6 s here), stopped at the end of the run. Without Java 17 it
     errors with the EngineError that says what to install.
     """
-    from lv_core.engine.session import get_spark, stop_spark
+    from lv_core.engine.session import get_spark, stop_spark, warm_up
 
     session = get_spark()
+    warm_up()  # as the product warms a fresh server (the kernels of spark_remote reach it too)
     yield session
     stop_spark()
+
+
+@pytest.fixture(scope="session")
+def spark_remote(spark: SparkSession) -> dict[str, str]:
+    """``SPARK_REMOTE`` naming the server of the ``spark`` fixture, for a kernel's environment.
+
+    A kernel started with it connects to that warm server instead of starting its own JVM: on this
+    2-core machine a kernel's own server costs about 15 s more to its first answer and 25 s of CPU.
+    The tests of the first start (the quickstart tutorial, the quiet-engine tests, the Spark session
+    tests) keep starting their own.
+    """
+    from lv_core.engine.session import local_server
+
+    server = local_server()
+    assert server is not None, "the spark fixture's embedded server is not running"
+    return {"SPARK_REMOTE": server.url}
 
 
 @pytest.fixture(params=["direct", "arrow"])
@@ -77,8 +94,9 @@ def engine_lh(request: pytest.FixtureRequest, spark: SparkSession, tmp_path: Any
 
 
 @pytest.fixture(scope="session")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """One JupyterLab server for every browser test, serving copies of tests/integration/notebooks."""
+def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """One JupyterLab server for every browser test, serving copies of tests/integration/notebooks; its
+    kernels share the ``spark`` fixture's server (``spark_remote``)."""
     from tests.integration.browser_utils import ARTIFACTS, copy_notebooks, lab_server, missing_requirements
 
     why = missing_requirements()
@@ -86,7 +104,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         pytest.skip(why)
     root = tmp_path_factory.mktemp("lab-root")
     copy_notebooks(Path(__file__).parent / "notebooks", root)
-    with lab_server(root, tmp_path_factory.mktemp("lab-home"), log_path=ARTIFACTS / "jupyter-lab.log") as server:
+    with lab_server(root, tmp_path_factory.mktemp("lab-home"), log_path=ARTIFACTS / "jupyter-lab.log",
+                    env=request.getfixturevalue("spark_remote")) as server:
         yield server
 
 

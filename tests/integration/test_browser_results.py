@@ -2,7 +2,7 @@
 draws its chart (inline SVG under the result table, visible, with a size), the table shows a NULL
 sum as ``NULL`` and integer sums as integers, and the saved output keeps the chart.
 
-The notebook is ``notebooks/results_chart.ipynb`` (Spark starts in its first cell). Screenshots land in
+The notebook is ``notebooks/results_chart.ipynb`` (its first cell reaches Spark). Screenshots land in
 ``test-artifacts/browser/results-*.png``.
 """
 
@@ -23,7 +23,7 @@ def test_chart_renders_under_the_result(notebook: Any) -> None:
     nb = notebook("results_chart.ipynb")
     page = nb.page
     nb.run_all()
-    nb.wait_cells_done([0, 1, 2], timeout_s=240)  # Spark starts in cell 0
+    nb.wait_cells_done([0, 1, 2], timeout_s=240)  # cell 0 reaches Spark
     assert nb.errors() == []
     out = page.locator(".jp-Notebook .jp-Cell").nth(2).locator(".jp-OutputArea-output")
     chart = out.locator(".lv-chart svg")

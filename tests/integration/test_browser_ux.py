@@ -203,7 +203,7 @@ def test_progress_and_cancel_interrupt_a_long_spark_statement(notebook: Any) -> 
     nb = notebook("ux_cancel.ipynb")
     page = nb.page
     marks["open"] = time.monotonic() - t0
-    _run_all(nb, 2, timeout_s=90)  # Spark starts here
+    _run_all(nb, 2, timeout_s=90)  # Spark is reached here
     marks["Spark up, table made"] = time.monotonic() - t0
     assert nb.errors() == []
     nb.run_cell(2)  # the long statement: the cell stays busy

@@ -3,7 +3,7 @@ it): ``--out`` gives pandas (``--spark`` the Spark DataFrame), results show NULL
 integer sums as integers, ``--chart`` sends an SVG, bad options change nothing, ``%lv`` typos get a
 "did you mean", and ``complete_request`` completes ``%lv`` commands, presets and open transactions.
 
-One kernel (with its embedded Spark server) for the module: it starts in about 10-40 s here.
+One kernel for the module; its Spark is the tests' server (``spark_remote``).
 """
 
 from __future__ import annotations
@@ -61,13 +61,13 @@ class Kernel:
 
 
 @pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
+def kernel(tmp_path_factory: pytest.TempPathFactory, spark_remote: dict[str, str]) -> Iterator[Kernel]:
     from jupyter_client.manager import KernelManager
 
     home = tmp_path_factory.mktemp("kernel")
     km = KernelManager()
     km.kernel_cmd = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "IPYTHONDIR": str(home / "ipython")}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "IPYTHONDIR": str(home / "ipython"), **spark_remote}
     km.start_kernel(cwd=str(home), env=env)
     kc = km.client()
     kc.start_channels()

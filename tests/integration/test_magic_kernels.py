@@ -40,10 +40,12 @@ class Ran:
 class Kernel:
     """A real IPython kernel with this worktree on its path, run cell by cell."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        """``env``: added to the kernel's environment (``spark_remote``: Spark is the tests' server)."""
         from jupyter_client.manager import start_new_kernel
 
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               **(env or {})}
         self.km, self.kc = start_new_kernel(kernel_name="python3", env=env, cwd=str(ROOT),
                                             extra_arguments=[f"--IPKernelApp.exec_lines=import sys; "
                                                              f"sys.path.insert(0, {str(ROOT)!r})"])
@@ -187,10 +189,11 @@ def test_other_kernels_transactions_show_by_name_and_short_id(warehouse: tuple[s
 
 @pytest.mark.spark
 def test_sql_lines_of_an_open_transaction_are_struck_through_when_it_rolls_back(tmp_path: Path,
-                                                                               kernels: list[Kernel]) -> None:
-    k = Kernel()
+                                                                               kernels: list[Kernel],
+        spark_remote: dict[str, str]) -> None:
+    k = Kernel(spark_remote)
     kernels.append(k)
-    k.ok(SETUP.format(path=str(tmp_path / "wh")).replace(" --lazy", ""), timeout=300)  # starts Spark
+    k.ok(SETUP.format(path=str(tmp_path / "wh")).replace(" --lazy", ""), timeout=300)  # reaches Spark
     created = k.ok("%%lvtxn --quiet\nCREATE TABLE acct (id BIGINT, balance DOUBLE);\nCREATE TABLE acct_b (id BIGINT)")
     assert re.search(r"committed: created acct, acct_b$", created.text.strip()), created.text
     k.ok("%%lvtxn --quiet\nINSERT INTO acct VALUES (1, 100.0), (2, 50.0)")
@@ -209,11 +212,12 @@ def test_sql_lines_of_an_open_transaction_are_struck_through_when_it_rolls_back(
 
 @pytest.mark.spark
 def test_lvsql_lines_of_an_open_begin_are_struck_through_when_it_rolls_back(tmp_path: Path,
-                                                                           kernels: list[Kernel]) -> None:
+                                                                           kernels: list[Kernel],
+        spark_remote: dict[str, str]) -> None:
     """The same for %%lvsql: the statements of a BEGIN left open at the cell's end, not those before it."""
-    k = Kernel()
+    k = Kernel(spark_remote)
     kernels.append(k)
-    k.ok(SETUP.format(path=str(tmp_path / "wh")).replace(" --lazy", ""), timeout=300)  # starts Spark
+    k.ok(SETUP.format(path=str(tmp_path / "wh")).replace(" --lazy", ""), timeout=300)  # reaches Spark
     k.ok("%%lvtxn --quiet\nCREATE TABLE acct (id BIGINT, balance DOUBLE)")
     opened = k.ok("%%lvsql\nINSERT INTO acct VALUES (1, 100.0);\nBEGIN;\n"
                   "UPDATE acct SET balance = balance - 10 WHERE id = 1")

@@ -2,10 +2,12 @@
 quietly, without waiting on a timeout, and leaves nothing beside itself.
 
 Each notebook runs from a fresh folder holding a copy of it (the way Run All works in place: the
-kernel starts in the notebook's folder) and starts its own embedded Spark Connect server in the
-kernel. Its summary (output metadata, see ``run_notebook.summary_of``) is computed from what happened.
-A cell may take up to 45 s (``LV_NOTEBOOK_CELL_LIMIT_S`` raises that on a loaded machine; a cell that
-starts the Spark server, up to 240 s).
+kernel starts in the notebook's folder). The quickstart starts the kernel's own embedded Spark Connect
+server, as a user's first notebook does; the others reach the test process's server through
+``SPARK_REMOTE`` (the ``spark_remote`` fixture), which saves a JVM start each. A notebook's summary
+(output metadata, see ``run_notebook.summary_of``) is computed from what happened. A cell may take up
+to 45 s (``LV_NOTEBOOK_CELL_LIMIT_S`` raises that on a loaded machine; a cell that starts the Spark
+server, up to 240 s).
 """
 
 from __future__ import annotations
@@ -94,13 +96,14 @@ def slow_cells(nb: Any) -> list[str]:
     return slow
 
 
-def run_in_place(notebook: Path, tmp_path: Path) -> tuple[Any, Path]:
-    """Run a copy of ``notebook`` from its own folder; assert the folder holds nothing new after."""
+def run_in_place(notebook: Path, tmp_path: Path, env: dict[str, str] | None = None) -> tuple[Any, Path]:
+    """Run a copy of ``notebook`` from its own folder (``env`` added to the kernel's environment); assert
+    the folder holds nothing new after."""
     folder = tmp_path / "notebooks"
     folder.mkdir()
     shutil.copy(notebook, folder / notebook.name)
     before = sorted(p.name for p in folder.iterdir())
-    nb = run(folder / notebook.name, tmp_path / "out", folder, timeout=900)
+    nb = run(folder / notebook.name, tmp_path / "out", folder, timeout=900, env={**os.environ, **(env or {})})
     assert sorted(p.name for p in folder.iterdir()) == before, "the tutorial left files beside itself"
     return nb, folder
 
@@ -121,8 +124,11 @@ def test_the_five_tutorials_exist():
 @pytest.mark.notebook
 @pytest.mark.spark
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_with_its_assertions(notebook: Path, tmp_path: Path, private_tmp: Path):
-    nb, _ = run_in_place(notebook, tmp_path)
+def test_notebook_runs_with_its_assertions(notebook: Path, tmp_path: Path, private_tmp: Path,
+                                          request: pytest.FixtureRequest):
+    # the quickstart starts the kernel's own server, as a first notebook does; the others share one
+    env = None if notebook.stem.startswith("01") else request.getfixturevalue("spark_remote")
+    nb, _ = run_in_place(notebook, tmp_path, env)
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
     problems = noise_in(nb) + slow_cells(nb)  # all of them at once
@@ -145,11 +151,11 @@ def test_notebook_runs_with_its_assertions(notebook: Path, tmp_path: Path, priva
 @pytest.mark.notebook
 @pytest.mark.spark
 def test_04_says_so_when_recover_leaves_the_marker(tmp_path: Path, private_tmp: Path,
-                                                   monkeypatch: pytest.MonkeyPatch):
+                                                   monkeypatch: pytest.MonkeyPatch, spark_remote: dict[str, str]):
     """A crashed client whose lease outlives the tutorial's wait: its marker survives the first
     recover, and the notebook says so (in what it prints and in its summary) instead of "freed"."""
     monkeypatch.setenv("LV_TUTORIAL_CRASH_LEASE_S", "25")
-    nb, _ = run_in_place(ROOT / "notebooks" / "04_crash_recovery.ipynb", tmp_path)
+    nb, _ = run_in_place(ROOT / "notebooks" / "04_crash_recovery.ipynb", tmp_path, spark_remote)
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
     summary = summary_of(nb)
@@ -195,7 +201,7 @@ assert results["G0-MT"]["repeatable_read"].startswith("TIMEOUT"), results
 
 @pytest.mark.notebook
 @pytest.mark.spark
-def test_02_reports_a_commit_timeout_as_a_timeout(tmp_path: Path, private_tmp: Path):
+def test_02_reports_a_commit_timeout_as_a_timeout(tmp_path: Path, private_tmp: Path, spark_remote: dict[str, str]):
     """Tutorial 02's own helpers, on a commit that can only time out (3 s): the outcome is printed as
     "timeout", the record says TIMEOUT (not "prevented"), and this test's detector flags it."""
     import nbformat
@@ -207,7 +213,7 @@ def test_02_reports_a_commit_timeout_as_a_timeout(tmp_path: Path, private_tmp: P
                                   metadata=tutorial.metadata)
     path = tmp_path / "timeout.ipynb"
     nbformat.write(nb, path)
-    done, _ = run_in_place(path, tmp_path)
+    done, _ = run_in_place(path, tmp_path, spark_remote)
     text = printed(done)
     assert "t1: timeout" in text and re.search(r"G0-MT +repeatable_read +TIMEOUT", text), text
     assert any(": a timeout: " in n for n in noise_in(done)), noise_in(done)

@@ -270,6 +270,23 @@ def test_sc_url_from_a_second_process(spark: SparkSession) -> None:
     assert report == {"n": 7, "server": None}  # used ours, started none
 
 
+def test_spark_remote_in_the_environment_is_the_engine_of_connect(spark: SparkSession, tmp_path: Path) -> None:
+    """``SPARK_REMOTE=sc://...`` (pyspark's own setting, e.g. of a JupyterHub image) makes ``connect()``
+    without ``spark=`` use that server: the process starts no JVM of its own."""
+    info = local_server()
+    assert info is not None
+    code = (
+        "import json, sys, lv_core\nfrom lv_core.engine.session import local_server\n"
+        "lh = lv_core.connect(sys.argv[1])\n"
+        "lh.sql('CREATE TABLE t (id BIGINT)'); lh.sql('INSERT INTO t VALUES (1), (2)')\n"
+        "n = lh.sql('SELECT count(*) AS n FROM t').collect()[0]['n']\n"
+        "print(json.dumps({'n': n, 'server': local_server()}))\n"
+    )
+    report = _report(_python(code, str(tmp_path / "wh"), env={**os.environ, "SPARK_REMOTE": info.url}), timeout=120)
+    assert report == {"n": 2, "server": None}
+    assert _java_children(os.getpid()) == [info.pid]  # still only ours
+
+
 # A kernel that dies hard while its server JVM is starting up: the JVM must follow it.
 _DOOMED = """
 import json, time
