@@ -207,7 +207,13 @@ BAD_BEGIN = [
 ]
 
 
-@pytest.mark.parametrize("kw,exc,fragment", BAD_BEGIN, ids=[str(k)[:30] for k, _, _ in BAD_BEGIN])
+def _stable_id(kw: dict) -> str:
+    """The test id of ``kw``, sets sorted: a set's order changes with the hash seed, and pytest-xdist
+    workers (each its own seed) must collect the same ids."""
+    return str({k: sorted(v) if isinstance(v, (set, frozenset)) else v for k, v in kw.items()})[:30]
+
+
+@pytest.mark.parametrize("kw,exc,fragment", BAD_BEGIN, ids=[_stable_id(k) for k, _, _ in BAD_BEGIN])
 def test_bad_begin_options(lh, kw, exc, fragment):
     check(lh, lambda lh: lh.begin(**kw), exc, fragment)
 
