@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from lv_core.engine import progress
 from lv_core.engine import spark_ops as ops
-from lv_core.engine.session import env_remote, get_spark, local_server, warm_up
+from lv_core.engine.session import env_remote, get_spark, local_server, public_url, warm_up
 from lv_core.engine.spark_conf import apply_runtime, normalize
 from lv_core.engine.spark_io import DATA_PATHS, SparkEngine
 from lv_core.engine.sql import SqlSession, autocommit_sql, run_bound, txn_sql
@@ -102,7 +102,7 @@ class SparkDataPlane:
             conf = {k: v for k, v in conf.items() if started.get(k) != v}
             where = "the embedded Spark server of this process"
         else:
-            where = f"the Spark session {str(self._spark_arg).split('/;')[0]}"
+            where = f"the Spark session {public_url(str(self._spark_arg))}"
         if conf:
             apply_runtime(spark, conf, where=where)
 

@@ -57,8 +57,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-__all__ = ["LocalServer", "client_log_path", "env_remote", "find_java", "get_spark", "local_server", "stop_spark",
-           "warm_up"]
+__all__ = ["LocalServer", "client_log_path", "env_remote", "find_java", "get_spark", "local_server", "public_url",
+           "stop_spark", "warm_up"]
 
 log = logging.getLogger(__name__)
 
@@ -476,10 +476,15 @@ def get_spark(
         if cached is not None and not cached.is_stopped:
             return cached
         _check_reachable(spark)
-        session = _connect(spark, spark.split("/;")[0])
+        session = _connect(spark, public_url(spark))
         session.conf.set("spark.sql.session.timeZone", "UTC")  # this session only
         _remote[spark] = session
         return session
+
+
+def public_url(url: str) -> str:
+    """``url`` without its parameters (``/;token=...``: a secret), as it may be shown or logged."""
+    return url.split("/;")[0]
 
 
 def env_remote() -> str | None:

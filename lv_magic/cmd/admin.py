@@ -38,15 +38,14 @@ def connect(ctx: MagicContext, rest: list[str]) -> None:
 
 def start_engine(lh: Any, url: str | None) -> None:
     """Start (or reach) the Spark engine now, saying so and how long it took; silent when it runs."""
-    from lv_core.engine.session import env_remote, local_server
+    from lv_core.engine.session import env_remote, local_server, public_url
 
     url = url or env_remote()
     if url is None and local_server() is not None:
         lh.spark  # noqa: B018 - the running embedded engine: nothing to wait for
         return
-    where = None if url is None else url.split("/;")[0]  # without its token: a secret
-    print("starting the Spark engine (once per kernel) ..." if where is None else f"connecting to Spark at {where} ...",
-          flush=True)
+    say = "starting the Spark engine (once per kernel)" if url is None else f"connecting to Spark at {public_url(url)}"
+    print(f"{say} ...", flush=True)
     t0 = time.monotonic()
     lh.spark  # noqa: B018 - starts or connects the engine
     print(f"Spark engine ready in {time.monotonic() - t0:.1f} s")
