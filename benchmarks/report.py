@@ -107,7 +107,14 @@ def write_report(out: Path, report: Path) -> None:
     """RESULTS.md, all of it, from ``out``'s JSON and the notes of ``benchmarks/notes`` (see
     :mod:`benchmarks.report_sections`): issue 38's targets first, then the workloads of the paper, the
     default-profile grid, and the earlier issues' before/after notes."""
-    from benchmarks.report_sections import bench_runs, cold_connect_section, history, listappend_section, note
+    from benchmarks.report_sections import (
+        bench_runs,
+        cold_connect_section,
+        history,
+        listappend_section,
+        note,
+        statement_latency_section,
+    )
     from benchmarks.report_targets import targets, tpcds_runs, ycsb_section
     from benchmarks.tpcc_report import section as tpcc_section
 
@@ -146,6 +153,7 @@ def write_report(out: Path, report: Path) -> None:
         L += cab.report_section(load_result(out, name), rel, name)
     L += listappend_section(out, rel) + note("listappend")
     L += cold_connect_section(out, rel) + note("cold_connect")
+    L += statement_latency_section(out, rel) + note("statement_latency")
     if grid:
         L += ["The sections from here to *Plots* are runs of `python benchmarks/run.py`; each names the run that "
               f"wrote its results file (`{rel}/run.json`), which may differ from section to section (`--only`).",

@@ -124,6 +124,32 @@ def cold_connect_section(out: Path, rel: str) -> list[str]:
     return L
 
 
+def statement_latency_section(out: Path, rel: str) -> list[str]:
+    """Short statements on Spark Connect, two trees side by side (benchmarks/statement_latency.py)."""
+    data = load_result(out, "statement_latency")
+    if data is None:
+        return []
+    s, trees = data["summary"], data["trees"]
+    rows = []
+    for kind, per in s.items():
+        b, a = per.get("before", {}), per.get("after", {})
+        rows.append([kind, fmt(b.get("ms_median"), 0), fmt(a.get("ms_median"), 0), fmt(per.get("after/before ms"), 2),
+                     f"{fmt(b.get('spark_calls_by_method', {}).get('ExecutePlan'), 0)} -> "
+                     f"{fmt(a.get('spark_calls_by_method', {}).get('ExecutePlan'), 0)}",
+                     f"{fmt(b.get('spark_calls'), 1)} -> {fmt(a.get('spark_calls'), 1)}"])
+    load = data.get("environment", {}).get("load_avg_at_start") or []
+    return ["## Short statements on Spark Connect", "",
+            "`python -m benchmarks.statement_latency --base OLD_TREE`: one-row statements, each its own `serializable` "
+            "transaction on a local folder (tables of 10 files of 10 rows), both trees in child processes on one "
+            f"Spark Connect server, alternating round by round ({len(data['rows']) // max(1, len(trees))} rounds of "
+            f"{data['task']['n']} measured transactions per kind, after {data['task']['warmup']} warm-up ones; load "
+            f"average at start {' / '.join(f'{x:.1f}' for x in load) or '?'}). Before: `{trees.get('before', '-')}`, "
+            f"after: `{trees.get('after', '-')}`. Spark Connect calls are exact counts per transaction (all methods: "
+            "ExecutePlan, AnalyzePlan, Config and the asynchronous ReleaseExecute).", "",
+            md_table(["transaction", "before ms", "after ms", "after/before", "ExecutePlan", "Spark Connect calls"],
+                     rows), "", f"![statement_latency]({rel}/statement_latency.png)", ""]
+
+
 def bench_runs(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Benchmark -> the ``run.py`` run that wrote its results (``run.json``'s ``by_benchmark``; a
     ``run.json`` from before that field is the record of every benchmark it lists)."""

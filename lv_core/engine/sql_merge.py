@@ -74,7 +74,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
         frames: dict[str, Any] = {"target": engine.scan(target, snap, candidates, file_col=True, cache=scope.cache)}
         with sql_errors(what):
             source_cols = {f.name.lower(): f.name
-                           for f in scope.sql(f"SELECT * FROM {src} AS {sa}", r, frames).schema.fields}
+                           for f in scope.query(f"SELECT * FROM {src} AS {sa}", r, frames).schema.fields}
 
         def by_name(f: Any) -> str:
             name = source_cols.get(f.name.lower())
@@ -110,7 +110,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
         exprs = [e for items in (*plans.values(), *iplans.values()) for _, e in items]
         types: list[Any] = []
         if exprs:
-            probe = scope.sql(f"SELECT {', '.join(f'({e}) AS `__lv_p{i}`' for i, e in enumerate(exprs))} "
+            probe = scope.query(f"SELECT {', '.join(f'({e}) AS `__lv_p{i}`' for i, e in enumerate(exprs))} "
                               f"FROM (SELECT * FROM {tkey}) AS {ta} CROSS JOIN {src} AS {sa}", r, frames)
             with sql_errors(what):
                 types = [x.dataType for x in probe.schema.fields]
@@ -149,7 +149,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
             action = case(matched)
             upd = [code for code, c in matched if c.action == "update"] or [-1]
             dele = [code for code, c in matched if c.action == "delete"] or [-1]
-            stats = scope.sql(
+            stats = scope.query(
                 f"WITH m AS (SELECT {ta}.`{FILE_COL}` AS f, {ta}.`__lv_rid` AS rid, {action} AS a "
                 f"FROM (SELECT *, monotonically_increasing_id() AS `__lv_rid` FROM {tkey}) AS {ta} "
                 f"JOIN {src} AS {sa} ON {on}), "
@@ -176,7 +176,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                     deleted += int(row["nd"])
             files = [view[p] for p in sorted(touched)]
             with sql_errors(what):
-                cdf.check_staged(engine, ctx, target, files, lambda staged: scope.sql(
+                cdf.check_staged(engine, ctx, target, files, lambda staged: scope.query(
                     f"SELECT {ta}.* FROM {tkey} AS {ta} JOIN {src} AS {sa} ON {on} WHERE {action} > 0", r, frames)
                     .where(F.col(FILE_COL).isin(*[f.path for f in staged])), what)
             if files:
@@ -186,7 +186,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                 for code, items in plans.items():
                     cols += [f"CASE WHEN {sa}.`__lv_m` IS NOT NULL AND {action} = {code} THEN ({e}) END "
                              f"AS `__lv_u{code}_{j}`" for j, (_, e) in enumerate(items)]
-                raw = scope.sql(
+                raw = scope.query(
                     f"SELECT {', '.join(cols)} FROM (SELECT *, monotonically_increasing_id() AS `__lv_rid` "
                     f"FROM {skey}) AS {ta} LEFT JOIN (SELECT *, true AS `__lv_m` FROM {src} AS `__lv_src`) AS {sa} "
                     f"ON {on}", r, frames)
@@ -209,7 +209,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
             for code, items in iplans.items():
                 cols += [f"CASE WHEN {icase} = {code} THEN ({e}) END AS `__lv_v{code}_{j}`"
                          for j, (_, e) in enumerate(items)]
-            raw = scope.sql(f"SELECT {', '.join(cols)} FROM {src} AS {sa} LEFT ANTI JOIN "
+            raw = scope.query(f"SELECT {', '.join(cols)} FROM {src} AS {sa} LEFT ANTI JOIN "
                             f"(SELECT * FROM {tkey}) AS {ta} ON {on}", r, frames)
             out = assigned(ityped, "__lv_i", "__lv_v", lambda f: F.lit(None).cast(nullable_type(f.dataType)))
             with sql_errors(what):

@@ -213,6 +213,16 @@ class RunScope:
             self._frames = {t: f for t, f in self._frames.items() if not isinstance(f, Pinned)}
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def query(self, text: str, renderer: Renderer, frames: Optional[Mapping[str, Any]] = None) -> "DataFrame":
+        """:meth:`sql` without analysing now, for a query the caller runs at once inside :func:`sql_errors`
+        (Spark reports its errors at that first action): one Spark Connect round trip fewer, about 50 ms on
+        a local server. Never for a DataFrame handed to the user (SELECT), whose errors belong to the
+        statement; a query over :class:`Pinned` views is analysed now, which re-makes a lost view."""
+        kwargs = renderer.bind(self.table, dict(frames or {}))
+        if any(isinstance(v, Pinned) for v in kwargs.values()):
+            return self.sql(text, renderer, frames)
+        return _unanalysed(self.spark, text, kwargs)
+
     def _analysed(self, text: str, kwargs: Mapping[str, Any], views: Iterable[str]) -> Optional["DataFrame"]:
         """``spark.sql``; None when it failed because one of ``views`` does not exist in the session."""
         try:
@@ -228,6 +238,25 @@ class RunScope:
         for t, v in kw.pop("reads", {}).items():
             reads.setdefault(t, set()).update(v)
         return OpResult(value=value, reads=reads, scans=set(self.scans) | set(kw.pop("scans", ())), **kw)
+
+
+def _unanalysed(spark: Any, text: str, kwargs: Mapping[str, Any]) -> "DataFrame":
+    """``spark.sql(text, **kwargs)`` as a plan, without the round trip in which Spark Connect's
+    ``sql()`` analyses it (the same ``SQL`` relation, with each bound DataFrame as a query-scoped alias,
+    is what that call returns for a query). A classic session analyses locally: plain ``sql()``."""
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectFrame
+    from pyspark.sql.connect.plan import SQL, SubqueryAlias
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+    from pyspark.sql.connect.sql_formatter import SQLStringFormatter
+
+    if not isinstance(spark, ConnectSession):
+        return spark.sql(text, **kwargs)
+    if not kwargs:
+        return ConnectFrame(SQL(text.replace("{{", "{").replace("}}", "}")), spark)
+    formatter = SQLStringFormatter(spark)
+    text = formatter.format(text, **kwargs)
+    return ConnectFrame(SQL(text, views=[SubqueryAlias(df._plan, name) for df, name in formatter._temp_views]),
+                        spark)
 
 
 # ---------------------------------------------------------------------------------------- types
@@ -323,7 +352,7 @@ def insert_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> O
                         + f" AS __lv_values({', '.join(f'c{i}' for i in range(width))})")
         else:
             text = r.expr(spec.query)
-        src = scope.sql(text, r)
+        src = scope.query(text, r)
         with sql_errors(what):
             schema = src.schema
         if len(schema.fields) != len(cols):
@@ -399,7 +428,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
                                         columns=named)}
         types = []
         if is_update:  # type-check SET before touching data: a bad type fails the same way on any data
-            probe = scope.sql(f"SELECT {', '.join(f'({e}) AS `__lv_s{i}`' for i, e in enumerate(exprs))} "
+            probe = scope.query(f"SELECT {', '.join(f'({e}) AS `__lv_s{i}`' for i, e in enumerate(exprs))} "
                               f"FROM {tkey} AS {alias}", r, frames)
             with sql_errors(what):
                 types = [x.dataType for x in probe.schema.fields]
@@ -417,13 +446,13 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
             return scope.result(sum(live_records(f) or 0 for f in candidates), **extra)
         touched: dict[str, int] = {}
         if single:
-            hits = scope.sql(f"SELECT count(*) AS n FROM {tkey} AS {alias} WHERE {cond}", r, frames)
+            hits = scope.query(f"SELECT count(*) AS n FROM {tkey} AS {alias} WHERE {cond}", r, frames)
             with sql_errors(what):
                 n = int(hits.collect()[0]["n"])
             if n:
                 touched[candidates[0].path] = n
         else:
-            hits = scope.sql(f"SELECT `{FILE_COL}` AS f, count(*) AS n FROM {tkey} AS {alias} WHERE {cond} "
+            hits = scope.query(f"SELECT `{FILE_COL}` AS f, count(*) AS n FROM {tkey} AS {alias} WHERE {cond} "
                              f"GROUP BY `{FILE_COL}`", r, frames)
             with sql_errors(what):
                 rows = hits.collect()
@@ -437,7 +466,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
             return scope.result(0, **extra)
         files = [view[p] for p in sorted(touched)]
         with sql_errors(what):
-            cdf.check_staged(engine, ctx, target, files, lambda staged: scope.sql(
+            cdf.check_staged(engine, ctx, target, files, lambda staged: scope.query(
                 f"SELECT * FROM {tkey} AS {alias} WHERE coalesce({cond}, false)", r, frames)
                 .where(F.col(FILE_COL).isin(*[f.path for f in staged])), what)
         skey = r.frame("rewrite")
@@ -445,7 +474,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
         if is_update:
             sel = ", ".join([f"{alias}.*", f"{cond} AS `__lv_hit`",
                              *[f"CASE WHEN {cond} THEN ({e}) END AS `__lv_s{i}`" for i, e in enumerate(exprs)]])
-            raw = scope.sql(f"SELECT {sel} FROM {skey} AS {alias}", r, frames)
+            raw = scope.query(f"SELECT {sel} FROM {skey} AS {alias}", r, frames)
             assigned = {f.name: (i, t) for i, ((f, _), t) in enumerate(zip(sets, types, strict=False))}
             out_cols = []
             for f in fields.values():
@@ -462,10 +491,10 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
                 changed = cdf.tagged(hit, old, "update_preimage").unionByName(
                     cdf.tagged(hit, out_cols, "update_postimage"))
         else:
-            out = scope.sql(f"SELECT {alias}.* FROM {skey} AS {alias} WHERE NOT coalesce({cond}, false)", r, frames)
+            out = scope.query(f"SELECT {alias}.* FROM {skey} AS {alias} WHERE NOT coalesce({cond}, false)", r, frames)
             if changes:
-                changed = cdf.tagged(scope.sql(f"SELECT {alias}.* FROM {skey} AS {alias} WHERE coalesce({cond}, false)",
-                                               r, frames), [col(f.name) for f in fields.values()], "delete")
+                gone = scope.query(f"SELECT {alias}.* FROM {skey} AS {alias} WHERE coalesce({cond}, false)", r, frames)
+                changed = cdf.tagged(gone, [col(f.name) for f in fields.values()], "delete")
         with sql_errors(what):
             adds = engine.write(ctx, target, out, rewrite=True, like=files)
             if changes:

@@ -87,6 +87,12 @@ CASES = [
     ("create-existing", "CREATE TABLE bank_x (id BIGINT)", TableExists, "already exists"),
     ("create-parquet", "CREATE TABLE t2 (id BIGINT) USING parquet", UnsupportedStatement, "Delta"),
     ("duplicate-set", "UPDATE bank_x SET balance = 1, balance = 2", ConfigError, "assigned twice"),
+    # the queries inside DML are analysed at their first action (sql_run.RunScope.query): still this statement's
+    ("unknown-column-delete-where", "DELETE FROM bank_x WHERE nope = 1", SchemaError, r"`nope` cannot be resolved"),
+    ("unknown-column-merge-on", "MERGE INTO bank_x t USING bank_y s ON t.nope = s.id WHEN MATCHED THEN "
+     "UPDATE SET balance = 0", SchemaError, r"`t`.`nope` cannot be resolved"),
+    ("unknown-column-insert-select", "INSERT INTO bank_x SELECT id, nope FROM bank_y", SchemaError,
+     r"`nope` cannot be resolved"),
 ]
 
 
