@@ -130,6 +130,7 @@ def statement_latency_section(out: Path, rel: str) -> list[str]:
     if data is None:
         return []
     s, trees = data["summary"], data["trees"]
+    commits = data.get("commits") or trees
     rows = []
     for kind, per in s.items():
         b, a = per.get("before", {}), per.get("after", {})
@@ -143,8 +144,8 @@ def statement_latency_section(out: Path, rel: str) -> list[str]:
             "transaction on a local folder (tables of 10 files of 10 rows), both trees in child processes on one "
             f"Spark Connect server, alternating round by round ({len(data['rows']) // max(1, len(trees))} rounds of "
             f"{data['task']['n']} measured transactions per kind, after {data['task']['warmup']} warm-up ones; load "
-            f"average at start {' / '.join(f'{x:.1f}' for x in load) or '?'}). Before: `{trees.get('before', '-')}`, "
-            f"after: `{trees.get('after', '-')}`. Spark Connect calls are exact counts per transaction (all methods: "
+            f"average at start {' / '.join(f'{x:.1f}' for x in load) or '?'}). Before: `{commits.get('before', '-')}`, "
+            f"after: `{commits.get('after', '-')}`. Spark Connect calls are exact counts per transaction (all methods: "
             "ExecutePlan, AnalyzePlan, Config and the asynchronous ReleaseExecute).", "",
             md_table(["transaction", "before ms", "after ms", "after/before", "ExecutePlan", "Spark Connect calls"],
                      rows), "", f"![statement_latency]({rel}/statement_latency.png)", ""]

@@ -154,7 +154,10 @@ def main(argv: list[str] | None = None) -> None:
             log(f"round {rnd} {name}: " + ("error" if "error" in res else
                                            ", ".join(f"{k} {v['ms_median']} ms" for k, v in res.items())))
             rows.append({"round": rnd, "tree": name, "result": res})
-    data = {"environment": environment(), "trees": {k: str(v) for k, v in trees.items()}, "task": task,
+    commits = {k: subprocess.run(["git", "-C", str(v), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                 text=True).stdout.strip() for k, v in trees.items()}
+    data = {"environment": environment(), "trees": {k: str(v) for k, v in trees.items()}, "commits": commits,
+            "task": task,
             "rows": rows, "summary": summarize(rows)}
     write_json(Path(args.out), data)
     plot(data, Path(args.out).with_suffix(".png"))
