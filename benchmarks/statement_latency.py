@@ -97,10 +97,9 @@ def child(task: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ parent side
 def _run(tree: Path, task: dict[str, Any], remote: str) -> dict[str, Any]:
-    code = ("import json, importlib.util as u; "  # this module by path: the old tree may not have it
-            f"s = u.spec_from_file_location('lv_stmt_bench', {str(Path(__file__).resolve())!r}); "
-            "m = u.module_from_spec(s); s.loader.exec_module(m); "
-            f"print(json.dumps(m.child(json.loads({json.dumps(json.dumps(task))}))))")
+    """``child(task)`` with ``tree``'s lv_core (and this checkout's benchmarks, which tree_process links)."""
+    code = ("import json; from benchmarks import statement_latency as m; "
+            f"print(json.dumps(m.child({task!r})))")
     with tree_process(tree) as (cwd, env):
         env = {**env, "SPARK_REMOTE": remote}
         out = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True)

@@ -111,7 +111,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
         types: list[Any] = []
         if exprs:
             probe = scope.query(f"SELECT {', '.join(f'({e}) AS `__lv_p{i}`' for i, e in enumerate(exprs))} "
-                              f"FROM (SELECT * FROM {tkey}) AS {ta} CROSS JOIN {src} AS {sa}", r, frames)
+                                f"FROM (SELECT * FROM {tkey}) AS {ta} CROSS JOIN {src} AS {sa}", r, frames)
             with sql_errors(what):
                 types = [x.dataType for x in probe.schema.fields]
         it = iter(types)
@@ -210,7 +210,7 @@ def merge_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Op
                 cols += [f"CASE WHEN {icase} = {code} THEN ({e}) END AS `__lv_v{code}_{j}`"
                          for j, (_, e) in enumerate(items)]
             raw = scope.query(f"SELECT {', '.join(cols)} FROM {src} AS {sa} LEFT ANTI JOIN "
-                            f"(SELECT * FROM {tkey}) AS {ta} ON {on}", r, frames)
+                              f"(SELECT * FROM {tkey}) AS {ta} ON {on}", r, frames)
             out = assigned(ityped, "__lv_i", "__lv_v", lambda f: F.lit(None).cast(nullable_type(f.dataType)))
             with sql_errors(what):
                 new = engine.write(ctx, target, raw.where(F.col("__lv_i") > 0).select(*out))

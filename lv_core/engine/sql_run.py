@@ -429,7 +429,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
         types = []
         if is_update:  # type-check SET before touching data: a bad type fails the same way on any data
             probe = scope.query(f"SELECT {', '.join(f'({e}) AS `__lv_s{i}`' for i, e in enumerate(exprs))} "
-                              f"FROM {tkey} AS {alias}", r, frames)
+                                f"FROM {tkey} AS {alias}", r, frames)
             with sql_errors(what):
                 types = [x.dataType for x in probe.schema.fields]
             for (f, _), t in zip(sets, types, strict=False):
@@ -453,7 +453,7 @@ def dml_op(engine: SparkEngine, st: Statement, names: Mapping[str, str]) -> Oper
                 touched[candidates[0].path] = n
         else:
             hits = scope.query(f"SELECT `{FILE_COL}` AS f, count(*) AS n FROM {tkey} AS {alias} WHERE {cond} "
-                             f"GROUP BY `{FILE_COL}`", r, frames)
+                               f"GROUP BY `{FILE_COL}`", r, frames)
             with sql_errors(what):
                 rows = hits.collect()
             resolve = engine.file_of(target, candidates)
